@@ -1,0 +1,41 @@
+# Set-up on a fresh machine is two commands: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: demo test bench install dev clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e .
+	@touch $@
+
+$(VENV)/.dev: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@ $(VENV)/.installed
+
+$(VENV)/.bench: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	@touch $@ $(VENV)/.installed $(VENV)/.dev
+
+install: $(VENV)/.installed
+dev: $(VENV)/.dev
+
+## The main job: the quickstart on a fresh embedded database.
+demo: $(VENV)/.installed
+	$(PY) -m slm_magic.demo
+
+## The tests.
+test: $(VENV)/.dev
+	$(PY) -m pytest -q
+
+## Retrieval quality on LoCoMo and speed at 10k/100k/1M, against the baselines.
+bench: $(VENV)/.bench
+	$(PY) benchmarks/locomo.py
+	$(PY) benchmarks/speed.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache

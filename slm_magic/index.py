@@ -1,0 +1,304 @@
+"""The in-process sparse index: postings as CSC segments plus a small write tail.
+
+Precompute at write time, keep the query path short: a recall is a few array slices per query
+term, two `bincount`s and a partial sort. A write appends to the tail in time proportional to
+the new memory; full tails are sealed into segments, and small segments merge geometrically
+(as in a log-structured merge), so no write ever rebuilds the whole index.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+TAIL_SEAL_POSTINGS = 32_768       # seal the tail into a segment past this many postings
+MAX_MERGE_POSTINGS = 4_000_000    # segments this large are left alone (bounds a write's cost)
+
+
+@dataclass
+class Segment:
+    """Postings sorted by term column: docs[indptr[c]:indptr[c+1]] hold term c."""
+
+    indptr: np.ndarray   # int64, len = ncols + 1
+    docs: np.ndarray     # int32
+    tfs: np.ndarray      # float32
+
+    @property
+    def nnz(self) -> int:
+        return int(self.docs.size)
+
+    @classmethod
+    def from_coo(cls, cols: np.ndarray, docs: np.ndarray, tfs: np.ndarray, ncols: int) -> "Segment":
+        order = np.lexsort((docs, cols))
+        cols = cols[order]
+        indptr = np.zeros(ncols + 1, dtype=np.int64)
+        np.cumsum(np.bincount(cols, minlength=ncols), out=indptr[1:])
+        return cls(indptr, docs[order].astype(np.int32, copy=False), tfs[order].astype(np.float32, copy=False))
+
+    def to_coo(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        cols = np.repeat(np.arange(self.indptr.size - 1, dtype=np.int64), np.diff(self.indptr))
+        return cols, self.docs, self.tfs
+
+    def column(self, col: int) -> tuple[np.ndarray, np.ndarray] | None:
+        if col + 1 >= self.indptr.size:
+            return None
+        lo, hi = self.indptr[col], self.indptr[col + 1]
+        if lo == hi:
+            return None
+        return self.docs[lo:hi], self.tfs[lo:hi]
+
+
+class DocTable:
+    """Per-document arrays the query path reads, grown by doubling."""
+
+    FIELDS = {
+        "alive": np.bool_,
+        "dl": np.float32,        # document length in terms
+        "norm": np.float32,      # |tf-idf vector| of the document, for the cosine
+        "prev": np.int32,        # previous memory of the same session, -1 if none
+        "next": np.int32,        # next memory of the same session, -1 if none
+        "updated": np.float64,   # updated_at, seconds since the epoch
+        "revision": np.int32,
+        "user": np.int32,        # code of user_id
+        "project": np.int32,     # code of project
+        "core": np.bool_,
+        "kind": np.int8,         # 0 memory, 1 summary event
+        "type": np.int8,
+    }
+
+    def __init__(self, capacity: int = 1024):
+        self.capacity = max(16, capacity)
+        for name, dtype in self.FIELDS.items():
+            setattr(self, name, np.zeros(self.capacity, dtype=dtype))
+        self.prev[:] = -1
+        self.next[:] = -1
+        self.size = 0  # one past the highest doc id seen
+
+    def ensure(self, n: int) -> None:
+        if n > self.capacity:
+            cap = max(n, self.capacity * 2)
+            for name, dtype in self.FIELDS.items():
+                old = getattr(self, name)
+                new = np.zeros(cap, dtype=dtype)
+                new[: old.size] = old
+                if name in ("prev", "next"):
+                    new[old.size:] = -1
+                setattr(self, name, new)
+            self.capacity = cap
+        self.size = max(self.size, n)
+
+
+class SparseIndex:
+    """Term postings and per-document arrays for the live memories of one store."""
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75):
+        self.k1 = k1
+        self.b = b
+        self.cols: dict[int, int] = {}        # term hash -> column
+        self.df = np.zeros(1024, dtype=np.int64)
+        self.segments: list[Segment] = []
+        self.tail: dict[int, tuple[list[int], list[float]]] = {}
+        self.tail_nnz = 0
+        self.docs = DocTable()
+        self.n_live = 0
+        self.total_len = 0.0
+        self.codes: dict[str, dict[str, int]] = {"user": {}, "project": {}}
+
+    # --- vocabulary and codes -----------------------------------------------------------------
+    def code(self, field: str, value: str) -> int:
+        table = self.codes[field]
+        c = table.get(value)
+        if c is None:
+            c = table[value] = len(table)
+        return c
+
+    def lookup_code(self, field: str, value: str) -> int:
+        return self.codes[field].get(value, -2)
+
+    def column(self, term: int, create: bool = True) -> int:
+        c = self.cols.get(term)
+        if c is None and create:
+            c = self.cols[term] = len(self.cols)
+            if c >= self.df.size:
+                self.df = np.concatenate([self.df, np.zeros(self.df.size, dtype=np.int64)])
+        return -1 if c is None else c
+
+    @property
+    def avgdl(self) -> float:
+        return self.total_len / self.n_live if self.n_live else 1.0
+
+    def bm25_idf(self, df: np.ndarray) -> np.ndarray:
+        n = self.n_live
+        return np.log1p((n - df + 0.5) / (df + 0.5))
+
+    def tfidf_idf(self, df: np.ndarray) -> np.ndarray:
+        # scikit-learn's smooth idf, so the channel means what TfidfTransformer means.
+        return np.log((1.0 + self.n_live) / (1.0 + df)) + 1.0
+
+    # --- writes -------------------------------------------------------------------------------
+    def add_documents(self, doc_ids: np.ndarray, cols: np.ndarray, docs: np.ndarray, tfs: np.ndarray,
+                      meta: dict[str, np.ndarray]) -> None:
+        """Add documents: postings as (col, doc, tf) triples and their per-doc metadata.
+
+        Small batches go to the tail; a large batch becomes a segment of its own.
+        """
+        if doc_ids.size == 0:
+            return
+        table = self.docs
+        table.ensure(int(doc_ids.max()) + 1)
+        for name, values in meta.items():
+            getattr(table, name)[doc_ids] = values
+        table.alive[doc_ids] = True
+        self.n_live += int(doc_ids.size)
+        self.total_len += float(meta["dl"].sum())
+        if cols.size:
+            np.add.at(self.df, cols, 1)
+        if cols.size >= TAIL_SEAL_POSTINGS:
+            self._seal_tail()
+            self._add_segment(Segment.from_coo(cols, docs, tfs, len(self.cols)))
+        else:
+            for c, d, f in zip(cols.tolist(), docs.tolist(), tfs.tolist()):
+                entry = self.tail.get(c)
+                if entry is None:
+                    entry = self.tail[c] = ([], [])
+                entry[0].append(d)
+                entry[1].append(f)
+            self.tail_nnz += int(cols.size)
+            if self.tail_nnz >= TAIL_SEAL_POSTINGS:
+                self._seal_tail()
+        self._update_norms(doc_ids, cols, docs, tfs)
+
+    def _update_norms(self, doc_ids, cols, docs, tfs) -> None:
+        """|tf-idf| of new documents with today's idf (all are recomputed at the next open)."""
+        w = (1.0 + np.log(tfs)) * self.tfidf_idf(self.df[cols])
+        lo = int(doc_ids.min())
+        sq = np.bincount(docs - lo, weights=w * w, minlength=int(doc_ids.max()) - lo + 1)
+        self.docs.norm[doc_ids] = np.sqrt(sq[doc_ids - lo]).astype(np.float32)
+
+    def remove_documents(self, doc_ids: Iterable[int], cols_by_doc: dict[int, np.ndarray] | None = None) -> None:
+        """Mark documents dead. Their postings stay in the segments, masked out, until a merge."""
+        table = self.docs
+        for d in doc_ids:
+            if 0 <= d < table.size and table.alive[d]:
+                table.alive[d] = False
+                self.n_live -= 1
+                self.total_len -= float(table.dl[d])
+                if cols_by_doc and d in cols_by_doc:
+                    np.subtract.at(self.df, cols_by_doc[d], 1)
+                self.unlink(d)
+
+    def _seal_tail(self) -> None:
+        if not self.tail_nnz:
+            return
+        cols, docs, tfs = [], [], []
+        for c, (ds, fs) in self.tail.items():
+            cols.append(np.full(len(ds), c, dtype=np.int64))
+            docs.append(np.asarray(ds, dtype=np.int32))
+            tfs.append(np.asarray(fs, dtype=np.float32))
+        self.tail = {}
+        self.tail_nnz = 0
+        self._add_segment(Segment.from_coo(np.concatenate(cols), np.concatenate(docs), np.concatenate(tfs), len(self.cols)))
+
+    def _add_segment(self, seg: Segment) -> None:
+        self.segments.append(seg)
+        # Merge the newest segments while they are of a similar size (amortised O(log n)).
+        while len(self.segments) >= 2:
+            a, b = self.segments[-2], self.segments[-1]
+            if a.nnz > 4 * b.nnz or a.nnz + b.nnz > MAX_MERGE_POSTINGS:
+                break
+            ca, da, fa = a.to_coo()
+            cb, db, fb = b.to_coo()
+            alive = self.docs.alive
+            cols = np.concatenate([ca, cb]); docs = np.concatenate([da, db]); tfs = np.concatenate([fa, fb])
+            keep = alive[docs]
+            self.segments[-2:] = [Segment.from_coo(cols[keep], docs[keep], tfs[keep], len(self.cols))]
+
+    # --- session links (the context channel's neighbours) --------------------------------------
+    def link_after(self, prev_doc: int, doc: int) -> None:
+        """Put `doc` right after `prev_doc` in its session's chain."""
+        nxt = int(self.docs.next[prev_doc])
+        self.docs.prev[doc] = prev_doc
+        self.docs.next[doc] = nxt
+        self.docs.next[prev_doc] = doc
+        if nxt >= 0:
+            self.docs.prev[nxt] = doc
+
+    def replace_link(self, old: int, new: int) -> None:
+        """`new` takes `old`'s place in its session's chain (the memory's content changed)."""
+        p, n = int(self.docs.prev[old]), int(self.docs.next[old])
+        self.docs.prev[new], self.docs.next[new] = p, n
+        if p >= 0:
+            self.docs.next[p] = new
+        if n >= 0:
+            self.docs.prev[n] = new
+        self.docs.prev[old] = self.docs.next[old] = -1
+
+    def unlink(self, doc: int) -> None:
+        p, n = int(self.docs.prev[doc]), int(self.docs.next[doc])
+        if p >= 0:
+            self.docs.next[p] = n
+        if n >= 0:
+            self.docs.prev[n] = p
+        self.docs.prev[doc] = self.docs.next[doc] = -1
+
+    # --- queries ------------------------------------------------------------------------------
+    def postings(self, col: int) -> tuple[np.ndarray, np.ndarray]:
+        parts_d, parts_f = [], []
+        for seg in self.segments:
+            got = seg.column(col)
+            if got is not None:
+                parts_d.append(got[0]); parts_f.append(got[1])
+        entry = self.tail.get(col)
+        if entry is not None:
+            parts_d.append(np.asarray(entry[0], dtype=np.int32))
+            parts_f.append(np.asarray(entry[1], dtype=np.float32))
+        if not parts_d:
+            return np.empty(0, np.int32), np.empty(0, np.float32)
+        if len(parts_d) == 1:
+            return parts_d[0], parts_f[0]
+        return np.concatenate(parts_d), np.concatenate(parts_f)
+
+    def channel_scores(self, terms: Sequence[int], qtf: Sequence[int], query_len: int) -> "ChannelScores":
+        """Raw BM25 and TF-IDF dot products for every document sharing a term with the query."""
+        n = self.docs.size
+        k1, b = self.k1, self.b
+        avgdl = self.avgdl
+        q_cols = [self.cols.get(t, -1) for t in terms]
+        df = np.array([self.df[c] if c >= 0 else 0 for c in q_cols], dtype=np.float64)
+        qtf_a = np.asarray(qtf, dtype=np.float64)
+        idf_b = self.bm25_idf(df)
+        idf_t = self.tfidf_idf(df)
+        # The query scored as a document of itself: the most a memory can match it.
+        ideal = float(np.sum(qtf_a * idf_b * qtf_a * (k1 + 1) / (qtf_a + k1 * (1 - b + b * query_len / avgdl))))
+        q_w = (1.0 + np.log(qtf_a)) * idf_t if qtf_a.size else qtf_a
+        q_norm = float(np.sqrt(np.sum(q_w * q_w)))
+        all_d, all_b, all_t = [], [], []
+        dl = self.docs.dl
+        for c, qf, ib, qw, it in zip(q_cols, qtf_a, idf_b, q_w, idf_t):
+            if c < 0:
+                continue
+            d, f = self.postings(c)
+            if not d.size:
+                continue
+            all_d.append(d)
+            all_b.append((qf * ib * (k1 + 1)) * f / (f + k1 * (1 - b + b * dl[d] / avgdl)))
+            all_t.append((qw * it) * (1.0 + np.log(f)))
+        if not all_d:
+            return ChannelScores(None, None, ideal, q_norm)
+        d = np.concatenate(all_d)
+        bm = np.bincount(d, weights=np.concatenate(all_b), minlength=n + 1)
+        dot = np.bincount(d, weights=np.concatenate(all_t), minlength=n + 1)
+        return ChannelScores(bm, dot, ideal, q_norm)
+
+
+@dataclass
+class ChannelScores:
+    """Dense per-document raw scores (index n is a zero sentinel for 'no neighbour')."""
+
+    bm25: np.ndarray | None
+    dot: np.ndarray | None
+    ideal_bm25: float
+    query_norm: float

@@ -1,0 +1,87 @@
+"""The one text analyser both retrieval channels and the SQL fallback share.
+
+A memory and a query must be cut into the same terms, or a match is missed: so there is exactly
+one analyser, and the index, the fallback and the benchmarks all call it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections import Counter
+from functools import lru_cache
+
+import Stemmer
+
+# Function words that carry no topic: articles, pronouns, auxiliaries, prepositions,
+# conjunctions and question words. Content words ("system", "computer", "call", "fire"...)
+# are deliberately absent: in a notebook they are what a memory is about.
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all also am an and any are as at be been before being
+    below between both but by can could did do does doing done down during each either else
+    ever every few for from further get gets got had has have having he her here hers herself
+    him himself his how i if in into is it its itself just let me more most much must my
+    myself neither no nor not now of off on once only or other our ours ourselves out over own
+    same shall she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up upon us very was we were what when
+    where whether which while who whom whose why will with would yet you your yours yourself
+    yourselves s t d ll m re ve don doesn didn isn wasn weren aren hasn haven hadn won wouldn
+    shouldn couldn can't cannot
+    """.split()
+)
+
+# A word is a run of letters/digits in any script; underscores join identifier parts.
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Split identifiers such as df_churn_v2 or customerId into their parts.
+_PART = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+_stemmer = Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    return _stemmer.stemWord(word)
+
+
+@lru_cache(maxsize=500_000)
+def term_hash(term: str) -> int:
+    """A stable signed 64-bit id for a term, the same in every process and in SQL.
+
+    Hashing removes the need for a shared term dictionary that several writers would
+    have to agree on; at 64 bits a collision among a million terms is ~3e-8 likely.
+    """
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
+@lru_cache(maxsize=200_000)
+def _word_terms(raw: str) -> tuple[str, ...]:
+    """Terms of one raw word: the stemmed word, plus its parts when it is an identifier."""
+    pieces = _CAMEL.sub("_", raw).casefold()
+    parts = [p for p in _PART.findall(pieces)]
+    word = raw.casefold()
+    out: list[str] = []
+    if len(parts) > 1:
+        out.append(word)  # the whole identifier, so an exact name search ranks it first
+    for part in parts:
+        if part in STOP_WORDS or (len(part) == 1 and not part.isdigit()):
+            continue
+        out.append(_stem(part) if not part.isdigit() else part)
+    return tuple(out)
+
+
+def analyse(text: str) -> list[str]:
+    """Cut text into index terms: unicode words, identifiers split, stop words out, stemmed."""
+    text = unicodedata.normalize("NFKC", text)
+    terms: list[str] = []
+    for raw in _WORD.findall(text):
+        if raw.casefold() in STOP_WORDS:
+            continue
+        terms.extend(_word_terms(raw))
+    return terms
+
+
+def term_counts(text: str) -> Counter[str]:
+    return Counter(analyse(text))

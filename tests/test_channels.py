@@ -1,0 +1,78 @@
+"""The two channels against independent computations: BM25 by hand, TF-IDF by scikit-learn."""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from slm_magic import Memory, text
+
+
+def test_bm25_matches_a_hand_computed_example():
+    docs = ["apple banana", "apple apple cherry", "banana durian elderberry fig"]
+    with Memory(":memory:", context_weight=0.0) as m:
+        m.remember_many({"content": d} for d in docs)
+        index = m.index
+        # query "apple": df=2, N=3, idf = ln(1 + (3-2+0.5)/(2+0.5)) = ln(1.6)
+        idf = math.log(1.6)
+        avgdl = (2 + 3 + 4) / 3
+        k1, b = 1.2, 0.75
+
+        def bm(tf, dl):
+            return idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+
+        cs = index.channel_scores([text.term_hash("appl")], [1], 1)
+        assert cs.bm25[0] == pytest.approx(bm(1, 2))
+        assert cs.bm25[1] == pytest.approx(bm(2, 3))
+        assert cs.bm25[2] == 0
+        # the ideal: the query as a document of length 1
+        assert cs.ideal_bm25 == pytest.approx(idf * (k1 + 1) / (1 + k1 * (1 - b + b * 1 / avgdl)))
+
+
+def test_bm25_configurable_k1_b():
+    with Memory(":memory:", k1=2.0, b=0.0, context_weight=0.0) as m:
+        m.remember_many({"content": d} for d in ["apple banana", "apple apple cherry", "fig"])
+        cs = m.index.channel_scores([text.term_hash("appl")], [1], 1)
+        idf = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
+        assert cs.bm25[1] == pytest.approx(idf * 2 * 3 / (2 + 2))  # b=0: no length normalisation
+
+
+def test_tfidf_cosine_equals_scikit_learn():
+    docs = ["churn model uses tenure and contract type", "tenure leaks the churn label",
+            "contract type joins on customer id", "weekly sales forecast with prophet",
+            "churn churn churn everywhere"]
+    query = "churn tenure contract"
+    with Memory(":memory:") as m:
+        m.remember_many({"content": d} for d in docs)
+        counts = {}
+        for t in text.analyse(query):
+            counts[t] = counts.get(t, 0) + 1
+        cs = m.index.channel_scores([text.term_hash(t) for t in counts], list(counts.values()), 3)
+        ours = cs.dot[: len(docs)] / (m.index.docs.norm[: len(docs)] * cs.query_norm)
+    vec = TfidfVectorizer(analyzer=text.analyse, sublinear_tf=True, smooth_idf=True, norm="l2")
+    X = vec.fit_transform(docs)
+    expected = (X @ vec.transform([query]).T).toarray().ravel()
+    np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_context_channel_lifts_the_neighbour_of_a_match():
+    with Memory(":memory:") as m:
+        m.remember_many([
+            {"content": "which join lost rows in the churn table?", "session_id": "s1"},
+            {"content": "the left merge on customer_id dropped 3%", "session_id": "s1"},
+            {"content": "unrelated note about plotting colours", "session_id": "s2"},
+        ])
+        res = m.recall("join lost rows churn")
+        by = {r.content: r for r in res}
+        answer = by["the left merge on customer_id dropped 3%"]
+        assert answer.bm25 == 0 and answer.tfidf > 0.8
+        assert answer.relevance == pytest.approx(0.6 * answer.tfidf)
+        assert "unrelated note about plotting colours" not in by
+
+
+def test_context_channel_needs_a_session():
+    with Memory(":memory:") as m:
+        m.remember_many([{"content": "which join lost rows in the churn table?"},
+                         {"content": "the left merge on customer_id dropped 3%"}])
+        assert [r.content for r in m.recall("join lost rows churn")] == ["which join lost rows in the churn table?"]

@@ -1,0 +1,164 @@
+"""Writes, persistence, fallback and isolation through the public Memory API."""
+
+import json
+import subprocess
+import textwrap
+
+import duckdb
+import pytest
+
+from slm_magic import InvalidInput, Memory, StoreError
+from slm_magic.store import SCHEMA_VERSION
+
+CORPUS = [
+    "the join on customer_id drops 3% of rows in df_orders",
+    "dropped the tenure feature: it leaks the churn label",
+    "client says churn means 90 days without a login",
+    "weekly sales forecast uses prophet with holiday effects",
+    "the left merge duplicates rows when customer_id repeats",
+    "feature importance: contract type dominates churn",
+    "outliers in order value above the 99.9th percentile are test orders",
+    "the holiday calendar for germany is missing 2024",
+]
+
+
+def test_a_write_is_visible_to_the_next_recall(mem):
+    assert mem.recall("prophet forecast").memories == []
+    fact = mem.remember("weekly sales forecast uses prophet", tags="forecast,decision", project="sales")
+    res = mem.recall("prophet forecast")
+    assert [r.fact_id for r in res] == [fact.fact_id]
+    got = mem.get(fact.fact_id)
+    assert got.tags == ("forecast", "decision") and got.project == "sales"
+
+
+def test_remember_many_returns_ids_in_input_order(mem):
+    ids = mem.remember_many({"content": c} for c in CORPUS)
+    assert len(ids) == len(set(ids)) == len(CORPUS)
+    assert [mem.get(i).content for i in ids] == CORPUS
+
+
+def test_bad_input_is_rejected_and_nothing_is_written(mem):
+    mem.remember("keep me")
+    for bad in ["", "   \n\t", None, 42]:
+        with pytest.raises(InvalidInput):
+            mem.remember(bad)
+    with pytest.raises(InvalidInput, match="type must be one of"):
+        mem.remember("x", type="summary")
+    with pytest.raises(InvalidInput, match="unknown memory field"):
+        mem.remember_many([{"content": "ok"}, {"content": "ok", "colour": "red"}])
+    with pytest.raises(InvalidInput):
+        mem.recall("x", limit=-1)
+    assert mem.count() == 1
+
+
+def test_a_write_does_not_rebuild_the_index(mem):
+    mem.remember_many({"content": f"{c} (run {i})"} for i in range(700) for c in CORPUS)
+    index, segments = mem.index, list(mem.index.segments)
+    assert segments and mem.index.tail_nnz == 0
+    mem.remember("a brand new finding about gradient boosting")
+    assert mem.index is index and mem.index.segments == segments  # same objects, untouched
+    assert mem.index.tail_nnz == 5  # brand, new, find, gradient, boost: only the new memory's postings were added
+    assert mem.recall("gradient boosting").memories[0].content.startswith("a brand new finding")
+
+
+def test_persistence_across_processes(db_path, python):
+    write = textwrap.dedent(f"""
+        from slm_magic import Memory
+        with Memory({str(db_path)!r}) as m:
+            print(m.remember("the churn label leaks through tenure", tags="churn").fact_id)
+    """)
+    fid = subprocess.run([python, "-c", write], check=True, capture_output=True, text=True).stdout.strip()
+    read = textwrap.dedent(f"""
+        import json
+        from slm_magic import Memory
+        with Memory({str(db_path)!r}) as m:
+            r = m.recall("tenure leak")
+            print(json.dumps([x.fact_id for x in r]))
+    """)
+    out = subprocess.run([python, "-c", read], check=True, capture_output=True, text=True).stdout
+    assert json.loads(out) == [fid]
+
+
+def test_another_connection_s_writes_are_picked_up(db_path):
+    with Memory(db_path) as a, Memory(db_path) as b:
+        a.remember_many({"content": c} for c in CORPUS)
+        assert len(b.recall("churn")) == 3
+        fact = b.remember("churn also spikes after price changes")
+        assert fact.fact_id in [r.fact_id for r in a.recall("churn price")]
+
+
+def test_sql_fallback_agrees_with_the_index(mem):
+    mem.remember_many({"content": c} for c in CORPUS)
+    for q in ["churn", "customer_id rows", "holiday forecast", "feature churn label", "order value outliers"]:
+        full = mem.recall(q)
+        index = mem.index
+        mem.index, mem.index_error = None, "switched off by the test"
+        fb = mem.recall(q)
+        mem.index = index
+        assert fb.degraded_mode and fb.retrieval_mode == "bm25_sql_fallback"
+        assert not full.degraded_mode and full.retrieval_mode == "full_bm25_tfidf"
+        assert [r.fact_id for r in fb] == [r.fact_id for r in full]
+        assert [r.score.value for r in fb] == pytest.approx([r.score.value for r in full])
+
+
+def test_a_broken_index_degrades_to_sql_and_says_why(mem):
+    mem.remember_many({"content": c} for c in CORPUS)
+    mem.index.docs.norm = mem.index.docs.norm[:1]  # corrupt the cached index for real
+    res = mem.recall("churn")
+    assert res.degraded_mode and "index failed" in res.degraded_reason
+    assert len(res) == 3
+
+
+def test_users_never_see_each_other(mem):
+    mem.remember("alice's secret churn threshold is 0.42", user_id="alice")
+    mem.remember("bob's churn threshold is 0.37", user_id="bob")
+    assert [r.content for r in mem.recall("churn threshold", user_id="alice")] == ["alice's secret churn threshold is 0.42"]
+    assert [r.content for r in mem.recall("churn threshold", user_id="bob")] == ["bob's churn threshold is 0.37"]
+    assert mem.recall("churn threshold").memories == []  # the default user has none
+    assert mem.recall("churn threshold", user_id="carol").memories == []
+    index = mem.index
+    mem.index, mem.index_error = None, "test"
+    assert [r.content for r in mem.recall("churn threshold", user_id="bob")] == ["bob's churn threshold is 0.37"]
+    mem.index = index
+
+
+def test_project_filter(mem):
+    mem.remember("churn model v1", project="telco")
+    mem.remember("churn model v2", project="bank")
+    assert [r.content for r in mem.recall("churn model", project="bank")] == ["churn model v2"]
+    assert len(mem.recall("churn model")) == 2
+    assert mem.recall("churn model", project="nope").memories == []
+
+
+def test_schema_is_versioned(db_path):
+    with Memory(db_path) as m:
+        assert m.store.schema_version() == SCHEMA_VERSION
+
+
+def test_newer_schema_is_refused_and_the_file_untouched(db_path):
+    Memory(db_path).close()
+    con = duckdb.connect(str(db_path))
+    con.execute("INSERT INTO schema_version VALUES (?, now())", [SCHEMA_VERSION + 1])
+    con.close()
+    before = db_path.read_bytes()
+    with pytest.raises(StoreError, match=str(db_path)):
+        Memory(db_path)
+    assert db_path.read_bytes() == before
+
+
+def test_a_foreign_file_is_refused_and_not_overwritten(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database")
+    with pytest.raises(StoreError, match="notes.txt"):
+        Memory(path)
+    assert path.read_text() == "not a database"
+    with pytest.raises(StoreError, match="directory"):
+        Memory(tmp_path)
+
+
+def test_default_path_from_environment(tmp_path, monkeypatch):
+    target = tmp_path / "sub" / "env.duckdb"
+    monkeypatch.setenv("SLM_MAGIC_DB", str(target))
+    with Memory() as m:
+        m.remember("stored where the environment says")
+    assert target.exists()
