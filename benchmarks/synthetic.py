@@ -12,8 +12,9 @@ Vocabulary (built once per process, then cached):
   words, the LoCoMo conversations (if the file is found), Python's own
   reference docs (``pydoc_data``) and the standard library's docstrings and
   comments; plus a hand-written data-science lexicon;
-* a long tail of generated tokens: snake_case identifiers built from real
-  words and realistic typos of real words.
+* a long tail of generated tokens: typos of real words, inflected and
+  derived forms, coined names (vendors, products), and snake_case
+  identifiers built from real words.
 
 Memories combine finding-style sentence templates (``"the join on
 customer_id drops 3.2% of rows"``) whose slots come from per-project pools of
@@ -278,7 +279,7 @@ def _locomo_texts() -> Iterator[str]:
     for p in candidates:
         if p.is_file():
             for sample in json.loads(p.read_text(encoding="utf-8")):
-                for key, turns in sample["conversation"].items():
+                for turns in sample["conversation"].values():
                     if isinstance(turns, list):
                         for turn in turns:
                             yield turn.get("text", "")
@@ -352,6 +353,43 @@ def _typos(words: list[str], rng: np.random.Generator, n: int) -> list[str]:
     return out
 
 
+_SUFFIXES = ("s", "ed", "ing", "er", "ers", "ly", "ness", "able", "ation", "ize", "ized", "ish", "less")
+
+
+def _derived(words: list[str], rng: np.random.Generator, n: int) -> list[str]:
+    """Inflected and derived forms (``dedups``, ``resampling``): rare, word-like, often real."""
+    out: list[str] = []
+    picks = rng.integers(0, len(words), size=n * 2)
+    sufs = rng.integers(0, len(_SUFFIXES), size=n * 2)
+    for w_i, s_i in zip(picks.tolist(), sufs.tolist()):
+        w, suf = words[w_i], _SUFFIXES[s_i]
+        if len(w) < 4 or not w.isalpha():
+            continue
+        if w.endswith("e") and suf[0] in "aeiou":
+            w = w[:-1]
+        out.append(w + suf)
+        if len(out) >= n:
+            break
+    return out
+
+
+_ONSETS = ("b", "br", "c", "d", "dr", "f", "g", "gr", "h", "j", "k", "kr", "l", "m", "n", "p", "pr",
+           "qu", "r", "s", "sh", "st", "t", "tr", "v", "w", "z")
+_RIMES = ("a", "an", "ar", "el", "en", "er", "ex", "ia", "in", "io", "is", "ix", "o", "on", "or",
+          "os", "um", "us", "y")
+
+
+def _coined(rng: np.random.Generator, n: int) -> list[str]:
+    """Made-up names (vendors, products, code names like ``kravion``) that no dictionary holds."""
+    k = rng.integers(2, 4, size=n)
+    onsets = rng.integers(0, len(_ONSETS), size=(n, 3))
+    rimes = rng.integers(0, len(_RIMES), size=(n, 3))
+    return [
+        "".join(_ONSETS[o] + _RIMES[r] for o, r in zip(os_[:kk], rs[:kk]))
+        for kk, os_, rs in zip(k.tolist(), onsets.tolist(), rimes.tolist())
+    ]
+
+
 def _identifiers(words: list[str], rng: np.random.Generator, n: int) -> list[str]:
     """snake_case names a notebook accumulates (``churn_rate_30d``, ``is_refund``, ``df_orders_v2``)."""
     out: list[str] = []
@@ -381,7 +419,12 @@ def vocabulary() -> tuple[str, ...]:
     rng = np.random.default_rng(_VOCAB_SEED)
     content = [w for w in real[:8000] if len(w) > 2 and "'" not in w]
     room = max(0, _VOCAB_SIZE - len(real))
-    generated = _typos(real[200:20000], rng, room // 6) + _identifiers(content, rng, room)
+    generated = (
+        _typos(real[200:20000], rng, room // 6)
+        + _derived(real[100:12000], rng, room // 5)
+        + _coined(rng, room // 8)
+        + _identifiers(content, rng, room)  # fills whatever room is left
+    )
     seen = set(real)
     tail = list(real[_REAL_HEAD:])
     for t in generated:
@@ -443,7 +486,7 @@ class _Project:
         topic = [p for p in name.split("-") if len(p) > 2]
         nouns = list(rng.choice(_DOMAIN_NOUNS, size=10, replace=False)) + topic
         # Some column stems come from the general vocabulary: real schemas are full of odd words.
-        nouns += [words[i] for i in rng.integers(300, 6000, size=8)]
+        nouns += [words[i] for i in rng.integers(300, _REAL_HEAD, size=8)]
         cols = set()
         while len(cols) < 120:
             noun = nouns[rng.integers(len(nouns))]

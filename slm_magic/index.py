@@ -52,7 +52,12 @@ class Segment:
 
 
 class DocTable:
-    """Per-document arrays the query path reads, grown by doubling."""
+    """Per-document arrays the query path reads, grown by doubling.
+
+    Each array has one slot more than `capacity`; that last slot is a sentinel, so the link
+    value -1 ("no neighbour") indexes it: prev[-1] == next[-1] == -1 and alive[-1] is False,
+    and link chains can be followed with plain fancy indexing, no masks.
+    """
 
     FIELDS = {
         "alive": np.bool_,
@@ -72,7 +77,7 @@ class DocTable:
     def __init__(self, capacity: int = 1024):
         self.capacity = max(16, capacity)
         for name, dtype in self.FIELDS.items():
-            setattr(self, name, np.zeros(self.capacity, dtype=dtype))
+            setattr(self, name, np.zeros(self.capacity + 1, dtype=dtype))
         self.prev[:] = -1
         self.next[:] = -1
         self.size = 0  # one past the highest doc id seen
@@ -82,10 +87,10 @@ class DocTable:
             cap = max(n, self.capacity * 2)
             for name, dtype in self.FIELDS.items():
                 old = getattr(self, name)
-                new = np.zeros(cap, dtype=dtype)
-                new[: old.size] = old
+                new = np.zeros(cap + 1, dtype=dtype)
+                new[: self.capacity] = old[: self.capacity]
                 if name in ("prev", "next"):
-                    new[old.size:] = -1
+                    new[self.capacity:] = -1
                 setattr(self, name, new)
             self.capacity = cap
         self.size = max(self.size, n)
@@ -106,6 +111,14 @@ class SparseIndex:
         self.n_live = 0
         self.total_len = 0.0
         self.codes: dict[str, dict[str, int]] = {"user": {}, "project": {}}
+        self._writes = 0            # bumped by every change; invalidates the cached arrays below
+        self._rb: np.ndarray | None = None
+        self._rb_n = -1
+        self._rb_hl = 30.0
+        self._ln: np.ndarray | None = None
+        self._ln_n = -1
+        self._bs: tuple[float, float] = (0.0, 0.0)
+        self._bs_n = -1
 
     # --- vocabulary and codes -----------------------------------------------------------------
     def code(self, field: str, value: str) -> int:
@@ -125,6 +138,49 @@ class SparseIndex:
             if c >= self.df.size:
                 self.df = np.concatenate([self.df, np.zeros(self.df.size, dtype=np.int64)])
         return -1 if c is None else c
+
+    def touched(self) -> None:
+        """Per-document metadata changed in place: drop the arrays derived from it."""
+        self._writes += 1
+
+    # Recency as base * scale: base = 2^((updated - T0)/half-life) per document, scale =
+    # 2^(-(now - T0)/half-life) per query, so a query pays one multiply, not an exp per memory.
+    RECENCY_T0 = 1.7e9  # 2023-11-14, seconds since the epoch
+
+    @property
+    def recency_base(self) -> np.ndarray:
+        t = self.docs
+        if self._rb is None or self._rb.size != t.capacity + 1 or self._rb_n != self._writes:
+            self._rb = np.exp2((t.updated - self.RECENCY_T0) / (self._rb_hl * 86_400.0))
+            self._rb_n = self._writes
+        return self._rb
+
+    def recency_scale(self, now: float, half_life_days: float) -> float:
+        if half_life_days != self._rb_hl:
+            self._rb_hl, self._rb = half_life_days, None
+            self.recency_base  # noqa: B018 - recompute for the new half-life
+        return float(np.exp2(-(now - self.RECENCY_T0) / (half_life_days * 86_400.0)))
+
+    def best_static(self, cfg, scale: float) -> float:
+        """The highest recency + revision part any live memory can have now (a pruning bound)."""
+        if self._bs_n != self._writes:
+            t = self.docs
+            live = t.alive[: t.size]
+            rb = self.recency_base[: t.size]
+            self._bs = (float(rb[live].max()) if live.any() else 0.0,
+                        float(t.revision[: t.size][live].max()) if live.any() else 0.0)
+            self._bs_n = self._writes
+        rb_max, rev_max = self._bs
+        return (cfg.w_recency * min(1.0, rb_max * scale)
+                + cfg.w_revision * min(rev_max, cfg.revision_cap) / cfg.revision_cap)
+
+    @property
+    def length_norm(self) -> np.ndarray:
+        """k1·(1 − b + b·dl/avgdl) per document, recomputed only after writes."""
+        if self._ln is None or self._ln_n != self._writes or self._ln.size != self.docs.capacity + 1:
+            self._ln = self.k1 * (1 - self.b + self.b * self.docs.dl / self.avgdl)
+            self._ln_n = self._writes
+        return self._ln
 
     @property
     def avgdl(self) -> float:
@@ -147,6 +203,7 @@ class SparseIndex:
         """
         if doc_ids.size == 0:
             return
+        self._writes += 1
         table = self.docs
         table.ensure(int(doc_ids.max()) + 1)
         for name, values in meta.items():
@@ -181,6 +238,7 @@ class SparseIndex:
     def remove_documents(self, doc_ids: Iterable[int], cols_by_doc: dict[int, np.ndarray] | None = None) -> None:
         """Mark documents dead. Their postings stay in the segments, masked out, until a merge."""
         table = self.docs
+        self._writes += 1
         for d in doc_ids:
             if 0 <= d < table.size and table.alive[d]:
                 table.alive[d] = False
@@ -266,6 +324,7 @@ class SparseIndex:
         n = self.docs.size
         k1, b = self.k1, self.b
         avgdl = self.avgdl
+        K = self.length_norm
         q_cols = [self.cols.get(t, -1) for t in terms]
         df = np.array([self.df[c] if c >= 0 else 0 for c in q_cols], dtype=np.float64)
         qtf_a = np.asarray(qtf, dtype=np.float64)
@@ -276,7 +335,6 @@ class SparseIndex:
         q_w = (1.0 + np.log(qtf_a)) * idf_t if qtf_a.size else qtf_a
         q_norm = float(np.sqrt(np.sum(q_w * q_w)))
         all_d, all_b, all_t = [], [], []
-        dl = self.docs.dl
         for c, qf, ib, qw, it in zip(q_cols, qtf_a, idf_b, q_w, idf_t):
             if c < 0:
                 continue
@@ -284,7 +342,7 @@ class SparseIndex:
             if not d.size:
                 continue
             all_d.append(d)
-            all_b.append((qf * ib * (k1 + 1)) * f / (f + k1 * (1 - b + b * dl[d] / avgdl)))
+            all_b.append((qf * ib * (k1 + 1)) * f / (f + K[d]))
             all_t.append((qw * it) * (1.0 + np.log(f)))
         if not all_d:
             return ChannelScores(None, None, ideal, q_norm)

@@ -18,11 +18,13 @@ from .errors import InvalidInput, SlmMagicError
 from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact, RecallResult, ScoredMemory, SearchScore
 from .ranking import Ranked, RankingConfig, fuse, rank_index, recency, revision, search_score
+from .rows import FactRows
 from .store import FACT_COLUMNS, Store, utcnow
 
 SYNTHETIC_SESSION_PREFIXES = ("http:", "mcp:", "cli:", "probe:")
 MAX_CONTENT_CHARS = 100_000
 _KINDS = {"memory": 0, "summary_event": 1}
+_TYPE_CODE = {t: i for i, t in enumerate(MEMORY_TYPES)}
 
 
 def is_synthetic_session(session_id: str | None) -> bool:
@@ -80,7 +82,9 @@ class Memory:
         self.store = Store(path)
         self.index: SparseIndex | None = None
         self.index_error: str | None = None
-        self._generation = -1
+        self.rows = FactRows()
+        self._seen = 0                 # highest change stamp reflected in the index
+        self._stamp: tuple = ()        # the file's fingerprint when we last looked
         self._session_last: dict[str, int] = {}
         self._load_index()
 
@@ -105,105 +109,68 @@ class Memory:
     def _load_index(self) -> None:
         """Build the index from the file. On failure recall falls back to SQL, and says so."""
         try:
-            self.index = self._build_index()
+            self.index = SparseIndex(self.config.k1, self.config.b)
+            self.rows = FactRows()
+            self._session_last = {}
+            with self.store.lock:
+                self._seen = self.store.last_change()
+                self._apply_changes(0)
+                self._stamp = self.store.file_stamp()
             self.index_error = None
         except Exception as exc:  # noqa: BLE001 - any failure means: answer from SQL instead
             self.index = None
             self.index_error = f"in-process index unavailable ({type(exc).__name__}: {exc})"
 
-    def _build_index(self) -> SparseIndex:
-        con = self.store.con
-        with self.store.lock:
-            gen = self.store.generation()
-            index = SparseIndex(self.config.k1, self.config.b)
-            meta = con.execute(
-                "SELECT doc_id, user_id, project, type, is_core, kind, "
-                "epoch(updated_at) AS updated, revision_count, doc_len, session_id, "
-                "lag(doc_id) OVER (PARTITION BY session_id ORDER BY seq) AS prev_doc "
-                "FROM memories ORDER BY seq"
-            ).fetchnumpy()
-            vocab = con.execute(
-                "SELECT term, count(*) AS df FROM postings GROUP BY term ORDER BY term"
-            ).fetchnumpy()
-            post = con.execute(
-                "SELECT p.doc_id, p.term, p.tf FROM postings p ORDER BY p.term"
-            ).fetchnumpy()
-        terms = vocab["term"].astype(np.int64)
-        index.cols = dict(zip(terms.tolist(), range(terms.size)))
-        index.df = np.zeros(max(1024, terms.size), dtype=np.int64)
-        doc_ids = meta["doc_id"].astype(np.int64)
-        if doc_ids.size:
-            cols = np.searchsorted(terms, post["term"].astype(np.int64))
-            kinds = np.array([_KINDS.get(k, 0) for k in meta["kind"]], dtype=np.int8)
-            types = np.array([MEMORY_TYPES.index(t) if t in MEMORY_TYPES else 0 for t in meta["type"]], dtype=np.int8)
-            users = np.array([index.code("user", u) for u in meta["user_id"]], dtype=np.int32)
-            projects = np.array([index.code("project", p) for p in meta["project"]], dtype=np.int32)
-            index.add_documents(
-                doc_ids, cols, post["doc_id"].astype(np.int32), post["tf"].astype(np.float32),
-                {"dl": meta["doc_len"].astype(np.float32), "updated": meta["updated"].astype(np.float64),
-                 "revision": meta["revision_count"].astype(np.int32), "user": users, "project": projects,
-                 "core": meta["is_core"].astype(bool), "kind": kinds, "type": types},
-            )
-            sessions = meta["session_id"]
-            prev = meta["prev_doc"]
-            for d, s, p, k in zip(doc_ids.tolist(), sessions.tolist(), prev.tolist(), kinds.tolist()):
-                if s is None or k != 0 or is_synthetic_session(s):
-                    continue
-                last = self._session_last.get(s)
-                if last is not None:
-                    index.link_after(last, d)
-                self._session_last[s] = d
-        self._generation = gen
-        return index
-
     def _refresh(self) -> None:
-        """Catch up with writes another process made to the file since we last looked."""
+        """Catch up with writes another connection or process made since we last looked."""
         if self.index is None:
             return
-        gen = self.store.generation()
-        if gen != self._generation:
-            self._catch_up(self._generation)
-            self._generation = gen
-
-    def _catch_up(self, since: int) -> None:
-        con = self.store.con
-        index = self.index
+        stamp = self.store.file_stamp()
+        if stamp == self._stamp:
+            return
         with self.store.lock:
-            tomb = con.execute(
-                "SELECT doc_id, new_doc_id FROM tombstones WHERE generation > ? ORDER BY generation", [since]
-            ).fetchall()
-            rows = con.execute(
-                "SELECT doc_id, user_id, project, type, is_core, kind, epoch(updated_at), revision_count, "
-                "doc_len, session_id FROM memories WHERE changed_gen > ? ORDER BY seq", [since]
-            ).fetchall()
-            new = [r for r in rows if not (r[0] < index.docs.size and index.docs.alive[r[0]])]
-            post = con.execute(
-                "SELECT doc_id, term, tf FROM postings WHERE doc_id IN (SELECT unnest(?::BIGINT[]))",
-                [[r[0] for r in new]],
-            ).fetchnumpy() if new else None
-        for old, _ in tomb:
-            index.remove_documents([int(old)])
-        for r in rows:  # metadata may change without new content (pin, touch)
-            d = r[0]
-            if d < index.docs.size and index.docs.alive[d]:
-                index.docs.updated[d] = r[6]
-                index.docs.revision[d] = r[7]
-                index.docs.core[d] = r[4]
-        if new:
-            self._index_new(
-                [r[0] for r in new],
-                {"user_id": [r[1] for r in new], "project": [r[2] for r in new], "type": [r[3] for r in new],
-                 "is_core": [r[4] for r in new], "kind": [r[5] for r in new], "updated": [r[6] for r in new],
-                 "revision_count": [r[7] for r in new], "doc_len": [r[8] for r in new],
-                 "session_id": [r[9] for r in new]},
-                post["doc_id"], post["term"], post["tf"],
-            )
+            last = self.store.last_change()
+            if last > self._seen:
+                self._apply_changes(self._seen)
+                self._seen = last
+            self._stamp = self.store.file_stamp()
 
-    def _index_new(self, doc_ids: Sequence[int], meta: Mapping[str, Sequence], p_doc: np.ndarray,
+    def _apply_changes(self, since: int) -> None:
+        """Bring the index and the rows up to date with everything changed after `since`."""
+        store, index = self.store, self.index
+        for old, _new in store.tombstones(since):
+            index.remove_documents([int(old)])
+        meta = store.index_rows(since)
+        if not meta["doc_id"].size:
+            return
+        doc_ids = meta["doc_id"].astype(np.int64)
+        alive = index.docs.alive
+        known = np.array([d < index.docs.size and alive[d] for d in doc_ids.tolist()], dtype=bool)
+        for i in np.flatnonzero(known).tolist():  # metadata can change without new content
+            d = int(doc_ids[i])
+            index.docs.updated[d] = meta["updated"][i]
+            index.docs.revision[d] = meta["revision_count"][i]
+            index.docs.core[d] = meta["is_core"][i]
+            index.touched()
+        fresh = ~known
+        if not fresh.any():
+            return
+        new_ids = doc_ids[fresh]
+        whole = since == 0
+        post = store.index_postings(since, None if whole else new_ids.tolist())
+        self._index_new(new_ids, {k: np.asarray(v)[fresh] for k, v in meta.items()},
+                        post["doc_id"], post["term"], post["tf"])
+        self.rows.add_table(store.fact_rows(since))
+
+    def _index_new(self, doc_ids: np.ndarray, meta: Mapping[str, Any], p_doc: np.ndarray,
                    p_term: np.ndarray, p_tf: np.ndarray) -> None:
+        """Add new documents (metadata columns + postings) to the index and link sessions."""
         index = self.index
+        p_term = np.asarray(p_term, dtype=np.int64)
+        uniq, inverse = np.unique(p_term, return_inverse=True)
         col_of = index.column
-        cols = np.fromiter((col_of(int(t)) for t in p_term), dtype=np.int64, count=len(p_term))
+        cols = np.fromiter((col_of(t) for t in uniq.tolist()), dtype=np.int64, count=uniq.size)[inverse]
+        kinds = np.array([_KINDS.get(k, 0) for k in meta["kind"]], dtype=np.int8)
         index.add_documents(
             np.asarray(doc_ids, dtype=np.int64), cols, np.asarray(p_doc, dtype=np.int32),
             np.asarray(p_tf, dtype=np.float32),
@@ -213,16 +180,40 @@ class Memory:
              "user": np.array([index.code("user", u) for u in meta["user_id"]], dtype=np.int32),
              "project": np.array([index.code("project", p) for p in meta["project"]], dtype=np.int32),
              "core": np.asarray(meta["is_core"], dtype=bool),
-             "kind": np.array([_KINDS.get(k, 0) for k in meta["kind"]], dtype=np.int8),
-             "type": np.array([MEMORY_TYPES.index(t) if t in MEMORY_TYPES else 0 for t in meta["type"]], dtype=np.int8)},
+             "kind": kinds,
+             "type": np.array([_TYPE_CODE.get(t, 0) for t in meta["type"]], dtype=np.int8)},
         )
-        for d, s, k in zip(doc_ids, meta["session_id"], meta["kind"]):
-            if s is None or k != "memory" or is_synthetic_session(s):
+        last = self._session_last
+        for d, s, k in zip(np.asarray(doc_ids).tolist(), list(meta["session_id"]), kinds.tolist()):
+            if s is None or k != 0 or is_synthetic_session(s):
                 continue
-            last = self._session_last.get(s)
-            if last is not None:
-                index.link_after(last, d)
-            self._session_last[s] = d
+            prev = last.get(s)
+            if prev is not None:
+                index.link_after(prev, d)
+            last[s] = d
+
+    def _after_write(self, doc_ids: np.ndarray, changed: np.ndarray, meta: Mapping[str, Any],
+                     p_doc: np.ndarray, p_term: np.ndarray, p_tf: np.ndarray, rows_table=None,
+                     facts: Sequence[Fact] | None = None) -> None:
+        """Put what we just wrote into the index, or catch up if someone wrote in between."""
+        if self.index is None:
+            return
+        try:
+            with self.store.lock:
+                lo, hi = int(changed.min()), int(changed.max())
+                contiguous = lo == self._seen + 1 and hi - lo + 1 == changed.size
+                self._index_new(doc_ids, meta, p_doc, p_term, p_tf)
+                if rows_table is not None:
+                    self.rows.add_table(rows_table)
+                for d, f in zip(doc_ids.tolist(), facts or ()):
+                    self.rows.add_fact(d, f)
+                if not contiguous:
+                    self._apply_changes(self._seen)
+                self._seen = max(self._seen, hi)
+                self._stamp = self.store.file_stamp()
+        except Exception as exc:  # noqa: BLE001 - the write is safe in the file; the index is not
+            self.index = None
+            self.index_error = f"in-process index failed while adding ({type(exc).__name__}: {exc})"
 
     # --- writes -----------------------------------------------------------------------------
     def remember(self, content: str, *, session_id: str | None = None, tags: str | Iterable[str] = (),
@@ -231,31 +222,49 @@ class Memory:
                  user_id: str | None = None, source: str | None = None, notebook: str | None = None,
                  cell: int | None = None) -> Fact:
         """Store one memory and make it recallable at once; returns the stored fact."""
-        record = dict(content=content, session_id=session_id, tags=tags, project=project, type=type,
-                      title=title, topic_key=topic_key, core=core, created_at=created_at,
-                      user_id=user_id, source=source, notebook=notebook, cell=cell)
-        return self._write([record])[0]
+        row = self._validate(dict(content=content, session_id=session_id, tags=tags, project=project,
+                                  type=type, title=title, topic_key=topic_key, core=core,
+                                  created_at=created_at, user_id=user_id, source=source,
+                                  notebook=notebook, cell=cell), self.now())
+        counts = text.term_counts(row["content"])
+        row.update(fact_id=uuid.uuid4().hex[:16], content_hash=content_hash(row["content"]),
+                   revision_count=0, kind="memory", doc_len=sum(counts.values()),
+                   terms=list(counts.keys()), tfs=list(counts.values()))
+        self._refresh()
+        doc_id, changed = self.store.insert_one(row)
+        fact = Fact(**{k: row[k] for k in FACT_COLUMNS if k != "tags"}, tags=tuple(row["tags"]))
+        n = len(counts)
+        self._after_write(
+            np.array([doc_id], dtype=np.int64), np.array([changed]),
+            {"doc_len": [row["doc_len"]], "updated": [_epoch(row["updated_at"])], "revision_count": [0],
+             "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
+             "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]]},
+            np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
+            np.fromiter(counts.values(), np.int64, n), facts=[fact])
+        return fact
 
     def remember_many(self, records: Iterable[Mapping[str, Any]], *, batch_size: int = 50_000) -> list[str]:
-        """Bulk path: one transaction per batch; returns the fact_ids in input order."""
+        """Bulk path: one statement per batch; returns the fact_ids in input order."""
         ids: list[str] = []
         batch: list[Mapping[str, Any]] = []
         for rec in records:
             batch.append(rec)
             if len(batch) >= batch_size:
-                ids.extend(f.fact_id for f in self._write(batch))
+                ids.extend(self._write_many(batch))
                 batch = []
         if batch:
-            ids.extend(f.fact_id for f in self._write(batch))
+            ids.extend(self._write_many(batch))
         return ids
 
     _FIELDS = frozenset(("content", "session_id", "tags", "project", "type", "title", "topic_key", "core",
                          "created_at", "user_id", "source", "notebook", "cell"))
 
     def _validate(self, rec: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+        if not isinstance(rec, Mapping):
+            raise InvalidInput(f"a memory record must be a mapping, not {type(rec).__name__}")
         unknown = set(rec) - self._FIELDS
         if unknown:
-            raise InvalidInput(f"unknown memory field(s): {', '.join(sorted(unknown))}")
+            raise InvalidInput(f"unknown memory field(s): {', '.join(sorted(map(str, unknown)))}")
         content = rec.get("content")
         if not isinstance(content, str):
             raise InvalidInput(f"content must be a string, not {type(content).__name__}")
@@ -265,88 +274,67 @@ class Memory:
         if len(content) > MAX_CONTENT_CHARS:
             raise InvalidInput(f"content is {len(content):,} characters; the limit is {MAX_CONTENT_CHARS:,}")
         mtype = rec.get("type") or "discovery"
-        if mtype not in MEMORY_TYPES:
+        if mtype not in _TYPE_CODE:
             raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}; got {mtype!r}")
         created = _to_utc_naive(rec.get("created_at"), now)
         user = rec.get("user_id")
-        user = self.user_id if user is None else str(user)
+        cell = rec.get("cell")
+        if cell is not None and (isinstance(cell, bool) or not isinstance(cell, int)):
+            raise InvalidInput(f"cell must be an integer, not {type(cell).__name__}")
         return {
-            "content": content, "session_id": rec.get("session_id") or None,
-            "tags": list(normalise_tags(rec.get("tags"))), "project": str(rec.get("project") or ""),
-            "type": mtype, "title": rec.get("title"), "topic_key": rec.get("topic_key"),
+            "content": content, "session_id": _opt_str(rec.get("session_id"), "session_id"),
+            "tags": list(normalise_tags(rec.get("tags"))), "project": _opt_str(rec.get("project"), "project") or "",
+            "type": mtype, "title": _opt_str(rec.get("title"), "title"),
+            "topic_key": _opt_str(rec.get("topic_key"), "topic_key"),
             "is_core": bool(rec.get("core", False)), "created_at": created, "updated_at": created,
-            "user_id": user, "source": rec.get("source"), "notebook": rec.get("notebook"),
-            "cell": rec.get("cell"),
+            "user_id": self.user_id if user is None else _opt_str(user, "user_id"),
+            "source": _opt_str(rec.get("source"), "source"), "notebook": _opt_str(rec.get("notebook"), "notebook"),
+            "cell": cell,
         }
 
-    def _write(self, records: Sequence[Mapping[str, Any]]) -> list[Fact]:
+    def _write_many(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
+        import pyarrow as pa
+
         now = self.now()
         rows = [self._validate(r, now) for r in records]
-        counts = [Counter(text.analyse(r["content"])) for r in rows]
         n = len(rows)
-        p_doc: list[int] = []
-        p_term: list[int] = []
-        p_tf: list[int] = []
-        th = text.term_hash
-        for i, c in enumerate(counts):
-            p_doc.extend([i] * len(c))
-            p_term.extend(th(t) for t in c)
-            p_tf.extend(c.values())
+        counts = [text.term_counts(r["content"]) for r in rows]
+        lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
+        flat_terms: list[int] = []
+        flat_tfs: list[int] = []
+        for c in counts:
+            flat_terms.extend(c.keys())
+            flat_tfs.extend(c.values())
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        terms_np = np.asarray(flat_terms, dtype=np.int64)
+        tfs_np = np.asarray(flat_tfs, dtype=np.int32)
         fact_ids = [uuid.uuid4().hex[:16] for _ in range(n)]
-        if self.index is not None:
-            self._refresh()
-        store = self.store
-        with store.lock:
-            store.con.execute("BEGIN TRANSACTION")
-            try:
-                gen, doc0, seq0 = store.reserve(n, n)
-                doc_ids = np.arange(doc0, doc0 + n, dtype=np.int64)
-                columns = {
-                    "fact_id": fact_ids, "doc_id": doc_ids, "seq": np.arange(seq0, seq0 + n, dtype=np.int64),
-                    "user_id": [r["user_id"] for r in rows], "session_id": [r["session_id"] for r in rows],
-                    "project": [r["project"] for r in rows], "type": [r["type"] for r in rows],
-                    "title": [r["title"] for r in rows], "topic_key": [r["topic_key"] for r in rows],
-                    "content": [r["content"] for r in rows],
-                    "content_hash": [content_hash(r["content"]) for r in rows],
-                    "tags": [r["tags"] for r in rows], "is_core": [r["is_core"] for r in rows],
-                    "source": [r["source"] for r in rows], "notebook": [r["notebook"] for r in rows],
-                    "cell": [r["cell"] for r in rows], "created_at": [r["created_at"] for r in rows],
-                    "updated_at": [r["updated_at"] for r in rows], "revision_count": [0] * n,
-                    "kind": ["memory"] * n, "doc_len": [sum(c.values()) for c in counts],
-                    "changed_gen": [gen] * n,
-                }
-                pd_arr = doc_ids[np.asarray(p_doc, dtype=np.int64)] if p_doc else np.empty(0, np.int64)
-                store.insert_memories(columns, {
-                    "doc_id": pd_arr, "term": np.asarray(p_term, dtype=np.int64),
-                    "tf": np.asarray(p_tf, dtype=np.int32)})
-                store.con.execute("COMMIT")
-            except Exception:
-                store.con.execute("ROLLBACK")
-                raise
-        if self.index is not None:
-            try:
-                since = self._generation
-                self._index_new(
-                    doc_ids.tolist(),
-                    {"user_id": columns["user_id"], "project": columns["project"], "type": columns["type"],
-                     "is_core": columns["is_core"], "kind": columns["kind"],
-                     "updated": [_epoch(r["updated_at"]) for r in rows], "revision_count": columns["revision_count"],
-                     "doc_len": columns["doc_len"], "session_id": columns["session_id"]},
-                    pd_arr, np.asarray(p_term, dtype=np.int64), np.asarray(p_tf, dtype=np.int32),
-                )
-                if gen != since + 1:  # another process wrote in between: pick its rows up too
-                    self._catch_up(since)
-                self._generation = gen
-            except Exception as exc:  # noqa: BLE001 - the write is safe in the file; the index is not
-                self.index = None
-                self.index_error = f"in-process index failed while adding ({type(exc).__name__}: {exc})"
-        return [
-            Fact(fact_id=fid, content=r["content"], user_id=r["user_id"], session_id=r["session_id"],
-                 project=r["project"], type=r["type"], title=r["title"], topic_key=r["topic_key"],
-                 tags=tuple(r["tags"]), is_core=r["is_core"], source=r["source"], notebook=r["notebook"],
-                 cell=r["cell"], created_at=r["created_at"], updated_at=r["updated_at"], revision_count=0)
-            for fid, r in zip(fact_ids, rows)
-        ]
+        columns: dict[str, Any] = {name: [r[name] for r in rows] for name in (
+            "user_id", "session_id", "project", "type", "title", "topic_key", "content", "tags", "is_core",
+            "source", "notebook", "cell", "created_at", "updated_at")}
+        columns["cell"] = pa.array(columns["cell"], type=pa.int32())
+        columns.update(
+            fact_id=fact_ids, content_hash=[content_hash(r["content"]) for r in rows],
+            revision_count=np.zeros(n, dtype=np.int32), kind=["memory"] * n,
+            doc_len=np.fromiter((sum(c.values()) for c in counts), dtype=np.int32, count=n),
+            terms=pa.ListArray.from_arrays(pa.array(offsets), pa.array(terms_np)),
+            tfs=pa.ListArray.from_arrays(pa.array(offsets), pa.array(tfs_np)),
+        )
+        self._refresh()
+        got = self.store.insert_many(columns)
+        where = dict(zip(got["fact_id"].tolist(), range(n)))
+        order = np.fromiter((where[f] for f in fact_ids), dtype=np.int64, count=n)
+        doc_ids = got["doc_id"].astype(np.int64)[order]
+        changed = got["changed"].astype(np.int64)[order]
+        created = np.array(columns["created_at"], dtype="datetime64[us]").astype(np.int64) / 1e6
+        meta = {"doc_len": columns["doc_len"], "updated": created, "revision_count": columns["revision_count"],
+                "user_id": columns["user_id"], "project": columns["project"], "is_core": columns["is_core"],
+                "kind": columns["kind"], "type": columns["type"], "session_id": columns["session_id"]}
+        table = pa.table({"doc_id": doc_ids, **{name: columns[name] for name in FACT_COLUMNS}})
+        self._after_write(doc_ids, changed, meta, np.repeat(doc_ids, lengths), terms_np, tfs_np,
+                          rows_table=table)
+        return fact_ids
 
     # --- reads ------------------------------------------------------------------------------
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10,
@@ -358,8 +346,8 @@ class Memory:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInput(f"limit must be a non-negative integer; got {limit!r}")
         user = self.user_id if user_id is None else str(user_id)
-        counts = Counter(text.analyse(query.replace("\x00", "")))
-        terms = [text.term_hash(t) for t in counts]
+        counts = text.term_counts(query.replace("\x00", ""))
+        terms = list(counts.keys())
         qtf = list(counts.values())
         qlen = sum(qtf)
         now = _epoch(self.now())
@@ -376,6 +364,7 @@ class Memory:
                     cs = index.channel_scores(terms, qtf, qlen)
                     ranked = rank_index(index, cs, self.config, now=now, user=user_code,
                                         project=project_code, limit=limit)
+                memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()))
             except Exception as exc:  # noqa: BLE001 - degrade to SQL rather than fail the user
                 self.index = None
                 self.index_error = f"in-process index failed ({type(exc).__name__}: {exc})"
@@ -383,7 +372,8 @@ class Memory:
         if ranked is None:
             mode, degraded, reason = "bm25_sql_fallback", True, self.index_error
             ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=limit)
-        memories = self._materialise(ranked)
+            facts = {d: _fact(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
+            memories = self._materialise(ranked, facts)
         return RecallResult(query=query, memories=memories, retrieval_mode=mode, degraded_mode=degraded,
                             degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000)
 
@@ -414,16 +404,13 @@ class Memory:
         order = np.lexsort((docs, -score))[:limit]
         return Ranked(docs[order], score[order], rel[order], bm25[order], ctx[order], rec[order], rev[order])
 
-    def _materialise(self, ranked: Ranked) -> list[ScoredMemory]:
-        if not ranked.doc_ids.size:
-            return []
-        rows = self.store.facts_by_doc(ranked.doc_ids.tolist())
+    @staticmethod
+    def _materialise(ranked: Ranked, facts: Mapping[int, Fact]) -> list[ScoredMemory]:
         out = []
         for i, d in enumerate(ranked.doc_ids.tolist()):
-            row = rows.get(d)
-            if row is None:  # removed by another process since we ranked it
+            fact = facts.get(d)
+            if fact is None:  # removed by another process since we ranked it
                 continue
-            fact = _fact(row)
             out.append(ScoredMemory(fact=fact, score=SearchScore(
                 value=float(ranked.score[i]), relevance=float(ranked.relevance[i]), bm25=float(ranked.bm25[i]),
                 tfidf=float(ranked.tfidf[i]), recency=float(ranked.recency[i]), revision=float(ranked.revision[i]))))
@@ -439,6 +426,14 @@ class Memory:
         user = self.user_id if user_id is None else user_id
         with self.store.lock:
             return self.store.con.execute("SELECT count(*) FROM memories WHERE user_id = ?", [user]).fetchone()[0]
+
+
+def _opt_str(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
+    return value.replace("\x00", "")
 
 
 def _fact(row: Sequence[Any]) -> Fact:

@@ -22,18 +22,16 @@ from .errors import StoreError
 def _v1(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         """
-        CREATE TABLE store_state (
-            id INTEGER PRIMARY KEY,
-            generation BIGINT NOT NULL,      -- bumped by every write; readers refresh on change
-            next_doc_id BIGINT NOT NULL,     -- next index position to hand out
-            next_seq BIGINT NOT NULL         -- next insertion sequence number
-        );
-        INSERT INTO store_state VALUES (1, 0, 0, 0);
+        -- doc_id: a memory's position in the in-process index; a content change gets a new one.
+        CREATE SEQUENCE doc_seq START 0 MINVALUE 0;
+        -- change stamps: every insert, update and removal takes the next one, so a reader
+        -- that remembers the highest stamp it has seen can catch up with what changed since.
+        CREATE SEQUENCE change_seq START 1;
 
         CREATE TABLE memories (
             fact_id VARCHAR PRIMARY KEY,
-            doc_id BIGINT NOT NULL,          -- index position; a content change gets a new one
-            seq BIGINT NOT NULL,             -- insertion order, fixed for the fact's life
+            doc_id BIGINT NOT NULL DEFAULT nextval('doc_seq'),
+            seq BIGINT,                      -- insertion order if not doc_id (kept across revisions)
             user_id VARCHAR NOT NULL,
             session_id VARCHAR,
             project VARCHAR NOT NULL,
@@ -52,22 +50,17 @@ def _v1(con: duckdb.DuckDBPyConnection) -> None:
             revision_count INTEGER NOT NULL,
             kind VARCHAR NOT NULL,           -- 'memory' or 'summary_event'
             doc_len INTEGER NOT NULL,        -- number of index terms
-            changed_gen BIGINT NOT NULL      -- generation of the last change to this row
-        );
-
-        -- Term postings of live memories: what the SQL fallback scores and the index loads.
-        CREATE TABLE postings (
-            doc_id BIGINT NOT NULL,
-            term BIGINT NOT NULL,            -- text.term_hash of the term
-            tf INTEGER NOT NULL
+            terms BIGINT[] NOT NULL,         -- postings: text.term_hash of each distinct term ...
+            tfs INTEGER[] NOT NULL,          -- ... and its frequency in the content
+            changed BIGINT NOT NULL DEFAULT nextval('change_seq')
         );
 
         -- Index positions that stopped being live (content changed, memory forgotten), so
-        -- another process's index can drop them when it refreshes.
+        -- another process's index can drop them when it catches up.
         CREATE TABLE tombstones (
             doc_id BIGINT NOT NULL,
             new_doc_id BIGINT,
-            generation BIGINT NOT NULL
+            changed BIGINT NOT NULL DEFAULT nextval('change_seq')
         );
 
         CREATE TABLE sessions (
@@ -106,15 +99,21 @@ def _v1(con: duckdb.DuckDBPyConnection) -> None:
 MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1]
 SCHEMA_VERSION = len(MIGRATIONS)
 
-MEMORY_COLUMNS = (
-    "fact_id", "doc_id", "seq", "user_id", "session_id", "project", "type", "title", "topic_key",
-    "content", "content_hash", "tags", "is_core", "source", "notebook", "cell", "created_at",
-    "updated_at", "revision_count", "kind", "doc_len", "changed_gen",
+# What a caller provides for a new memory (doc_id and changed come from the sequences).
+INSERT_COLUMNS = (
+    "fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
+    "content_hash", "tags", "is_core", "source", "notebook", "cell", "created_at", "updated_at",
+    "revision_count", "kind", "doc_len", "terms", "tfs",
 )
 FACT_COLUMNS = (
     "fact_id", "content", "user_id", "session_id", "project", "type", "title", "topic_key",
     "tags", "is_core", "source", "notebook", "cell", "created_at", "updated_at",
     "revision_count", "kind",
+)
+# What the in-process index needs of each memory.
+INDEX_COLUMNS = (
+    "doc_id", "user_id", "project", "type", "is_core", "kind", "epoch(updated_at) AS updated",
+    "revision_count", "doc_len", "session_id", "coalesce(seq, doc_id) AS seq", "changed",
 )
 
 
@@ -189,40 +188,86 @@ class Store:
         with self.lock:
             return self.con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
 
-    # --- state ------------------------------------------------------------------------------
-    def generation(self) -> int:
-        with self.lock:
-            return self.con.execute("SELECT generation FROM store_state").fetchone()[0]
+    # --- change detection ------------------------------------------------------------------
+    def file_stamp(self) -> tuple:
+        """Cheap fingerprint of the file and its WAL: if unchanged, nobody has written."""
+        if self.path == ":memory:":
+            return ()
+        out = []
+        for p in (self.path, self.path + ".wal"):
+            try:
+                st = os.stat(p)
+                out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+            except FileNotFoundError:
+                out.append(None)
+        return tuple(out)
 
-    def reserve(self, n_docs: int, n_seq: int) -> tuple[int, int, int]:
-        """Inside a write transaction: hand out doc ids and seqs, bump the generation."""
-        gen, doc, seq = self.con.execute("SELECT generation, next_doc_id, next_seq FROM store_state").fetchone()
-        self.con.execute(
-            "UPDATE store_state SET generation = ?, next_doc_id = ?, next_seq = ?",
-            [gen + 1, doc + n_docs, seq + n_seq],
-        )
-        return gen + 1, doc, seq
+    def last_change(self) -> int:
+        with self.lock:
+            return self.con.execute(
+                "SELECT greatest((SELECT coalesce(max(changed), 0) FROM memories), "
+                "(SELECT coalesce(max(changed), 0) FROM tombstones))"
+            ).fetchone()[0]
 
     # --- writes -----------------------------------------------------------------------------
-    def insert_memories(self, columns: dict[str, Sequence], postings: dict[str, np.ndarray]) -> None:
-        """Append rows (column -> values) and their postings; caller holds the transaction."""
+    def insert_one(self, row: dict) -> tuple[int, int]:
+        """One memory in one statement (the single-remember path); returns (doc_id, changed)."""
+        with self.lock:
+            return self.con.execute(
+                f"INSERT INTO memories ({', '.join(INSERT_COLUMNS)}) VALUES ({', '.join('?' * len(INSERT_COLUMNS))}) "
+                "RETURNING doc_id, changed",
+                [row[c] for c in INSERT_COLUMNS],
+            ).fetchone()
+
+    def insert_many(self, columns: dict[str, Sequence]) -> dict[str, np.ndarray]:
+        """Many memories in one statement from an Arrow table; returns fact_id, doc_id, changed."""
         import pyarrow as pa
 
-        rows = pa.table({name: columns[name] for name in MEMORY_COLUMNS})
-        self.con.register("_new_memories", rows)
-        try:
-            self.con.execute(f"INSERT INTO memories SELECT {', '.join(MEMORY_COLUMNS)} FROM _new_memories")
-        finally:
-            self.con.unregister("_new_memories")
-        if len(postings["doc_id"]):
-            p = pa.table(postings)
-            self.con.register("_new_postings", p)
+        table = pa.table({c: columns[c] for c in INSERT_COLUMNS})
+        with self.lock:
+            self.con.register("_new_memories", table)
             try:
-                self.con.execute("INSERT INTO postings SELECT doc_id, term, tf FROM _new_postings")
+                got = self.con.execute(
+                    f"INSERT INTO memories ({', '.join(INSERT_COLUMNS)}) "
+                    f"SELECT {', '.join(INSERT_COLUMNS)} FROM _new_memories RETURNING fact_id, doc_id, changed"
+                ).fetchnumpy()
             finally:
-                self.con.unregister("_new_postings")
+                self.con.unregister("_new_memories")
+        return got
 
     # --- reads ------------------------------------------------------------------------------
+    def index_rows(self, since: int = 0) -> dict[str, np.ndarray]:
+        """Per-memory fields the index needs, in insertion order, for rows changed after `since`."""
+        with self.lock:
+            return self.con.execute(
+                f"SELECT {', '.join(INDEX_COLUMNS)} FROM memories WHERE changed > ? ORDER BY seq", [since]
+            ).fetchnumpy()
+
+    def index_postings(self, since: int = 0, doc_ids: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+        """(doc_id, term, tf) of rows changed after `since`, sorted by term."""
+        where = "changed > ?"
+        params: list = [since]
+        if doc_ids is not None:
+            where += " AND doc_id IN (SELECT unnest(?::BIGINT[]))"
+            params.append(list(map(int, doc_ids)))
+        with self.lock:
+            return self.con.execute(
+                f"SELECT doc_id, unnest(terms) AS term, unnest(tfs) AS tf FROM memories WHERE {where}", params
+            ).fetchnumpy()
+
+    def tombstones(self, since: int) -> list[tuple[int, int | None]]:
+        with self.lock:
+            return self.con.execute(
+                "SELECT doc_id, new_doc_id FROM tombstones WHERE changed > ? ORDER BY changed", [since]
+            ).fetchall()
+
+    def fact_rows(self, since: int = 0):
+        """The displayable fields of rows changed after `since`, as an Arrow table."""
+        with self.lock:
+            return self.con.sql(
+                f"SELECT doc_id, {', '.join(FACT_COLUMNS)} FROM memories WHERE changed > {int(since)} ORDER BY doc_id"
+            ).to_arrow_table()
+
     def facts_by_doc(self, doc_ids: Sequence[int]) -> dict[int, tuple]:
         with self.lock:
             rows = self.con.execute(
@@ -243,30 +288,33 @@ class Store:
                 "SELECT count(*), coalesce(avg(doc_len), 0) FROM memories"
             ).fetchone()
             df = dict(self.con.execute(
-                "SELECT p.term, count(*) FROM postings p WHERE p.term IN (SELECT unnest(?::BIGINT[])) GROUP BY p.term",
-                [list(terms)],
+                "SELECT term, count(*) FROM (SELECT unnest(terms) AS term FROM memories "
+                "WHERE list_has_any(terms, ?::BIGINT[])) WHERE term IN (SELECT unnest(?::BIGINT[])) GROUP BY term",
+                [list(terms), list(terms)],
             ).fetchall())
             idf = {t: float(np.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))) for t in terms}
             if not n or not df:
                 return [], idf, float(avgdl or 1.0)
-            filters = "m.user_id = ?"
-            params: list = [list(terms), [idf[t] for t in terms], list(qtf), k1, b, float(avgdl), user_id]
+            filters = "user_id = ? AND list_has_any(terms, ?::BIGINT[])"
+            params: list = [list(terms), [idf[t] for t in terms], list(qtf), k1, b, float(avgdl),
+                            user_id, list(terms)]
             if project is not None:
-                filters += " AND m.project = ?"
+                filters += " AND project = ?"
                 params.append(project)
             params.append(limit)
             rows = self.con.execute(
                 f"""
                 WITH q AS (SELECT unnest(?::BIGINT[]) AS term, unnest(?::DOUBLE[]) AS idf,
                                   unnest(?::INTEGER[]) AS qtf),
-                     k AS (SELECT ?::DOUBLE AS k1, ?::DOUBLE AS b, ?::DOUBLE AS avgdl)
-                SELECT m.doc_id,
+                     k AS (SELECT ?::DOUBLE AS k1, ?::DOUBLE AS b, ?::DOUBLE AS avgdl),
+                     p AS (SELECT doc_id, doc_len, unnest(terms) AS term, unnest(tfs) AS tf
+                           FROM memories WHERE {filters})
+                SELECT p.doc_id,
                        sum(q.qtf * q.idf * p.tf * (k.k1 + 1)
-                           / (p.tf + k.k1 * (1 - k.b + k.b * m.doc_len / k.avgdl))) AS score
-                FROM postings p JOIN q USING (term) JOIN memories m USING (doc_id), k
-                WHERE {filters}
-                GROUP BY m.doc_id
-                ORDER BY score DESC, m.doc_id
+                           / (p.tf + k.k1 * (1 - k.b + k.b * p.doc_len / k.avgdl))) AS score
+                FROM p JOIN q USING (term), k
+                GROUP BY p.doc_id
+                ORDER BY score DESC, p.doc_id
                 LIMIT ?
                 """,
                 params,

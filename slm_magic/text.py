@@ -83,5 +83,29 @@ def analyse(text: str) -> list[str]:
     return terms
 
 
-def term_counts(text: str) -> Counter[str]:
-    return Counter(analyse(text))
+# Raw word -> its term hashes; "" for a stop word. Bounded, cleared when full.
+_HASHES: dict[str, tuple[int, ...]] = {}
+_HASHES_MAX = 1_000_000
+
+
+def term_ids(text: str) -> list[int]:
+    """`analyse` fused with `term_hash`: the write and query hot path, cached per raw word."""
+    text = unicodedata.normalize("NFKC", text) if not text.isascii() else text
+    cache = _HASHES
+    out: list[int] = []
+    for raw in _WORD.findall(text):
+        got = cache.get(raw)
+        if got is None:
+            if len(cache) >= _HASHES_MAX:
+                cache.clear()
+            folded = raw.casefold()
+            got = () if folded in STOP_WORDS else tuple(term_hash(t) for t in _word_terms(raw))
+            cache[raw] = got
+        if got:
+            out.extend(got)
+    return out
+
+
+def term_counts(text: str) -> Counter[int]:
+    """Term hash -> frequency for one text."""
+    return Counter(term_ids(text))

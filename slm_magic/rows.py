@@ -1,0 +1,84 @@
+"""The displayable fields of every memory, held in the process as Arrow columns.
+
+A recall ranks in microseconds but DuckDB needs milliseconds to fetch ten rows by id, so the
+rows a recall shows are kept here: compact Arrow chunks (no Python object per value), merged
+geometrically as they grow, plus the few memories written one by one since the last chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from .models import Fact
+from .store import FACT_COLUMNS
+
+PENDING_MAX = 2048  # single writes kept as objects before they are packed into a chunk
+
+
+class FactRows:
+    def __init__(self) -> None:
+        self.chunks: list[pa.Table] = []
+        self.chunk_of = np.full(1024, -1, dtype=np.int32)   # doc_id -> chunk, -1 if none
+        self.offset_of = np.zeros(1024, dtype=np.int32)     # doc_id -> row in that chunk
+        self.pending: dict[int, Fact] = {}
+
+    def _ensure(self, n: int) -> None:
+        if n > self.chunk_of.size:
+            cap = max(n, 2 * self.chunk_of.size)
+            c = np.full(cap, -1, dtype=np.int32)
+            c[: self.chunk_of.size] = self.chunk_of
+            o = np.zeros(cap, dtype=np.int32)
+            o[: self.offset_of.size] = self.offset_of
+            self.chunk_of, self.offset_of = c, o
+
+    def add_table(self, table: pa.Table) -> None:
+        """Add rows given as a table with a doc_id column and FACT_COLUMNS."""
+        if table.num_rows == 0:
+            return
+        table = table.select(["doc_id", *FACT_COLUMNS]).combine_chunks()
+        doc_ids = table.column("doc_id").to_numpy().astype(np.int64)
+        self._ensure(int(doc_ids.max()) + 1)
+        self.chunks.append(table)
+        self.chunk_of[doc_ids] = len(self.chunks) - 1
+        self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
+        for d in doc_ids.tolist():
+            self.pending.pop(d, None)
+        self._merge()
+
+    def add_fact(self, doc_id: int, fact: Fact) -> None:
+        self.pending[doc_id] = fact
+        if len(self.pending) >= PENDING_MAX:
+            items = sorted(self.pending.items())
+            cols = {"doc_id": [d for d, _ in items]}
+            for name in FACT_COLUMNS:
+                cols[name] = [getattr(f, name) for _, f in items]
+            cols["tags"] = [list(t) for t in cols["tags"]]
+            self.add_table(pa.table(cols))
+
+    def _merge(self) -> None:
+        """Merge the newest chunks while they are of a similar size (amortised O(log n) copies)."""
+        while len(self.chunks) >= 2 and self.chunks[-2].num_rows <= 4 * self.chunks[-1].num_rows:
+            merged = pa.concat_tables(self.chunks[-2:], promote_options="permissive").combine_chunks()
+            self.chunks[-2:] = [merged]
+            doc_ids = merged.column("doc_id").to_numpy().astype(np.int64)
+            self.chunk_of[doc_ids] = len(self.chunks) - 1
+            self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
+
+    def get(self, doc_ids: Sequence[int]) -> dict[int, Fact]:
+        out: dict[int, Fact] = {}
+        by_chunk: dict[int, list[int]] = {}
+        for d in doc_ids:
+            if d in self.pending:
+                out[d] = self.pending[d]
+            elif d < self.chunk_of.size and self.chunk_of[d] >= 0:
+                by_chunk.setdefault(int(self.chunk_of[d]), []).append(d)
+        for c, ds in by_chunk.items():
+            rows = self.chunks[c].take(pa.array(self.offset_of[ds], type=pa.int32())).to_pylist()
+            for d, row in zip(ds, rows):
+                row.pop("doc_id")
+                row["tags"] = tuple(row["tags"] or ())
+                out[d] = Fact(**row)
+        return out
