@@ -12,6 +12,7 @@ separately because its questions are about things that never happened.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import re
@@ -161,7 +162,35 @@ def rank_with_baseline(name: str, conv: Conversation) -> list[list[str]]:
     return [[conv.turns[i].dia_id for i in method.search(q.text, K_MAX)] for q in conv.questions]
 
 
-def rank_with_engine(conv: Conversation, opts: dict) -> list[list[str]]:
+# Ablations of the engine, run side by side so the table shows what each part adds:
+# the context channel (off: BM25 with the engine's analyser), and sessions (off: no memory has
+# neighbours, the situation of a collection without sessions, where ranking must be BM25's).
+ENGINE_VARIANTS = {
+    ENGINE: ({}, True),
+    f"{ENGINE} (bm25 channel only)": ({"context_weight": 0.0}, True),
+    f"{ENGINE} (no sessions)": ({}, False),
+    f"{ENGINE} (no stemming)": ({}, True),
+}
+
+
+@contextlib.contextmanager
+def stemming_off():
+    """Ablation: the analyser with its Snowball stemmer replaced by the identity."""
+    from slm_magic import text
+
+    saved = text._stem
+    text._stem = lambda word: word
+    text._word_terms.cache_clear()
+    text._HASHES.clear()
+    try:
+        yield
+    finally:
+        text._stem = saved
+        text._word_terms.cache_clear()
+        text._HASHES.clear()
+
+
+def rank_with_engine(conv: Conversation, opts: dict, sessions: bool = True) -> list[list[str]]:
     from slm_magic import Memory
 
     mem = Memory(":memory:", **opts)
@@ -171,7 +200,7 @@ def rank_with_engine(conv: Conversation, opts: dict) -> list[list[str]]:
                 {
                     "content": t.text,
                     "created_at": t.created_at,
-                    "session_id": f"locomo-{conv.index}-{t.session}",
+                    "session_id": f"locomo-{conv.index}-{t.session}" if sessions else None,
                     "source": t.dia_id,
                 }
                 for t in conv.turns
@@ -195,11 +224,12 @@ def run_method(name: str, convs: list[Conversation], engine_opts: dict) -> dict:
     t0 = time.perf_counter()
     rows = []
     for conv in convs:
-        ranked = (
-            rank_with_engine(conv, engine_opts)
-            if name == ENGINE
-            else rank_with_baseline(name, conv)
-        )
+        if name in ENGINE_VARIANTS:
+            opts, sessions = ENGINE_VARIANTS[name]
+            with stemming_off() if "no stemming" in name else contextlib.nullcontext():
+                ranked = rank_with_engine(conv, {**opts, **engine_opts}, sessions)
+        else:
+            ranked = rank_with_baseline(name, conv)
         for q, r in zip(conv.questions, ranked):
             rows.append({"category": q.category, **score(r, q.evidence)})
     return {"rows": rows, "seconds": time.perf_counter() - t0}
@@ -238,15 +268,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=default_data_path(), help="locomo10.json")
     ap.add_argument(
         "--methods",
-        default=",".join([*BASELINES, ENGINE]),
-        help=f"comma-separated subset of: {', '.join([*BASELINES, ENGINE])}",
+        default=",".join([*BASELINES, *ENGINE_VARIANTS]),
+        help=f"comma-separated subset of: {', '.join([*BASELINES, *ENGINE_VARIANTS])}",
     )
     ap.add_argument("--json", type=Path, help="also write summaries here")
     ap.add_argument("--engine-opts", default="{}", help="JSON object passed to Memory(':memory:', **opts)")
     args = ap.parse_args(argv)
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = [m for m in methods if m not in BASELINES and m != ENGINE]
+    unknown = [m for m in methods if m not in BASELINES and m not in ENGINE_VARIANTS]
     if unknown:
         ap.error(f"unknown methods: {unknown}")
     engine_opts = json.loads(args.engine_opts)
@@ -265,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict[str, dict] = {}
     for name in methods:
-        if name == ENGINE:
+        if name in ENGINE_VARIANTS:
             try:
                 import slm_magic  # noqa: F401
                 from slm_magic import Memory  # noqa: F401

@@ -32,7 +32,7 @@ class Segment:
 
     @classmethod
     def from_coo(cls, cols: np.ndarray, docs: np.ndarray, tfs: np.ndarray, ncols: int) -> "Segment":
-        order = np.lexsort((docs, cols))
+        order = np.argsort(cols, kind="stable")  # docs stay in insertion order within a term
         cols = cols[order]
         indptr = np.zeros(ncols + 1, dtype=np.int64)
         np.cumsum(np.bincount(cols, minlength=ncols), out=indptr[1:])

@@ -19,10 +19,10 @@ from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact, RecallResult, ScoredMemory, SearchScore
 from .ranking import Ranked, RankingConfig, fuse, rank_index, recency, revision, search_score
 from .rows import FactRows
+from .records import content_hash, normalise_tags, to_utc_naive, validate
 from .store import FACT_COLUMNS, Store, utcnow
 
 SYNTHETIC_SESSION_PREFIXES = ("http:", "mcp:", "cli:", "probe:")
-MAX_CONTENT_CHARS = 100_000
 _KINDS = {"memory": 0, "summary_event": 1}
 _TYPE_CODE = {t: i for i, t in enumerate(MEMORY_TYPES)}
 
@@ -31,40 +31,8 @@ def is_synthetic_session(session_id: str | None) -> bool:
     return bool(session_id) and session_id.startswith(SYNTHETIC_SESSION_PREFIXES)
 
 
-def _to_utc_naive(value: datetime | None, default: datetime) -> datetime:
-    """Store UTC without tzinfo; a naive datetime is taken to be UTC already."""
-    if value is None:
-        return default
-    if not isinstance(value, datetime):
-        raise InvalidInput(f"created_at must be a datetime, not {type(value).__name__}")
-    if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
-    return value
-
-
 def _epoch(dt: datetime) -> float:
     return dt.replace(tzinfo=timezone.utc).timestamp()
-
-
-def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
-    """Tags as the seed's "auth,decision" string or a sequence; both mean the same tags."""
-    if tags is None:
-        return ()
-    if isinstance(tags, str):
-        tags = tags.split(",")
-    out: list[str] = []
-    for tag in tags:
-        if not isinstance(tag, str):
-            raise InvalidInput(f"tags must be strings, got {type(tag).__name__}")
-        tag = tag.strip()
-        if tag and tag not in out:
-            out.append(tag)
-    return tuple(out)
-
-
-def content_hash(content: str) -> str:
-    normal = " ".join(content.casefold().split())
-    return hashlib.sha256(normal.encode("utf-8")).hexdigest()[:32]
 
 
 class Memory:
@@ -103,7 +71,7 @@ class Memory:
         self.close()
 
     def now(self) -> datetime:
-        return _to_utc_naive(self._clock(), utcnow())
+        return to_utc_naive(self._clock(), utcnow())
 
     # --- the in-process index ---------------------------------------------------------------
     def _load_index(self) -> None:
@@ -222,10 +190,11 @@ class Memory:
                  user_id: str | None = None, source: str | None = None, notebook: str | None = None,
                  cell: int | None = None) -> Fact:
         """Store one memory and make it recallable at once; returns the stored fact."""
-        row = self._validate(dict(content=content, session_id=session_id, tags=tags, project=project,
-                                  type=type, title=title, topic_key=topic_key, core=core,
-                                  created_at=created_at, user_id=user_id, source=source,
-                                  notebook=notebook, cell=cell), self.now())
+        cols = validate([dict(content=content, session_id=session_id, tags=tags, project=project, type=type,
+                              title=title, topic_key=topic_key, core=core, created_at=created_at,
+                              user_id=user_id, source=source, notebook=notebook, cell=cell)],
+                        now=self.now(), default_user=self.user_id)
+        row = {k: v[0] for k, v in cols.items()}
         counts = text.term_counts(row["content"])
         row.update(fact_id=uuid.uuid4().hex[:16], content_hash=content_hash(row["content"]),
                    revision_count=0, kind="memory", doc_len=sum(counts.values()),
@@ -256,49 +225,13 @@ class Memory:
             ids.extend(self._write_many(batch))
         return ids
 
-    _FIELDS = frozenset(("content", "session_id", "tags", "project", "type", "title", "topic_key", "core",
-                         "created_at", "user_id", "source", "notebook", "cell"))
-
-    def _validate(self, rec: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-        if not isinstance(rec, Mapping):
-            raise InvalidInput(f"a memory record must be a mapping, not {type(rec).__name__}")
-        unknown = set(rec) - self._FIELDS
-        if unknown:
-            raise InvalidInput(f"unknown memory field(s): {', '.join(sorted(map(str, unknown)))}")
-        content = rec.get("content")
-        if not isinstance(content, str):
-            raise InvalidInput(f"content must be a string, not {type(content).__name__}")
-        content = content.replace("\x00", "")
-        if not content.strip():
-            raise InvalidInput("content is empty")
-        if len(content) > MAX_CONTENT_CHARS:
-            raise InvalidInput(f"content is {len(content):,} characters; the limit is {MAX_CONTENT_CHARS:,}")
-        mtype = rec.get("type") or "discovery"
-        if mtype not in _TYPE_CODE:
-            raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}; got {mtype!r}")
-        created = _to_utc_naive(rec.get("created_at"), now)
-        user = rec.get("user_id")
-        cell = rec.get("cell")
-        if cell is not None and (isinstance(cell, bool) or not isinstance(cell, int)):
-            raise InvalidInput(f"cell must be an integer, not {type(cell).__name__}")
-        return {
-            "content": content, "session_id": _opt_str(rec.get("session_id"), "session_id"),
-            "tags": list(normalise_tags(rec.get("tags"))), "project": _opt_str(rec.get("project"), "project") or "",
-            "type": mtype, "title": _opt_str(rec.get("title"), "title"),
-            "topic_key": _opt_str(rec.get("topic_key"), "topic_key"),
-            "is_core": bool(rec.get("core", False)), "created_at": created, "updated_at": created,
-            "user_id": self.user_id if user is None else _opt_str(user, "user_id"),
-            "source": _opt_str(rec.get("source"), "source"), "notebook": _opt_str(rec.get("notebook"), "notebook"),
-            "cell": cell,
-        }
-
     def _write_many(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
         import pyarrow as pa
 
-        now = self.now()
-        rows = [self._validate(r, now) for r in records]
-        n = len(rows)
-        counts = [text.term_counts(r["content"]) for r in rows]
+        columns: dict[str, Any] = validate(records, now=self.now(), default_user=self.user_id)
+        contents = columns["content"]
+        n = len(contents)
+        counts = [text.term_counts(c) for c in contents]
         lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
         flat_terms: list[int] = []
         flat_tfs: list[int] = []
@@ -310,12 +243,9 @@ class Memory:
         terms_np = np.asarray(flat_terms, dtype=np.int64)
         tfs_np = np.asarray(flat_tfs, dtype=np.int32)
         fact_ids = [uuid.uuid4().hex[:16] for _ in range(n)]
-        columns: dict[str, Any] = {name: [r[name] for r in rows] for name in (
-            "user_id", "session_id", "project", "type", "title", "topic_key", "content", "tags", "is_core",
-            "source", "notebook", "cell", "created_at", "updated_at")}
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns.update(
-            fact_id=fact_ids, content_hash=[content_hash(r["content"]) for r in rows],
+            fact_id=fact_ids, content_hash=list(map(content_hash, contents)),
             revision_count=np.zeros(n, dtype=np.int32), kind=["memory"] * n,
             doc_len=np.fromiter((sum(c.values()) for c in counts), dtype=np.int32, count=n),
             terms=pa.ListArray.from_arrays(pa.array(offsets), pa.array(terms_np)),
@@ -426,14 +356,6 @@ class Memory:
         user = self.user_id if user_id is None else user_id
         with self.store.lock:
             return self.store.con.execute("SELECT count(*) FROM memories WHERE user_id = ?", [user]).fetchone()[0]
-
-
-def _opt_str(value: Any, name: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
-    return value.replace("\x00", "")
 
 
 def _fact(row: Sequence[Any]) -> Fact:

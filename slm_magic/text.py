@@ -10,6 +10,8 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable
+from itertools import chain
 from functools import lru_cache
 
 import Stemmer
@@ -88,22 +90,27 @@ _HASHES: dict[str, tuple[int, ...]] = {}
 _HASHES_MAX = 1_000_000
 
 
-def term_ids(text: str) -> list[int]:
-    """`analyse` fused with `term_hash`: the write and query hot path, cached per raw word."""
-    text = unicodedata.normalize("NFKC", text) if not text.isascii() else text
+def _fill(raws: Iterable[str]) -> None:
     cache = _HASHES
-    out: list[int] = []
-    for raw in _WORD.findall(text):
-        got = cache.get(raw)
-        if got is None:
-            if len(cache) >= _HASHES_MAX:
-                cache.clear()
-            folded = raw.casefold()
-            got = () if folded in STOP_WORDS else tuple(term_hash(t) for t in _word_terms(raw))
-            cache[raw] = got
-        if got:
-            out.extend(got)
-    return out
+    if len(cache) >= _HASHES_MAX:
+        cache.clear()
+    for raw in raws:
+        cache[raw] = () if raw.casefold() in STOP_WORDS else tuple(term_hash(t) for t in _word_terms(raw))
+
+
+def term_ids(text: str) -> list[int]:
+    """`analyse` fused with `term_hash`: the write and query hot path, cached per raw word.
+
+    The per-word work runs in C (set difference, map, chain); Python only sees new words.
+    """
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    words = _WORD.findall(text)
+    try:
+        return list(chain.from_iterable(map(_HASHES.__getitem__, words)))
+    except KeyError:
+        _fill(set(words).difference(_HASHES))
+        return list(chain.from_iterable(map(_HASHES.__getitem__, words)))
 
 
 def term_counts(text: str) -> Counter[int]:

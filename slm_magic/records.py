@@ -1,0 +1,126 @@
+"""Validation of new memories, column by column, so a bulk import pays C speed per value.
+
+Every rule here produces one clear `InvalidInput` message naming the field (and the record's
+position in a bulk import); nothing is written unless every record passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import InvalidInput
+from .models import MEMORY_TYPES
+
+#: Longest content accepted, in characters (about 25 pages of text). A memory is a finding,
+#: not a document: above this, store a summary and a pointer instead.
+MAX_CONTENT_CHARS = 100_000
+
+FIELDS = frozenset(("content", "session_id", "tags", "project", "type", "title", "topic_key", "core",
+                    "created_at", "user_id", "source", "notebook", "cell"))
+OPTIONAL_STR = ("session_id", "project", "title", "topic_key", "user_id", "source", "notebook")
+_NONE = type(None)
+
+
+def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Tags as the seed's "auth,decision" string or a sequence; both mean the same tags."""
+    if not tags:
+        return ()
+    if isinstance(tags, str):
+        tags = tags.split(",")
+    out: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise InvalidInput(f"tags must be strings, got {type(tag).__name__}")
+        tag = tag.replace("\x00", "").strip()
+        if tag and tag not in out:
+            out.append(tag)
+    return tuple(out)
+
+
+def content_hash(content: str) -> str:
+    """Hash of the content with case and whitespace normalised: equal findings, equal hash."""
+    normal = " ".join(content.casefold().split())
+    return hashlib.sha256(normal.encode("utf-8")).hexdigest()[:32]
+
+
+def to_utc_naive(value: Any, default: datetime) -> datetime:
+    """Store UTC without tzinfo; a naive datetime is taken to be UTC already."""
+    if value is None:
+        return default
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"created_at must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is not None:
+        if value.tzinfo is not timezone.utc:
+            value = value.astimezone(timezone.utc)
+        value = value.replace(tzinfo=None)
+    return value
+
+
+def _where(records_n: int, i: int) -> str:
+    return f" (record {i})" if records_n > 1 else ""
+
+
+def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_user: str) -> dict[str, list]:
+    """Check new memories and return them as complete columns; raise on the first problem."""
+    n = len(records)
+    for i, rec in enumerate(records):
+        if not isinstance(rec, Mapping):
+            raise InvalidInput(f"a memory record must be a mapping, not {type(rec).__name__}{_where(n, i)}")
+        if not rec.keys() <= FIELDS:
+            unknown = ", ".join(sorted(map(str, set(rec) - FIELDS)))
+            raise InvalidInput(f"unknown memory field(s): {unknown}{_where(n, i)}")
+
+    content = [r.get("content") for r in records]
+    if not set(map(type, content)) <= {str}:
+        i = next(i for i, c in enumerate(content) if not isinstance(c, str))
+        raise InvalidInput(f"content must be a string, not {type(content[i]).__name__}{_where(n, i)}")
+    if "\x00" in "".join(content):
+        content = [c.replace("\x00", "") for c in content]
+    for i, c in enumerate(content):
+        if not c or c.isspace():
+            raise InvalidInput(f"content is empty{_where(n, i)}")
+    if max(map(len, content)) > MAX_CONTENT_CHARS:
+        i = next(i for i, c in enumerate(content) if len(c) > MAX_CONTENT_CHARS)
+        raise InvalidInput(f"content is {len(content[i]):,} characters; the limit is "
+                           f"{MAX_CONTENT_CHARS:,}{_where(n, i)}")
+
+    cols: dict[str, list] = {"content": content}
+    for name in OPTIONAL_STR:
+        values = [r.get(name) for r in records]
+        kinds = set(map(type, values))
+        if not kinds <= {str, _NONE}:
+            i = next(i for i, v in enumerate(values) if v is not None and not isinstance(v, str))
+            raise InvalidInput(f"{name} must be a string, not {type(values[i]).__name__}{_where(n, i)}")
+        if str in kinds and "\x00" in "".join(v for v in values if v):
+            values = [v.replace("\x00", "") if v else v for v in values]
+        cols[name] = values
+    cols["user_id"] = [default_user if u is None else u for u in cols["user_id"]]
+    cols["project"] = [p or "" for p in cols["project"]]
+    cols["session_id"] = [s or None for s in cols["session_id"]]
+
+    types = [r.get("type") or "discovery" for r in records]
+    bad = set(types) - set(MEMORY_TYPES)
+    if bad:
+        i = next(i for i, t in enumerate(types) if t in bad)
+        raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}; got {types[i]!r}{_where(n, i)}")
+    cols["type"] = types
+
+    cells = [r.get("cell") for r in records]
+    if not set(map(type, cells)) <= {int, _NONE}:
+        i = next(i for i, c in enumerate(cells) if c is not None and (isinstance(c, bool) or not isinstance(c, int)))
+        raise InvalidInput(f"cell must be an integer, not {type(cells[i]).__name__}{_where(n, i)}")
+    cols["cell"] = cells
+
+    created = [r.get("created_at") for r in records]
+    if set(map(type, created)) <= {_NONE}:
+        created = [now] * n
+    else:
+        created = [to_utc_naive(c, now) for c in created]
+    cols["created_at"] = created
+    cols["updated_at"] = list(created)
+    cols["tags"] = [list(normalise_tags(r.get("tags"))) for r in records]
+    cols["is_core"] = [bool(r.get("core", False)) for r in records]
+    return cols
