@@ -235,6 +235,20 @@ class SparseIndex:
         sq = np.bincount(docs - lo, weights=w * w, minlength=int(doc_ids.max()) - lo + 1)
         self.docs.norm[doc_ids] = np.sqrt(sq[doc_ids - lo]).astype(np.float32)
 
+    def recompute_norms(self) -> None:
+        """Every document's |tf-idf| with today's idf (after a whole load, idf is final)."""
+        t = self.docs
+        sq = np.zeros(t.capacity + 1)
+        idf = self.tfidf_idf(self.df[: len(self.cols)])
+        for seg in self.segments:
+            cols = np.repeat(np.arange(seg.indptr.size - 1), np.diff(seg.indptr))
+            w = (1.0 + np.log(seg.tfs)) * idf[cols]
+            sq[: t.capacity + 1] += np.bincount(seg.docs, weights=w * w, minlength=t.capacity + 1)[: t.capacity + 1]
+        for c, (ds, fs) in self.tail.items():
+            w = (1.0 + np.log(np.asarray(fs))) * idf[c]
+            np.add.at(sq, np.asarray(ds), w * w)
+        t.norm[:] = np.sqrt(sq).astype(np.float32)
+
     def remove_documents(self, doc_ids: Iterable[int], cols_by_doc: dict[int, np.ndarray] | None = None) -> None:
         """Mark documents dead. Their postings stay in the segments, masked out, until a merge."""
         table = self.docs

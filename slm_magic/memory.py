@@ -103,12 +103,24 @@ class Memory:
                 self._seen = last
             self._stamp = self.store.file_stamp()
 
+    LOAD_CHUNK = 200_000  # memories per step when building the index at open (bounds peak RAM)
+
     def _apply_changes(self, since: int) -> None:
         """Bring the index and the rows up to date with everything changed after `since`."""
         store, index = self.store, self.index
         for old, _new in store.tombstones(since):
             index.remove_documents([int(old)])
-        meta = store.index_rows(since)
+        if since == 0:  # a whole load: in insertion order, one bounded chunk at a time
+            lo, hi = store.seq_bounds()
+            for start in range(lo, hi + 1, self.LOAD_CHUNK):
+                self._apply_rows(0, (start, start + self.LOAD_CHUNK - 1))
+            index.recompute_norms()
+        else:
+            self._apply_rows(since, None)
+
+    def _apply_rows(self, since: int, seqs: tuple[int, int] | None) -> None:
+        store, index = self.store, self.index
+        meta = store.index_rows(since, seqs)
         if not meta["doc_id"].size:
             return
         doc_ids = meta["doc_id"].astype(np.int64)
@@ -121,14 +133,12 @@ class Memory:
             index.docs.core[d] = meta["is_core"][i]
             index.touched()
         fresh = ~known
-        if not fresh.any():
-            return
-        new_ids = doc_ids[fresh]
-        whole = since == 0
-        post = store.index_postings(since, None if whole else new_ids.tolist())
-        self._index_new(new_ids, {k: np.asarray(v)[fresh] for k, v in meta.items()},
-                        post["doc_id"], post["term"], post["tf"])
-        self.rows.add_table(store.fact_rows(since))
+        if fresh.any():
+            new_ids = doc_ids[fresh]
+            post = store.index_postings(since, None if since == 0 else new_ids.tolist(), seqs)
+            self._index_new(new_ids, {k: np.asarray(v)[fresh] for k, v in meta.items()},
+                            post["doc_id"], post["term"], post["tf"])
+        self.rows.add_table(store.fact_rows(since, seqs))
 
     def _index_new(self, doc_ids: np.ndarray, meta: Mapping[str, Any], p_doc: np.ndarray,
                    p_term: np.ndarray, p_tf: np.ndarray) -> None:
@@ -349,13 +359,13 @@ class Memory:
     def get(self, fact_id: str) -> Fact | None:
         with self.store.lock:
             row = self.store.con.execute(
-                f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE fact_id = ?", [fact_id]).fetchone()
-        return _fact(row) if row else None
+                f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE fact_id = ?", [fact_id]).fetchall()
+        return _fact(row[0]) if row else None
 
     def count(self, user_id: str | None = None) -> int:
         user = self.user_id if user_id is None else user_id
         with self.store.lock:
-            return self.store.con.execute("SELECT count(*) FROM memories WHERE user_id = ?", [user]).fetchone()[0]
+            return self.store.con.execute("SELECT count(*) FROM memories WHERE user_id = ?", [user]).fetchall()[0][0]
 
 
 def _fact(row: Sequence[Any]) -> Fact:

@@ -16,6 +16,7 @@ from .models import Fact
 from .store import FACT_COLUMNS
 
 PENDING_MAX = 2048  # single writes kept as objects before they are packed into a chunk
+MAX_MERGE_ROWS = 250_000  # chunks this large are left alone (bounds a write's copy and peak RAM)
 
 
 class FactRows:
@@ -60,7 +61,8 @@ class FactRows:
 
     def _merge(self) -> None:
         """Merge the newest chunks while they are of a similar size (amortised O(log n) copies)."""
-        while len(self.chunks) >= 2 and self.chunks[-2].num_rows <= 4 * self.chunks[-1].num_rows:
+        while (len(self.chunks) >= 2 and self.chunks[-2].num_rows <= 4 * self.chunks[-1].num_rows
+               and self.chunks[-2].num_rows + self.chunks[-1].num_rows <= MAX_MERGE_ROWS):
             merged = pa.concat_tables(self.chunks[-2:], promote_options="permissive").combine_chunks()
             self.chunks[-2:] = [merged]
             doc_ids = merged.column("doc_id").to_numpy().astype(np.int64)

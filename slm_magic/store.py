@@ -113,7 +113,7 @@ FACT_COLUMNS = (
 # What the in-process index needs of each memory.
 INDEX_COLUMNS = (
     "doc_id", "user_id", "project", "type", "is_core", "kind", "epoch(updated_at) AS updated",
-    "revision_count", "doc_len", "session_id", "coalesce(seq, doc_id) AS seq", "changed",
+    "revision_count", "doc_len", "session_id", "coalesce(seq, doc_id) AS seq",
 )
 
 
@@ -160,15 +160,15 @@ class Store:
         with self.lock:
             has = con.execute(
                 "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
-            ).fetchone()[0]
+            ).fetchall()[0][0]
             if not has:
-                others = con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0]
+                others = con.execute("SELECT count(*) FROM information_schema.tables").fetchall()[0][0]
                 if others:
                     raise StoreError(f"{self.path} is a DuckDB file of something else (no schema_version table)")
                 con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL, applied_at TIMESTAMP NOT NULL)")
                 version = 0
             else:
-                version = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
+                version = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchall()[0][0]
             if version > SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path} has schema version {version}; this slm_magic knows up to "
@@ -186,7 +186,7 @@ class Store:
 
     def schema_version(self) -> int:
         with self.lock:
-            return self.con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+            return self.con.execute("SELECT max(version) FROM schema_version").fetchall()[0][0]
 
     # --- change detection ------------------------------------------------------------------
     def file_stamp(self) -> tuple:
@@ -207,7 +207,7 @@ class Store:
             return self.con.execute(
                 "SELECT greatest((SELECT coalesce(max(changed), 0) FROM memories), "
                 "(SELECT coalesce(max(changed), 0) FROM tombstones))"
-            ).fetchone()[0]
+            ).fetchall()[0][0]
 
     # --- writes -----------------------------------------------------------------------------
     def insert_one(self, row: dict) -> tuple[int, int]:
@@ -217,7 +217,7 @@ class Store:
                 f"INSERT INTO memories ({', '.join(INSERT_COLUMNS)}) VALUES ({', '.join('?' * len(INSERT_COLUMNS))}) "
                 "RETURNING doc_id, changed",
                 [row[c] for c in INSERT_COLUMNS],
-            ).fetchone()
+            ).fetchall()[0]
 
     def insert_many(self, columns: dict[str, Sequence]) -> dict[str, np.ndarray]:
         """Many memories in one statement from an Arrow table; returns fact_id, doc_id, changed."""
@@ -236,23 +236,40 @@ class Store:
         return got
 
     # --- reads ------------------------------------------------------------------------------
-    def index_rows(self, since: int = 0) -> dict[str, np.ndarray]:
+    def seq_bounds(self) -> tuple[int, int]:
+        with self.lock:
+            lo, hi = self.con.execute(
+                "SELECT coalesce(min(coalesce(seq, doc_id)), 0), coalesce(max(coalesce(seq, doc_id)), -1) FROM memories"
+            ).fetchall()[0]
+        return int(lo), int(hi)
+
+    @staticmethod
+    def _where(since: int, seqs: tuple[int, int] | None) -> tuple[str, list]:
+        where, params = "changed > ?", [since]
+        if seqs is not None:
+            where += " AND coalesce(seq, doc_id) BETWEEN ? AND ?"
+            params += list(seqs)
+        return where, params
+
+    def index_rows(self, since: int = 0, seqs: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
         """Per-memory fields the index needs, in insertion order, for rows changed after `since`."""
+        where, params = self._where(since, seqs)
         with self.lock:
             return self.con.execute(
-                f"SELECT {', '.join(INDEX_COLUMNS)} FROM memories WHERE changed > ? ORDER BY seq", [since]
+                f"SELECT {', '.join(INDEX_COLUMNS)} FROM memories WHERE {where} ORDER BY seq", params
             ).fetchnumpy()
 
-    def index_postings(self, since: int = 0, doc_ids: Sequence[int] | None = None) -> dict[str, np.ndarray]:
-        """(doc_id, term, tf) of rows changed after `since`, sorted by term."""
-        where = "changed > ?"
-        params: list = [since]
+    def index_postings(self, since: int = 0, doc_ids: Sequence[int] | None = None,
+                       seqs: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+        """(doc_id, term, tf) of rows changed after `since`."""
+        where, params = self._where(since, seqs)
         if doc_ids is not None:
             where += " AND doc_id IN (SELECT unnest(?::BIGINT[]))"
             params.append(list(map(int, doc_ids)))
         with self.lock:
             return self.con.execute(
-                f"SELECT doc_id, unnest(terms) AS term, unnest(tfs) AS tf FROM memories WHERE {where}", params
+                f"SELECT doc_id::INTEGER AS doc_id, unnest(terms) AS term, unnest(tfs) AS tf "
+                f"FROM memories WHERE {where}", params
             ).fetchnumpy()
 
     def tombstones(self, since: int) -> list[tuple[int, int | None]]:
@@ -261,11 +278,12 @@ class Store:
                 "SELECT doc_id, new_doc_id FROM tombstones WHERE changed > ? ORDER BY changed", [since]
             ).fetchall()
 
-    def fact_rows(self, since: int = 0):
+    def fact_rows(self, since: int = 0, seqs: tuple[int, int] | None = None):
         """The displayable fields of rows changed after `since`, as an Arrow table."""
+        where, params = self._where(since, seqs)
         with self.lock:
             return self.con.sql(
-                f"SELECT doc_id, {', '.join(FACT_COLUMNS)} FROM memories WHERE changed > {int(since)} ORDER BY doc_id"
+                f"SELECT doc_id, {', '.join(FACT_COLUMNS)} FROM memories WHERE {where} ORDER BY doc_id", params=params
             ).to_arrow_table()
 
     def facts_by_doc(self, doc_ids: Sequence[int]) -> dict[int, tuple]:
@@ -286,7 +304,7 @@ class Store:
         with self.lock:
             n, avgdl = self.con.execute(
                 "SELECT count(*), coalesce(avg(doc_len), 0) FROM memories"
-            ).fetchone()
+            ).fetchall()[0]
             df = dict(self.con.execute(
                 "SELECT term, count(*) FROM (SELECT unnest(terms) AS term FROM memories "
                 "WHERE list_has_any(terms, ?::BIGINT[])) WHERE term IN (SELECT unnest(?::BIGINT[])) GROUP BY term",

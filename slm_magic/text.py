@@ -43,12 +43,12 @@ _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _stemmer = Stemmer.Stemmer("english")
 
 
-@lru_cache(maxsize=200_000)
+@lru_cache(maxsize=100_000)
 def _stem(word: str) -> str:
     return _stemmer.stemWord(word)
 
 
-@lru_cache(maxsize=500_000)
+@lru_cache(maxsize=100_000)
 def term_hash(term: str) -> int:
     """A stable signed 64-bit id for a term, the same in every process and in SQL.
 
@@ -58,7 +58,7 @@ def term_hash(term: str) -> int:
     return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
 
 
-@lru_cache(maxsize=200_000)
+@lru_cache(maxsize=50_000)
 def _word_terms(raw: str) -> tuple[str, ...]:
     """Terms of one raw word: the stemmed word, plus its parts when it is an identifier."""
     pieces = _CAMEL.sub("_", raw).casefold()
@@ -87,7 +87,7 @@ def analyse(text: str) -> list[str]:
 
 # Raw word -> its term hashes; "" for a stop word. Bounded, cleared when full.
 _HASHES: dict[str, tuple[int, ...]] = {}
-_HASHES_MAX = 1_000_000
+_HASHES_MAX = 300_000
 
 
 def _fill(raws: Iterable[str]) -> None:
