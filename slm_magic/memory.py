@@ -103,24 +103,30 @@ class Memory:
                 self._seen = last
             self._stamp = self.store.file_stamp()
 
-    LOAD_CHUNK = 200_000  # memories per step when building the index at open (bounds peak RAM)
+    LOAD_CHUNK = 100_000  # memories per step when building the index at open (bounds peak RAM)
 
     def _apply_changes(self, since: int) -> None:
         """Bring the index and the rows up to date with everything changed after `since`."""
         store, index = self.store, self.index
         for old, _new in store.tombstones(since):
             index.remove_documents([int(old)])
-        if since == 0:  # a whole load: in insertion order, one bounded chunk at a time
-            lo, hi = store.seq_bounds()
+        if since == 0:  # a whole load: one bounded range of doc ids at a time, then the links
+            vocab = store.vocabulary()
+            index.set_vocabulary(vocab["term"], vocab["df"])
+            lo, hi = store.doc_bounds()
             for start in range(lo, hi + 1, self.LOAD_CHUNK):
-                self._apply_rows(0, (start, start + self.LOAD_CHUNK - 1))
+                self._apply_rows(0, (start, start + self.LOAD_CHUNK - 1), link=False)
+            links = store.session_links()
+            real = np.array([not is_synthetic_session(x) for x in links["session_id"]], dtype=bool)
+            index.link_pairs(links["prev_doc"][real], links["doc_id"][real])
+            self._session_last = {k: v for k, v in store.session_ends().items() if not is_synthetic_session(k)}
             index.recompute_norms()
         else:
             self._apply_rows(since, None)
 
-    def _apply_rows(self, since: int, seqs: tuple[int, int] | None) -> None:
+    def _apply_rows(self, since: int, docs: tuple[int, int] | None, link: bool = True) -> None:
         store, index = self.store, self.index
-        meta = store.index_rows(since, seqs)
+        meta = store.index_rows(since, docs)
         if not meta["doc_id"].size:
             return
         doc_ids = meta["doc_id"].astype(np.int64)
@@ -135,19 +141,22 @@ class Memory:
         fresh = ~known
         if fresh.any():
             new_ids = doc_ids[fresh]
-            post = store.index_postings(since, None if since == 0 else new_ids.tolist(), seqs)
+            post = store.index_postings(since, None if since == 0 else new_ids.tolist(), docs)
             self._index_new(new_ids, {k: np.asarray(v)[fresh] for k, v in meta.items()},
-                            post["doc_id"], post["term"], post["tf"])
-        self.rows.add_table(store.fact_rows(since, seqs))
+                            post["doc_id"], post["term"], post["tf"], link=link)
+        self.rows.add_table(store.fact_rows(since, docs))
 
     def _index_new(self, doc_ids: np.ndarray, meta: Mapping[str, Any], p_doc: np.ndarray,
-                   p_term: np.ndarray, p_tf: np.ndarray) -> None:
+                   p_term: np.ndarray, p_tf: np.ndarray, link: bool = True) -> None:
         """Add new documents (metadata columns + postings) to the index and link sessions."""
         index = self.index
         p_term = np.asarray(p_term, dtype=np.int64)
-        uniq, inverse = np.unique(p_term, return_inverse=True)
-        col_of = index.column
-        cols = np.fromiter((col_of(t) for t in uniq.tolist()), dtype=np.int64, count=uniq.size)[inverse]
+        if not link:  # whole load: the vocabulary is known and sorted
+            cols = np.searchsorted(index.vocab_sorted, p_term)
+        else:
+            uniq, inverse = np.unique(p_term, return_inverse=True)
+            col_of = index.column
+            cols = np.fromiter((col_of(t) for t in uniq.tolist()), dtype=np.int64, count=uniq.size)[inverse]
         kinds = np.array([_KINDS.get(k, 0) for k in meta["kind"]], dtype=np.int8)
         index.add_documents(
             np.asarray(doc_ids, dtype=np.int64), cols, np.asarray(p_doc, dtype=np.int32),
@@ -160,7 +169,10 @@ class Memory:
              "core": np.asarray(meta["is_core"], dtype=bool),
              "kind": kinds,
              "type": np.array([_TYPE_CODE.get(t, 0) for t in meta["type"]], dtype=np.int8)},
+            count_df=link,
         )
+        if not link:
+            return
         last = self._session_last
         for d, s, k in zip(np.asarray(doc_ids).tolist(), list(meta["session_id"]), kinds.tolist()):
             if s is None or k != 0 or is_synthetic_session(s):
@@ -222,7 +234,7 @@ class Memory:
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         return fact
 
-    def remember_many(self, records: Iterable[Mapping[str, Any]], *, batch_size: int = 50_000) -> list[str]:
+    def remember_many(self, records: Iterable[Mapping[str, Any]], *, batch_size: int = 20_000) -> list[str]:
         """Bulk path: one statement per batch; returns the fact_ids in input order."""
         ids: list[str] = []
         batch: list[Mapping[str, Any]] = []

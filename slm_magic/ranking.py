@@ -129,31 +129,29 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
 
     k = limit
     probe_n = 4 * k + 64
+    cand = None
     if own.size > 4 * probe_n:
-        # θ: the k-th best full score among the strongest BM25 matches (a lower bound of the
-        # true k-th best). Then keep only what could still beat it.
-        bmo = bm[own]
-        probe = valid(own[np.argpartition(-bmo, probe_n - 1)[:probe_n]])
+        # An upper bound of each match's score: its own BM25 and recency/revision, with the
+        # best context any match could give. The k-th best full score among the most
+        # promising is a bar θ; only what can still clear it is scored in full.
+        bm25_own = np.minimum(1.0, bm[own] * inv_ideal)
+        static_own = (cfg.w_recency * np.minimum(1.0, rbase[own] * rscale)
+                      + cfg.w_revision * (np.minimum(t.revision[own], cfg.revision_cap) / cfg.revision_cap))
+        cmax = float(cos_own.max())
+        bound = wr * (1.0 - (1.0 - bm25_own) * (1.0 - w * cmax)) + static_own
+        probe = valid(own[np.argpartition(-bound, probe_n - 1)[:probe_n]])
         if probe.size >= k:
-            theta = np.partition(exact(probe)[0], probe.size - k)[probe.size - k]
-            best_static = index.best_static(cfg, rscale)
-            cmax = float(cos_own.max())
-            # score <= wr·(1 − (1 − bm25)(1 − w·cmax)) + best_static
-            need = 1.0 - (1.0 - (theta - best_static) / wr) / max(1e-12, 1.0 - w * cmax)
-            cand = own[bmo * inv_ideal >= need - 1e-12]
+            theta = np.partition(exact(probe)[0], probe.size - k)[probe.size - k] - 1e-12
+            cand = own[bound >= theta]
             if w > 0:
                 # A memory matched only through context scores <= wr·w·cos(neighbour) + best_static.
-                lift = own[cos_own * (wr * w) + best_static >= theta - 1e-12]
+                lift = own[cos_own * (wr * w) + index.best_static(cfg, rscale) >= theta]
                 if lift.size:
                     p1, n1 = prev[lift], nxt[lift]
-                    near = np.concatenate([lift, p1, n1, prev[p1], nxt[n1]])
-                    cand = np.concatenate([cand, near[near >= 0]])
-            cand = np.sort(cand)
-            cand = valid(cand[np.concatenate(([True], cand[1:] != cand[:-1]))])
-        else:
-            cand = None
-    else:
-        cand = None
+                    near = np.concatenate([cand, p1, n1, prev[p1], nxt[n1]])
+                    cand = np.sort(near[near >= 0])
+                    cand = cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
+            cand = valid(cand)
     if cand is None:
         cand = own
         if w > 0:

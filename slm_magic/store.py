@@ -136,7 +136,7 @@ class Store:
     (ipywidgets callbacks run beside the cell that made them).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None):
+    def __init__(self, path: str | os.PathLike[str] | None, *, memory_limit: str = "512MB"):
         if path is None:
             path = default_path()
         self.path = str(path)
@@ -149,7 +149,8 @@ class Store:
                 p.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
             self.path = str(p)
         try:
-            self.con = duckdb.connect(self.path)
+            # DuckDB would otherwise cache up to 80% of RAM; a notebook helper should stay small.
+            self.con = duckdb.connect(self.path, config={"memory_limit": memory_limit, "allocator_flush_threshold": "16MB"})
         except duckdb.Error as exc:
             raise StoreError(f"cannot open {self.path} as a DuckDB memory file: {exc}") from exc
         self._migrate()
@@ -236,33 +237,63 @@ class Store:
         return got
 
     # --- reads ------------------------------------------------------------------------------
-    def seq_bounds(self) -> tuple[int, int]:
+    def vocabulary(self) -> dict[str, np.ndarray]:
+        """Every term hash with its document frequency, sorted by hash."""
+        with self.lock:
+            return self.con.execute(
+                "SELECT term, count(*) AS df FROM (SELECT unnest(terms) AS term FROM memories) "
+                "GROUP BY term ORDER BY term"
+            ).fetchnumpy()
+
+    def doc_bounds(self) -> tuple[int, int]:
         with self.lock:
             lo, hi = self.con.execute(
-                "SELECT coalesce(min(coalesce(seq, doc_id)), 0), coalesce(max(coalesce(seq, doc_id)), -1) FROM memories"
+                "SELECT coalesce(min(doc_id), 0), coalesce(max(doc_id), -1) FROM memories"
             ).fetchall()[0]
         return int(lo), int(hi)
 
     @staticmethod
-    def _where(since: int, seqs: tuple[int, int] | None) -> tuple[str, list]:
+    def _where(since: int, docs: tuple[int, int] | None) -> tuple[str, list]:
+        # A doc_id range lets DuckDB skip row groups by their min/max: ids grow with inserts.
         where, params = "changed > ?", [since]
-        if seqs is not None:
-            where += " AND coalesce(seq, doc_id) BETWEEN ? AND ?"
-            params += list(seqs)
+        if docs is not None:
+            where += " AND doc_id BETWEEN ? AND ?"
+            params += list(docs)
         return where, params
 
-    def index_rows(self, since: int = 0, seqs: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+    _SESSION_MEMORIES = "session_id IS NOT NULL AND kind = 'memory'"
+
+    def session_links(self) -> dict[str, np.ndarray]:
+        """Each memory of a session with the one before it, in insertion order."""
+        with self.lock:
+            return self.con.execute(
+                f"""SELECT prev_doc, doc_id, session_id FROM (
+                        SELECT doc_id, session_id,
+                               lag(doc_id) OVER (PARTITION BY session_id ORDER BY coalesce(seq, doc_id)) AS prev_doc
+                        FROM memories WHERE {self._SESSION_MEMORIES})
+                    WHERE prev_doc IS NOT NULL"""
+            ).fetchnumpy()
+
+    def session_ends(self) -> dict[str, int]:
+        """The last memory of each session, where the next one will be linked."""
+        with self.lock:
+            return dict(self.con.execute(
+                f"SELECT session_id, arg_max(doc_id, coalesce(seq, doc_id)) FROM memories "
+                f"WHERE {self._SESSION_MEMORIES} GROUP BY session_id"
+            ).fetchall())
+
+    def index_rows(self, since: int = 0, docs: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
         """Per-memory fields the index needs, in insertion order, for rows changed after `since`."""
-        where, params = self._where(since, seqs)
+        where, params = self._where(since, docs)
         with self.lock:
             return self.con.execute(
                 f"SELECT {', '.join(INDEX_COLUMNS)} FROM memories WHERE {where} ORDER BY seq", params
             ).fetchnumpy()
 
     def index_postings(self, since: int = 0, doc_ids: Sequence[int] | None = None,
-                       seqs: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+                       docs: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
         """(doc_id, term, tf) of rows changed after `since`."""
-        where, params = self._where(since, seqs)
+        where, params = self._where(since, docs)
         if doc_ids is not None:
             where += " AND doc_id IN (SELECT unnest(?::BIGINT[]))"
             params.append(list(map(int, doc_ids)))
@@ -278,9 +309,9 @@ class Store:
                 "SELECT doc_id, new_doc_id FROM tombstones WHERE changed > ? ORDER BY changed", [since]
             ).fetchall()
 
-    def fact_rows(self, since: int = 0, seqs: tuple[int, int] | None = None):
+    def fact_rows(self, since: int = 0, docs: tuple[int, int] | None = None):
         """The displayable fields of rows changed after `since`, as an Arrow table."""
-        where, params = self._where(since, seqs)
+        where, params = self._where(since, docs)
         with self.lock:
             return self.con.sql(
                 f"SELECT doc_id, {', '.join(FACT_COLUMNS)} FROM memories WHERE {where} ORDER BY doc_id", params=params
