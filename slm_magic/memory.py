@@ -17,7 +17,10 @@ from . import text
 from .errors import InvalidInput, SlmMagicError
 from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact, RecallResult, ScoredMemory, SearchScore
-from .ranking import Ranked, RankingConfig, fuse, rank_index, recency, revision, search_score
+from .ranking import Ranked, RankingConfig, WorkingSet, fuse, rank_index, recency, revision, search_score
+from .learning import FeedbackSignals
+from .sessions import SessionLifecycle
+from .temporal import temporal_terms
 from .rows import FactRows
 from .records import content_hash, normalise_tags, to_utc_naive, validate
 from .store import FACT_COLUMNS, Store, utcnow
@@ -35,7 +38,7 @@ def _epoch(dt: datetime) -> float:
     return dt.replace(tzinfo=timezone.utc).timestamp()
 
 
-class Memory:
+class Memory(SessionLifecycle, FeedbackSignals):
     """Long-term memory on one DuckDB file.
 
     `Memory(path)` opens (or creates) the file; ``":memory:"`` keeps everything in RAM;
@@ -54,6 +57,7 @@ class Memory:
         self._seen = 0                 # highest change stamp reflected in the index
         self._stamp: tuple = ()        # the file's fingerprint when we last looked
         self._session_last: dict[str, int] = {}
+        self._working_sets: dict[str, dict[int, int]] = {}
         self._load_index()
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -247,7 +251,7 @@ class Memory:
             ids.extend(self._write_many(batch))
         return ids
 
-    def _write_many(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
+    def _write_many(self, records: Sequence[Mapping[str, Any]], kind: str = "memory") -> list[str]:
         import pyarrow as pa
 
         columns: dict[str, Any] = validate(records, now=self.now(), default_user=self.user_id)
@@ -268,7 +272,7 @@ class Memory:
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns.update(
             fact_id=fact_ids, content_hash=list(map(content_hash, contents)),
-            revision_count=np.zeros(n, dtype=np.int32), kind=["memory"] * n,
+            revision_count=np.zeros(n, dtype=np.int32), kind=[kind] * n,
             doc_len=np.fromiter((sum(c.values()) for c in counts), dtype=np.int32, count=n),
             terms=pa.ListArray.from_arrays(pa.array(offsets), pa.array(terms_np)),
             tfs=pa.ListArray.from_arrays(pa.array(offsets), pa.array(tfs_np)),
@@ -291,18 +295,36 @@ class Memory:
     # --- reads ------------------------------------------------------------------------------
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10,
                project: str | None = None, user_id: str | None = None) -> RecallResult:
-        """The memories that best answer `query`, best first, each with its score's parts."""
+        """The memories that best answer `query`, best first, each with its score's parts.
+
+        With a session id (not a synthetic one), what the session's earlier recalls showed is
+        lifted a little, and what this recall shows joins that working set.
+        """
         started = time.perf_counter()
         if not isinstance(query, str):
             raise InvalidInput(f"query must be a string, not {type(query).__name__}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInput(f"limit must be a non-negative integer; got {limit!r}")
+        if session_id is not None and not isinstance(session_id, str):
+            raise InvalidInput(f"session_id must be a string, not {type(session_id).__name__}")
+        if project is not None and not isinstance(project, str):
+            raise InvalidInput(f"project must be a string, not {type(project).__name__}")
         user = self.user_id if user_id is None else str(user_id)
-        counts = text.term_counts(query.replace("\x00", ""))
+        now_dt = self.now()
+        # Dates the query speaks of ("yesterday", "last Tuesday") become day terms that
+        # session summaries carry: the temporal channel.
+        expanded = query.replace("\x00", "")
+        days = temporal_terms(expanded, now_dt)
+        if days and self.index is not None:  # only days something was written about
+            days = [d for d in days if text.term_hash(d) in self.index.cols]
+        if days:
+            expanded = f"{expanded} {' '.join(days)}"
+        counts = text.term_counts(expanded)
         terms = list(counts.keys())
         qtf = list(counts.values())
         qlen = sum(qtf)
-        now = _epoch(self.now())
+        now = _epoch(now_dt)
+        tracked = bool(session_id) and not is_synthetic_session(session_id)
         mode, degraded, reason = "full_bm25_tfidf", False, None
         ranked: Ranked | None = None
         if self.index is not None:
@@ -314,8 +336,9 @@ class Memory:
                 project_code = None if project is None else index.lookup_code("project", project)
                 if terms and user_code >= 0 and (project_code is None or project_code >= 0):
                     cs = index.channel_scores(terms, qtf, qlen)
+                    ws = WorkingSet(self._working_set(session_id), self.config) if tracked else None
                     ranked = rank_index(index, cs, self.config, now=now, user=user_code,
-                                        project=project_code, limit=limit)
+                                        project=project_code, limit=limit, working_set=ws)
                 memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()))
             except Exception as exc:  # noqa: BLE001 - degrade to SQL rather than fail the user
                 self.index = None
@@ -326,8 +349,29 @@ class Memory:
             ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=limit)
             facts = {d: _fact(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
             memories = self._materialise(ranked, facts)
+        if tracked and memories:
+            self._note_shown(session_id, query, memories, ranked, now_dt)
         return RecallResult(query=query, memories=memories, retrieval_mode=mode, degraded_mode=degraded,
                             degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000)
+
+    # --- the session working set ------------------------------------------------------------
+    def _working_set(self, session_id: str) -> dict[int, int]:
+        """doc_id -> how often this session's recalls showed it (from the file on first use)."""
+        ws = self._working_sets.get(session_id)
+        if ws is None:
+            ws = {int(d): int(n) for d, n in self.store.working_set(session_id)}
+            self._working_sets[session_id] = ws
+        return ws
+
+    def _note_shown(self, session_id: str, query: str, memories: list[ScoredMemory], ranked: Ranked,
+                    now: datetime) -> None:
+        by_fact = {m.fact_id: i for i, m in enumerate(memories)}
+        doc_of = dict(zip((f.fact_id for f in (m.fact for m in memories)), ranked.doc_ids.tolist()))
+        self.store.record_recall(session_id, query, [(m.fact_id, doc_of.get(m.fact_id, -1), by_fact[m.fact_id] + 1)
+                                                     for m in memories], now)
+        ws = self._working_set(session_id)
+        for d in doc_of.values():
+            ws[d] = ws.get(d, 0) + 1
 
     def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit) -> Ranked:
         """BM25 only, computed by DuckDB from the stored postings."""
@@ -354,7 +398,8 @@ class Memory:
         rev = revision(np.array([meta[d][1] for d in docs.tolist()], dtype=np.float64), cfg.revision_cap)
         score = search_score(rel, rec, rev, cfg)
         order = np.lexsort((docs, -score))[:limit]
-        return Ranked(docs[order], score[order], rel[order], bm25[order], ctx[order], rec[order], rev[order])
+        return Ranked(docs[order], score[order], rel[order], bm25[order], ctx[order], rec[order], rev[order],
+                      np.zeros(order.size))
 
     @staticmethod
     def _materialise(ranked: Ranked, facts: Mapping[int, Fact]) -> list[ScoredMemory]:
@@ -365,7 +410,8 @@ class Memory:
                 continue
             out.append(ScoredMemory(fact=fact, score=SearchScore(
                 value=float(ranked.score[i]), relevance=float(ranked.relevance[i]), bm25=float(ranked.bm25[i]),
-                tfidf=float(ranked.tfidf[i]), recency=float(ranked.recency[i]), revision=float(ranked.revision[i]))))
+                tfidf=float(ranked.tfidf[i]), recency=float(ranked.recency[i]), revision=float(ranked.revision[i]),
+                working_set=float(ranked.working_set[i]))))
         return out
 
     def get(self, fact_id: str) -> Fact | None:

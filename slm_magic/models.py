@@ -58,6 +58,7 @@ class SearchScore(BaseModel):
     tfidf: float
     recency: float
     revision: float
+    working_set: float = 0.0  # the session boost (capped), added on top; 0 outside a session
 
 
 class ScoredMemory(BaseModel):
@@ -97,6 +98,10 @@ class ScoredMemory(BaseModel):
     def revision(self) -> float:
         return self.score.revision
 
+    @property
+    def working_set(self) -> float:
+        return self.score.working_set
+
 
 RetrievalMode = Literal["full_bm25_tfidf", "bm25_sql_fallback"]
 
@@ -121,3 +126,128 @@ class RecallResult(BaseModel):
 
     def __getitem__(self, i: int) -> ScoredMemory:
         return self.memories[i]
+
+
+# --- API A: the session lifecycle of SuperLocalMemory's slm-session ---------------------------
+
+
+class SessionMemory(BaseModel):
+    """One memory as session_init lists it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fact_id: str
+    content: str
+    score: float
+    is_core: bool
+
+
+class LearningStatus(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    feedback_signals: int
+    phase: Literal[1, 2, 3]
+    status: str
+
+
+class SessionInit(BaseModel):
+    """What `session_init` returns: exactly the documented fields."""
+
+    model_config = ConfigDict(frozen=True)
+
+    success: bool
+    session_id: str
+    context: str
+    memories: list[SessionMemory]
+    memory_count: int
+    core_memory: list[SessionMemory]
+    degraded_mode: bool
+    retrieval_mode: str
+    calibration_status: str
+    calibration_id: str | None
+    answer_confidence: float | None
+    abstained: bool
+    abstention_reason: str | None
+    learning: LearningStatus
+
+
+class CloseSessionResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    success: bool
+    session_id: str
+    summary_events_created: int
+
+
+# --- API B: observations per user (the "mem" library) ---------------------------------------
+
+
+class SessionSummaryCompact(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    date: datetime
+    summary: str
+    is_auto_generated: bool = False
+
+
+class ObservationCompact(BaseModel):
+    """A search or session-start hit. `score` is SearchScore from mem_search and ContextScore
+    from mem_session_start: different formulas on different scales, never to be compared."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    type: str
+    title: str | None
+    topic_key: str | None
+    score: float
+    snippet: str
+    updated_at: datetime
+
+
+class SessionStartResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    is_new: bool
+    sessions_context: list[SessionSummaryCompact]
+    memories: list[ObservationCompact]
+
+
+class SaveResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    outcome: Literal["created", "updated", "deduped"]
+    session_id: str
+    topic_key: str | None
+
+
+class Observation(BaseModel):
+    """One observation in full (mem_get_observation, mem_timeline)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    user_id: str
+    session_id: str | None
+    type: str
+    title: str | None
+    content: str
+    topic_key: str | None
+    revision_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class Session(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    user_id: str
+    started_at: datetime
+    last_activity_at: datetime
+    ended_at: datetime | None
+    summary: str | None
+    is_auto_generated: bool

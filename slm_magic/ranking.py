@@ -39,6 +39,10 @@ class RankingConfig(BaseModel):
     w_relevance: float = 0.60
     w_recency: float = 0.25
     w_revision: float = 0.15
+    # What a session's earlier recalls surfaced is lifted in its later recalls, by this much
+    # per earlier showing, never more than the cap: a conversation builds on itself, boundedly.
+    working_set_step: float = Field(0.03, ge=0, le=0.1)
+    working_set_cap: float = Field(0.09, ge=0, le=0.2)
 
 
 @dataclass
@@ -52,11 +56,12 @@ class Ranked:
     tfidf: np.ndarray
     recency: np.ndarray
     revision: np.ndarray
+    working_set: np.ndarray
 
     @classmethod
     def empty(cls) -> "Ranked":
         z = np.empty(0)
-        return cls(np.empty(0, np.int64), z, z, z, z, z, z)
+        return cls(np.empty(0, np.int64), z, z, z, z, z, z, z)
 
 
 def recency(updated: np.ndarray, now: float, half_life_days: float) -> np.ndarray:
@@ -77,8 +82,26 @@ def search_score(rel, rec, rev, cfg: RankingConfig) -> np.ndarray:
     return cfg.w_relevance * rel + cfg.w_recency * rec + cfg.w_revision * rev
 
 
+class WorkingSet:
+    """The boost each memory gets in one session's recall: sorted doc ids and their boosts."""
+
+    def __init__(self, hits: dict[int, int], cfg: RankingConfig):
+        docs = np.array(sorted(hits), dtype=np.int64)
+        self.docs = docs
+        self.boost = np.array([min(cfg.working_set_cap, cfg.working_set_step * hits[d]) for d in docs.tolist()])
+        self.max = float(self.boost.max()) if docs.size else 0.0
+
+    def lookup(self, cand: np.ndarray) -> np.ndarray:
+        out = np.zeros(cand.size)
+        if self.docs.size:
+            pos = np.minimum(np.searchsorted(self.docs, cand), self.docs.size - 1)
+            hit = self.docs[pos] == cand
+            out[hit] = self.boost[pos[hit]]
+        return out
+
+
 def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
-               project: int | None, limit: int) -> Ranked:
+               project: int | None, limit: int, working_set: WorkingSet | None = None) -> Ranked:
     """Rank the live memories of one user (and project) that the query or their context match.
 
     Exact, with safe pruning: the full score of a few promising memories gives a bar θ that
@@ -125,7 +148,8 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
         rel = 1.0 - (1.0 - bm25) * (1.0 - w * ctx)
         rec = np.minimum(1.0, rbase[c] * rscale)
         rev = np.minimum(t.revision[c], cfg.revision_cap) * (1.0 / cfg.revision_cap)
-        return wr * rel + cfg.w_recency * rec + cfg.w_revision * rev, rel, bm25, ctx, rec, rev
+        ws = working_set.lookup(c) if working_set is not None else np.zeros(c.size)
+        return wr * rel + cfg.w_recency * rec + cfg.w_revision * rev + ws, rel, bm25, ctx, rec, rev, ws
 
     k = limit
     probe_n = 4 * k + 64
@@ -138,14 +162,15 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
         static_own = (cfg.w_recency * np.minimum(1.0, rbase[own] * rscale)
                       + cfg.w_revision * (np.minimum(t.revision[own], cfg.revision_cap) / cfg.revision_cap))
         cmax = float(cos_own.max())
-        bound = wr * (1.0 - (1.0 - bm25_own) * (1.0 - w * cmax)) + static_own
+        ws_max = working_set.max if working_set is not None else 0.0
+        bound = wr * (1.0 - (1.0 - bm25_own) * (1.0 - w * cmax)) + static_own + ws_max
         probe = valid(own[np.argpartition(-bound, probe_n - 1)[:probe_n]])
         if probe.size >= k:
             theta = np.partition(exact(probe)[0], probe.size - k)[probe.size - k] - 1e-12
             cand = own[bound >= theta]
             if w > 0:
                 # A memory matched only through context scores <= wr·w·cos(neighbour) + best_static.
-                lift = own[cos_own * (wr * w) + index.best_static(cfg, rscale) >= theta]
+                lift = own[cos_own * (wr * w) + index.best_static(cfg, rscale) + ws_max >= theta]
                 if lift.size:
                     p1, n1 = prev[lift], nxt[lift]
                     near = np.concatenate([cand, p1, n1, prev[p1], nxt[n1]])
@@ -167,7 +192,7 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
         cand = valid(cand)
     if not cand.size:
         return Ranked.empty()
-    score, rel, bm25, ctx, rec, rev = exact(cand)
+    score, rel, bm25, ctx, rec, rev, ws = exact(cand)
     k = min(k, cand.size)
     if k < cand.size:
         kth = score[np.argpartition(-score, k - 1)[k - 1]]
@@ -175,4 +200,4 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
     else:
         top = np.arange(cand.size)
     top = top[np.lexsort((cand[top], -score[top]))][:k]
-    return Ranked(cand[top], score[top], rel[top], bm25[top], ctx[top], rec[top], rev[top])
+    return Ranked(cand[top], score[top], rel[top], bm25[top], ctx[top], rec[top], rev[top], ws[top])

@@ -7,6 +7,7 @@ position in a bulk import); nothing is written unless every record passes.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -59,6 +60,16 @@ def to_utc_naive(value: Any, default: datetime) -> datetime:
     return value
 
 
+# <private>…</private> spans, redacted before anything is hashed or stored. An unclosed tag
+# redacts to the end: a forgotten closing tag must not leak the secret.
+_PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.IGNORECASE | re.DOTALL)
+REDACTED = "[REDACTED]"
+
+
+def redact(text: str) -> str:
+    return _PRIVATE.sub(REDACTED, text) if "<" in text else text
+
+
 def _where(records_n: int, i: int) -> str:
     return f" (record {i})" if records_n > 1 else ""
 
@@ -79,6 +90,7 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
         raise InvalidInput(f"content must be a string, not {type(content[i]).__name__}{_where(n, i)}")
     if "\x00" in "".join(content):
         content = [c.replace("\x00", "") for c in content]
+    content = [redact(c) for c in content]
     for i, c in enumerate(content):
         if not c or c.isspace():
             raise InvalidInput(f"content is empty{_where(n, i)}")
@@ -97,6 +109,7 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
         if str in kinds and "\x00" in "".join(v for v in values if v):
             values = [v.replace("\x00", "") if v else v for v in values]
         cols[name] = values
+    cols["title"] = [redact(t) if t else t for t in cols["title"]]
     cols["user_id"] = [default_user if u is None else u for u in cols["user_id"]]
     cols["project"] = [p or "" for p in cols["project"]]
     cols["session_id"] = [s or None for s in cols["session_id"]]

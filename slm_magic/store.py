@@ -96,7 +96,24 @@ def _v1(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1]
+def _v2(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        """
+        -- What each recall of a session showed, at which rank: the session's working set,
+        -- and the raw material of implicit feedback ("shown often, never used").
+        CREATE TABLE recall_events (
+            session_id VARCHAR NOT NULL,
+            fact_id VARCHAR NOT NULL,
+            doc_id BIGINT NOT NULL,
+            query VARCHAR NOT NULL,
+            rank INTEGER NOT NULL,
+            created_at TIMESTAMP NOT NULL
+        );
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What a caller provides for a new memory (doc_id and changed come from the sequences).
@@ -369,6 +386,81 @@ class Store:
                 params,
             ).fetchall()
         return [(int(d), float(s)) for d, s in rows], idf, float(avgdl)
+
+    # --- sessions ---------------------------------------------------------------------------
+    def open_session(self, session_id: str, user_id: str, project: str, api: str, now) -> None:
+        with self.lock:
+            self.con.execute(
+                "INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)", [session_id, user_id, project, api, now, now])
+
+    def latest_session(self, user_id: str) -> str | None:
+        with self.lock:
+            rows = self.con.execute(
+                "SELECT session_id FROM sessions WHERE user_id = ? ORDER BY started_at DESC LIMIT 1", [user_id]
+            ).fetchall()
+        return rows[0][0] if rows else None
+
+    def session_started(self, session_id: str):
+        with self.lock:
+            rows = self.con.execute("SELECT started_at FROM sessions WHERE session_id = ?", [session_id]).fetchall()
+        return rows[0][0] if rows else None
+
+    def end_session(self, session_id: str, now, summary: str | None = None, auto: bool = False) -> None:
+        with self.lock:
+            self.con.execute(
+                "UPDATE sessions SET ended_at = coalesce(ended_at, ?), summary = coalesce(?, summary), "
+                "is_auto_generated = is_auto_generated OR ? WHERE session_id = ?", [now, summary, auto, session_id])
+
+    def session_rows(self, session_id: str, user_id: str) -> list[tuple]:
+        with self.lock:
+            return self.con.execute(
+                f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE session_id = ? AND user_id = ? "
+                "AND kind = 'memory' ORDER BY coalesce(seq, doc_id)", [session_id, user_id]).fetchall()
+
+    def core_rows(self, user_id: str) -> list[tuple]:
+        with self.lock:
+            return self.con.execute(
+                f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE is_core AND user_id = ? "
+                "ORDER BY updated_at DESC", [user_id]).fetchall()
+
+    def summarised_entities(self, session_id: str) -> list[str]:
+        with self.lock:
+            return [r[0] for r in self.con.execute(
+                "SELECT entity FROM summary_events WHERE session_id = ?", [session_id]).fetchall()]
+
+    def add_summary_events(self, session_id: str, pairs: list[tuple[str, str]], now) -> None:
+        with self.lock:
+            self.con.execute(
+                "INSERT INTO summary_events SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?",
+                [session_id, [e for e, _ in pairs], [f for _, f in pairs], now])
+
+    def add_feedback(self, signal_id, session_id, fact_id, signal, value, query, rank, now) -> None:
+        with self.lock:
+            self.con.execute("INSERT INTO feedback VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                             [signal_id, session_id, fact_id, signal, value, query, rank, now])
+
+    def feedback_count(self, user_id: str) -> int:
+        with self.lock:
+            return self.con.execute(
+                "SELECT count(*) FROM feedback f JOIN memories m USING (fact_id) WHERE m.user_id = ?", [user_id]
+            ).fetchall()[0][0]
+
+    def working_set(self, session_id: str) -> list[tuple[int, int]]:
+        with self.lock:
+            return self.con.execute(
+                "SELECT doc_id, count(*) FROM recall_events WHERE session_id = ? GROUP BY doc_id", [session_id]
+            ).fetchall()
+
+    def record_recall(self, session_id: str, query: str, shown: list[tuple[str, int, int]], now) -> None:
+        """What one recall of a session showed: (fact_id, doc_id, rank) rows, in one statement."""
+        with self.lock:
+            self.con.execute(
+                "INSERT INTO recall_events SELECT ?, unnest(?::VARCHAR[]), unnest(?::BIGINT[]), ?, "
+                "unnest(?::INTEGER[]), ?",
+                [session_id, [f for f, _, _ in shown], [d for _, d, _ in shown], query,
+                 [r for _, _, r in shown], now],
+            )
 
     def close(self) -> None:
         with self.lock:

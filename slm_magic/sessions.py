@@ -1,0 +1,220 @@
+"""API A, the session lifecycle: `session_init` opens a session with its context, and
+`close_session` writes one temporal summary event per entity the session touched.
+
+A mixin of `Memory`: it uses the engine only through `recall`, `remember`-style writes and the
+store's session statements.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections import defaultdict
+from datetime import datetime, timedelta
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidInput
+from .models import (CloseSessionResult, Fact, LearningStatus, RecallResult, ScoredMemory, SessionInit,
+                     SessionMemory)
+from .temporal import day_term
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .memory import Memory
+
+AGE_GATE_RELEVANCE = 0.70       # an old memory survives the age gate only this relevant
+ABSTAIN_RELEVANCE = 0.05        # below this, nothing "answers" the query
+PHASE_2_SIGNALS, PHASE_3_SIGNALS = 50, 200
+_GENERIC_DIRS = frozenset("home users user root projects project src code work repos repo git dev "
+                          "documents desktop notebooks tmp var opt mnt".split())
+_IDENTIFIER = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]+|"
+                         r"[A-Za-z_]\w*\.[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\b")
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]{2,})\b")
+_SUMMARY_SNIPPETS = 3
+_NOT_NAMES = frozenset("january february march april may june july august september october november december "
+                       "monday tuesday wednesday thursday friday saturday sunday the this that these those "
+                       "then there when what which while after before".split())
+
+
+def new_session_id(now: datetime) -> str:
+    return f"slm-{now:%Y%m%d}-{secrets.token_hex(4)}"
+
+
+def query_from_path(project_path: str) -> str:
+    """The words of a project folder: its name first, then the meaningful folders above it."""
+    if not project_path:
+        return ""
+    parts = [p for p in PurePath(project_path.replace("\\", "/")).parts if p not in ("/", "~", ".", "..")]
+    words: list[str] = []
+    for part in reversed(parts):
+        for w in re.split(r"[\W_]+", part):
+            if w and w.lower() not in _GENERIC_DIRS and w.lower() not in (x.lower() for x in words):
+                words.append(w)
+    return " ".join(words)
+
+
+def entities_of(fact: Fact) -> list[str]:
+    """What a memory is about, for grouping a session's summary: tags, project, code
+    identifiers (snake_case, camelCase, dotted, `backticked`) and capitalised names."""
+    found: list[str] = [f"#{t}" for t in fact.tags]
+    if fact.project:
+        found.append(f"project {fact.project}")
+    for m in _IDENTIFIER.finditer(fact.content):
+        found.append(m.group(1) or m.group(2))
+    for m in _NAME.finditer(fact.content):
+        if m.group(1).lower() not in _NOT_NAMES:
+            found.append(m.group(1))
+    out: list[str] = []
+    for e in found:
+        e = e.strip()
+        if e and e.lower() not in (x.lower() for x in out):
+            out.append(e)
+    return out[:8]
+
+
+def learning_status(signals: int) -> LearningStatus:
+    if signals >= PHASE_3_SIGNALS:
+        return LearningStatus(feedback_signals=signals, phase=3, status="learned ranking")
+    if signals >= PHASE_2_SIGNALS:
+        return LearningStatus(feedback_signals=signals, phase=2, status="active learning")
+    return LearningStatus(feedback_signals=signals, phase=1, status="collecting")
+
+
+def _first_line(text: str, width: int = 160) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+class SessionLifecycle:
+    """`session_init` / `recall` / `remember` / `close_session`, as SuperLocalMemory names them."""
+
+    def session_init(self: "Memory", project_path: str = "", query: str = "", max_results: int = 10,
+                     max_age_days: int = 30) -> SessionInit:
+        """Open a session: a new id, the memories that matter for its project, and its context.
+
+        Memories last updated more than `max_age_days` ago are left out unless their relevance
+        is at least 0.70 (`max_age_days=0` keeps everything); pinned core memories always come.
+        """
+        for name, value in (("project_path", project_path), ("query", query)):
+            if not isinstance(value, str):
+                raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
+        for name, value in (("max_results", max_results), ("max_age_days", max_age_days)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInput(f"{name} must be a non-negative integer; got {value!r}")
+        now = self.now()
+        session_id = new_session_id(now)
+        project = query_from_path(project_path).split(" ")[0] if project_path else ""
+        self.store.open_session(session_id, self.user_id, project, "slm", now)
+        q = query.strip() or query_from_path(project_path)
+
+        res: RecallResult | None = None
+        kept: list[ScoredMemory] = []
+        if q:
+            res = self.recall(q, session_id=session_id, limit=max_results * 4 + 20)
+            cutoff = now - timedelta(days=max_age_days)
+            for m in res.memories:
+                if m.fact.kind != "memory":
+                    continue
+                if max_age_days and m.fact.updated_at < cutoff and m.relevance < AGE_GATE_RELEVANCE:
+                    continue  # the age gate
+                kept.append(m)
+            kept = kept[:max_results]
+        core = self.core_memories()
+        core_items = [SessionMemory(fact_id=f.fact_id, content=f.content, score=self._static_score(f, now),
+                                    is_core=True) for f in core]
+        listed = [SessionMemory(fact_id=m.fact_id, content=m.content, score=m.score.value, is_core=m.fact.is_core)
+                  for m in kept]
+        shown = {m.fact_id for m in listed}
+        merged = listed + [c for c in core_items if c.fact_id not in shown]
+        dates = {m.fact_id: m.fact.updated_at for m in kept} | {f.fact_id: f.updated_at for f in core}
+
+        answered = any(m.relevance >= ABSTAIN_RELEVANCE for m in kept)
+        if not q:
+            reason = "no query: give a query or a project path"
+        elif not answered:
+            reason = "no stored memory is relevant to the query" if not res or not res.memories else \
+                f"no memory within the age gate reaches relevance {ABSTAIN_RELEVANCE}"
+        else:
+            reason = None
+        return SessionInit(
+            success=True, session_id=session_id, context=render_context(merged, dates),
+            memories=merged, memory_count=len(merged), core_memory=core_items,
+            degraded_mode=res.degraded_mode if res else self.index is None,
+            retrieval_mode=res.retrieval_mode if res else
+            ("full_bm25_tfidf" if self.index is not None else "bm25_sql_fallback"),
+            calibration_status="uncalibrated", calibration_id=None, answer_confidence=None,
+            abstained=not answered, abstention_reason=reason,
+            learning=learning_status(self.store.feedback_count(self.user_id)),
+        )
+
+    def _static_score(self: "Memory", fact: Fact, now: datetime) -> float:
+        """SearchScore of a memory the query did not match: its recency and revision only."""
+        cfg = self.config
+        age_days = max(0.0, (now - fact.updated_at).total_seconds() / 86_400)
+        rec = 2.0 ** (-age_days / cfg.recency_half_life_days)
+        return cfg.w_recency * rec + cfg.w_revision * min(fact.revision_count, cfg.revision_cap) / cfg.revision_cap
+
+    def core_memories(self: "Memory", user_id: str | None = None) -> list[Fact]:
+        """The pinned memories of a user, newest first."""
+        from .memory import _fact
+
+        user = self.user_id if user_id is None else user_id
+        return [_fact(r) for r in self.store.core_rows(user)]
+
+    def close_session(self: "Memory", session_id: str = "") -> CloseSessionResult:
+        """Summarise a session: one searchable summary event per entity its memories touched.
+
+        No id: the most recent session. Closing twice writes nothing new.
+        """
+        if not isinstance(session_id, str):
+            raise InvalidInput(f"session_id must be a string, not {type(session_id).__name__}")
+        sid = session_id.strip() or self.store.latest_session(self.user_id)
+        if not sid:
+            return CloseSessionResult(success=False, session_id="", summary_events_created=0)
+        facts = self.session_facts(sid)
+        started = self.store.session_started(sid) or (min(f.created_at for f in facts) if facts else self.now())
+        done = set(self.store.summarised_entities(sid))
+        groups: dict[str, list[Fact]] = defaultdict(list)
+        labels: dict[str, str] = {}
+        for f in facts:
+            for e in entities_of(f) or ["the session"]:
+                groups[e.lower()].append(f)
+                labels.setdefault(e.lower(), e)
+        records: list[dict[str, Any]] = []
+        entities: list[str] = []
+        for key, members in groups.items():
+            if key in done:
+                continue
+            snippets = "; ".join(_first_line(f.content, 120) for f in members[:_SUMMARY_SNIPPETS])
+            more = f" (+{len(members) - _SUMMARY_SNIPPETS} more)" if len(members) > _SUMMARY_SNIPPETS else ""
+            content = (f"Session {sid} on {started:%A %d %B %Y} ({started:%Y-%m-%d}, day {day_term(started)}): "
+                       f"{len(members)} memor{'y' if len(members) == 1 else 'ies'} about {labels[key]}: "
+                       f"{snippets}{more}")
+            records.append({"content": content, "session_id": sid, "project": members[0].project,
+                            "tags": [t for t in members[0].tags if t.lower() == key.lstrip("#")] or None,
+                            "title": f"Session {started:%Y-%m-%d}: {labels[key]}", "created_at": self.now(),
+                            "user_id": self.user_id})
+            entities.append(key)
+        if records:
+            ids = self._write_many(records, kind="summary_event")
+            self.store.add_summary_events(sid, list(zip(entities, ids)), self.now())
+        self.store.end_session(sid, self.now())
+        return CloseSessionResult(success=True, session_id=sid, summary_events_created=len(records))
+
+    def session_facts(self: "Memory", session_id: str) -> list[Fact]:
+        """The memories written in a session (not its summaries), oldest first."""
+        from .memory import _fact
+
+        return [_fact(r) for r in self.store.session_rows(session_id, self.user_id)]
+
+
+def render_context(memories: list[SessionMemory], dates: dict[str, datetime]) -> str:
+    """The ready-to-paste markdown block: one bullet per memory with its date."""
+    lines = ["# Relevant Memory Context", ""]
+    if not memories:
+        lines.append("_No relevant memories yet._")
+    for m in memories:
+        when = dates.get(m.fact_id)
+        badge = "📌 " if m.is_core else ""
+        lines.append(f"- {badge}{_first_line(m.content, 300)}" + (f" ({when:%Y-%m-%d})" if when else ""))
+    return "\n".join(lines) + "\n"

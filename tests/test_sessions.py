@@ -1,0 +1,169 @@
+"""API A: session_init, recall/remember with a session, close_session."""
+
+import re
+from datetime import datetime, timedelta
+
+import pytest
+
+from slm_magic import InvalidInput, Memory
+from slm_magic.sessions import query_from_path
+
+DOCUMENTED = {"success", "session_id", "context", "memories", "memory_count", "core_memory", "degraded_mode",
+              "retrieval_mode", "calibration_status", "calibration_id", "answer_confidence", "abstained",
+              "abstention_reason", "learning"}
+
+
+def test_session_init_returns_exactly_the_documented_fields(mem):
+    init = mem.session_init("~/projects/churn")
+    dumped = init.model_dump()
+    assert set(dumped) == DOCUMENTED
+    assert set(dumped["learning"]) == {"feedback_signals", "phase", "status"}
+    assert init.calibration_status == "uncalibrated"
+    assert init.calibration_id is None and init.answer_confidence is None
+
+
+def test_query_is_derived_from_the_project_path(mem):
+    assert query_from_path("~/projects/churn-model") == "churn model"
+    assert query_from_path("/home/ana/work/telco_churn/notebooks") == "telco churn ana"
+    mem.remember("the churn model uses a 90 day window")
+    mem.remember("sales forecast with prophet")
+    init = mem.session_init(project_path="~/projects/churn-model")
+    assert [m.content for m in init.memories] == ["the churn model uses a 90 day window"]
+    assert not init.abstained
+
+
+def test_session_ids_are_fresh_and_well_formed(mem):
+    a, b = mem.session_init(), mem.session_init()
+    assert re.fullmatch(r"slm-20260601-[0-9a-f]{8}", a.session_id)
+    assert a.session_id != b.session_id
+
+
+def test_degraded_mode_is_honest(mem):
+    mem.remember("a note on plotting colours")
+    mem.remember("the churn model uses a 90 day window")
+    normal = mem.session_init(query="churn window")
+    assert normal.degraded_mode is False and normal.retrieval_mode == "full_bm25_tfidf"
+    mem.index.docs.norm = mem.index.docs.norm[:1]  # a corrupt cached index
+    broken = mem.session_init(query="churn window")
+    assert broken.degraded_mode is True and broken.retrieval_mode == "bm25_sql_fallback"
+    assert [m.content for m in broken.memories] == ["the churn model uses a 90 day window"]
+
+
+def test_core_memories_are_merged_and_listed(mem):
+    pinned = mem.remember("always fix the random seed to 42", core=True)
+    mem.remember("the churn model uses a 90 day window")
+    init = mem.session_init(query="churn window")
+    assert [m.fact_id for m in init.core_memory] == [pinned.fact_id]
+    assert pinned.fact_id in [m.fact_id for m in init.memories]
+    assert [m.is_core for m in init.memories] == [False, True]
+    assert init.memory_count == 2
+
+
+def test_age_gate_keeps_close_old_matches_and_drops_weak_old_ones(mem, clock):
+    clock.now = datetime(2026, 1, 1)
+    strong_old = mem.remember("seasonal decomposition of the weekly sales forecast")
+    weak_old = mem.remember("sales numbers for the board deck")
+    clock.now = datetime(2026, 5, 30)
+    weak_fresh = mem.remember("sales call notes from the client visit")
+    clock.now = datetime(2026, 6, 1)
+    q = "seasonal decomposition weekly sales forecast"
+    res = {m.fact_id: m.relevance for m in mem.recall(q)}
+    assert res[strong_old.fact_id] >= 0.70 and res[weak_old.fact_id] < 0.70 and res[weak_fresh.fact_id] < 0.70
+    kept = {m.fact_id for m in mem.session_init(query=q, max_age_days=30).memories}
+    assert kept == {strong_old.fact_id, weak_fresh.fact_id}
+    every = {m.fact_id for m in mem.session_init(query=q, max_age_days=0).memories}
+    assert every == {strong_old.fact_id, weak_old.fact_id, weak_fresh.fact_id}
+
+
+def test_context_block(mem, clock):
+    empty = mem.session_init(query="anything")
+    assert empty.context.startswith("# Relevant Memory Context\n")
+    assert empty.abstained and empty.abstention_reason
+    mem.remember("the churn model uses a 90 day window")
+    mem.remember("churn labels come from the billing table", core=True)
+    init = mem.session_init(query="churn model")
+    bullets = [line for line in init.context.splitlines() if line.startswith("- ")]
+    assert len(bullets) == init.memory_count == 2
+    assert all(line.endswith("(2026-06-01)") for line in bullets)
+
+
+def test_working_set_lifts_later_recalls_boundedly_and_stays_in_its_session(mem):
+    mem.remember_many({"content": f"churn model note number {i}"} for i in range(5))
+    a = mem.session_init(query="x").session_id
+    b = mem.session_init(query="x").session_id
+    first = mem.recall("churn model", session_id=a, limit=2)
+    assert all(m.working_set == 0 for m in first)
+    shown = {m.fact_id for m in first}
+    for _ in range(10):
+        later = mem.recall("churn model", session_id=a, limit=5)
+    boosts = {m.fact_id: m.working_set for m in later}
+    assert all(boosts[f] > 0 for f in shown)
+    assert max(boosts.values()) <= mem.config.working_set_cap + 1e-12
+    assert all(m.working_set == 0 for m in mem.recall("churn model", session_id=b, limit=5))
+    assert all(m.working_set == 0 for m in mem.recall("churn model", limit=5))
+
+
+@pytest.mark.parametrize("prefix", ["http:", "mcp:", "cli:", "probe:"])
+def test_synthetic_session_ids_are_accepted_but_never_build_a_working_set(mem, prefix):
+    mem.remember("the churn model uses a 90 day window")
+    sid = f"{prefix}request-1"
+    fact = mem.remember("churn is 90 days without login", session_id=sid)
+    for _ in range(3):
+        res = mem.recall("churn", session_id=sid)
+    assert fact.session_id == sid
+    assert all(m.working_set == 0 for m in res)
+    assert mem.store.working_set(sid) == []
+
+
+def test_learning_phases_follow_the_signal_count(mem):
+    fact = mem.remember("the churn model uses a 90 day window")
+    assert mem.session_init().learning.phase == 1
+    for _ in range(50):
+        mem.feedback(fact.fact_id, "up")
+    assert mem.session_init().learning.model_dump() == {"feedback_signals": 50, "phase": 2, "status": "active learning"}
+    for _ in range(150):
+        mem.feedback(fact.fact_id, "down")
+    assert mem.session_init().learning.phase == 3
+    with pytest.raises(InvalidInput):
+        mem.feedback(fact.fact_id, "sideways")
+    with pytest.raises(InvalidInput):
+        mem.feedback("nope", "up")
+
+
+def test_close_session_writes_one_summary_per_entity_once(mem, clock):
+    clock.now = datetime(2026, 6, 16, 10)  # a Tuesday
+    sid = mem.session_init(query="churn").session_id
+    mem.remember("the join on customer_id drops 3% of rows", session_id=sid, tags="data-quality")
+    mem.remember("customer_id repeats in the March extract", session_id=sid, tags="data-quality")
+    mem.remember("unrelated: lunch at noon", session_id="other")
+    closed = mem.close_session()  # no id: the most recent session
+    assert closed.success and closed.session_id == sid
+    events = mem.store.summarised_entities(sid)
+    assert sorted(events) == ["#data-quality", "customer_id"]
+    assert closed.summary_events_created == 2
+    again = mem.close_session(sid)
+    assert again.summary_events_created == 0 and again.success
+
+    clock.now = datetime(2026, 6, 19, 9)  # Friday
+    by_id = mem.recall(f"what did I do in session {sid}")
+    assert by_id.memories and all(sid in m.content for m in by_id.memories[:2])
+    by_day = mem.recall("what did I do last Tuesday")
+    assert by_day.memories and by_day.memories[0].fact.kind == "summary_event"
+    assert "customer_id" in " ".join(m.content for m in by_day.memories)
+
+
+def test_close_session_with_nothing_to_close(mem):
+    assert mem.close_session().success is False
+    sid = mem.session_init().session_id
+    assert mem.close_session(sid).summary_events_created == 0
+
+
+def test_bad_arguments_are_clear_errors(mem):
+    with pytest.raises(InvalidInput):
+        mem.session_init(max_results=-1)
+    with pytest.raises(InvalidInput):
+        mem.session_init(max_age_days="30")
+    with pytest.raises(InvalidInput):
+        mem.session_init(project_path=3)
+    with pytest.raises(InvalidInput):
+        mem.close_session(session_id=None)
