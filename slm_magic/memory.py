@@ -19,6 +19,7 @@ from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact, RecallResult, ScoredMemory, SearchScore
 from .ranking import Ranked, RankingConfig, WorkingSet, fuse, rank_index, recency, revision, search_score
 from .learning import FeedbackSignals
+from .observations import ObservationsAPI
 from .sessions import SessionLifecycle
 from .temporal import temporal_terms
 from .rows import FactRows
@@ -27,7 +28,7 @@ from .store import FACT_COLUMNS, Store, utcnow
 
 SYNTHETIC_SESSION_PREFIXES = ("http:", "mcp:", "cli:", "probe:")
 _KINDS = {"memory": 0, "summary_event": 1}
-_TYPE_CODE = {t: i for i, t in enumerate(MEMORY_TYPES)}
+_TYPE_CODE = {t: i for i, t in enumerate(MEMORY_TYPES)} | {"summary": len(MEMORY_TYPES)}
 
 
 def is_synthetic_session(session_id: str | None) -> bool:
@@ -38,7 +39,7 @@ def _epoch(dt: datetime) -> float:
     return dt.replace(tzinfo=timezone.utc).timestamp()
 
 
-class Memory(SessionLifecycle, FeedbackSignals):
+class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
     """Long-term memory on one DuckDB file.
 
     `Memory(path)` opens (or creates) the file; ``":memory:"`` keeps everything in RAM;
@@ -46,8 +47,12 @@ class Memory(SessionLifecycle, FeedbackSignals):
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, user_id: str = "",
-                 clock: Callable[[], datetime] | None = None, **ranking: Any):
+                 clock: Callable[[], datetime] | None = None, session_timeout_hours: float = 24.0,
+                 **ranking: Any):
         self.config = RankingConfig(**ranking)
+        if not isinstance(session_timeout_hours, (int, float)) or session_timeout_hours <= 0:
+            raise InvalidInput(f"session_timeout_hours must be a positive number; got {session_timeout_hours!r}")
+        self.session_timeout_hours = float(session_timeout_hours)
         self.user_id = user_id
         self._clock = clock or utcnow
         self.store = Store(path)
@@ -100,6 +105,12 @@ class Memory(SessionLifecycle, FeedbackSignals):
         stamp = self.store.file_stamp()
         if stamp == self._stamp:
             return
+        self._sync()
+
+    def _sync(self) -> None:
+        """Apply every change after the highest stamp we have seen (cheap when there is none)."""
+        if self.index is None:
+            return
         with self.store.lock:
             last = self.store.last_change()
             if last > self._seen:
@@ -112,8 +123,6 @@ class Memory(SessionLifecycle, FeedbackSignals):
     def _apply_changes(self, since: int) -> None:
         """Bring the index and the rows up to date with everything changed after `since`."""
         store, index = self.store, self.index
-        for old, _new in store.tombstones(since):
-            index.remove_documents([int(old)])
         if since == 0:  # a whole load: one bounded range of doc ids at a time, then the links
             vocab = store.vocabulary()
             index.set_vocabulary(vocab["term"], vocab["df"])
@@ -126,9 +135,28 @@ class Memory(SessionLifecycle, FeedbackSignals):
             self._session_last = {k: v for k, v in store.session_ends().items() if not is_synthetic_session(k)}
             index.recompute_norms()
         else:
-            self._apply_rows(since, None)
+            tombs = store.tombstones(since)
+            replaced = {int(new): int(old) for old, new, _ in tombs if new is not None}
+            self._apply_rows(since, None, replaced=replaced)
+            for old, new, terms in tombs:
+                self._retire(int(old), None if new is None else int(new), terms)
 
-    def _apply_rows(self, since: int, docs: tuple[int, int] | None, link: bool = True) -> None:
+    def _retire(self, old: int, new: int | None, terms: list[int] | None) -> None:
+        """An index position stops being live: its successor (if any) takes its session place."""
+        index = self.index
+        if not (0 <= old < index.docs.size and index.docs.alive[old]):
+            return
+        if new is not None and 0 <= new < index.docs.size and index.docs.alive[new]:
+            index.replace_link(old, new)
+            for s, last in self._session_last.items():
+                if last == old:
+                    self._session_last[s] = new
+                    break
+        cols = [index.cols[t] for t in (terms or []) if t in index.cols]
+        index.remove_documents([old], {old: np.asarray(cols, dtype=np.int64)})
+
+    def _apply_rows(self, since: int, docs: tuple[int, int] | None, link: bool = True,
+                    replaced: Mapping[int, int] | None = None) -> None:
         store, index = self.store, self.index
         meta = store.index_rows(since, docs)
         if not meta["doc_id"].size:
@@ -147,11 +175,12 @@ class Memory(SessionLifecycle, FeedbackSignals):
             new_ids = doc_ids[fresh]
             post = store.index_postings(since, None if since == 0 else new_ids.tolist(), docs)
             self._index_new(new_ids, {k: np.asarray(v)[fresh] for k, v in meta.items()},
-                            post["doc_id"], post["term"], post["tf"], link=link)
+                            post["doc_id"], post["term"], post["tf"], link=link, replaced=replaced)
         self.rows.add_table(store.fact_rows(since, docs))
 
     def _index_new(self, doc_ids: np.ndarray, meta: Mapping[str, Any], p_doc: np.ndarray,
-                   p_term: np.ndarray, p_tf: np.ndarray, link: bool = True) -> None:
+                   p_term: np.ndarray, p_tf: np.ndarray, link: bool = True,
+                   replaced: Mapping[int, int] | None = None) -> None:
         """Add new documents (metadata columns + postings) to the index and link sessions."""
         index = self.index
         p_term = np.asarray(p_term, dtype=np.int64)
@@ -179,7 +208,7 @@ class Memory(SessionLifecycle, FeedbackSignals):
             return
         last = self._session_last
         for d, s, k in zip(np.asarray(doc_ids).tolist(), list(meta["session_id"]), kinds.tolist()):
-            if s is None or k != 0 or is_synthetic_session(s):
+            if s is None or k != 0 or is_synthetic_session(s) or (replaced and d in replaced):
                 continue
             prev = last.get(s)
             if prev is not None:
@@ -251,10 +280,13 @@ class Memory(SessionLifecycle, FeedbackSignals):
             ids.extend(self._write_many(batch))
         return ids
 
-    def _write_many(self, records: Sequence[Mapping[str, Any]], kind: str = "memory") -> list[str]:
+    def _write_many(self, records: Sequence[Mapping[str, Any]], kind: str = "memory",
+                    type_override: str | None = None) -> list[str]:
         import pyarrow as pa
 
         columns: dict[str, Any] = validate(records, now=self.now(), default_user=self.user_id)
+        if type_override is not None:  # internal writes of a reserved type ("summary")
+            columns["type"] = [type_override] * len(columns["content"])
         contents = columns["content"]
         n = len(contents)
         counts = [text.term_counts(c) for c in contents]
@@ -291,6 +323,22 @@ class Memory(SessionLifecycle, FeedbackSignals):
         self._after_write(doc_ids, changed, meta, np.repeat(doc_ids, lengths), terms_np, tfs_np,
                           rows_table=table)
         return fact_ids
+
+    def revise(self, fact_id: str, *, content: str, title: str | None = None, type: str | None = None) -> Fact:
+        """New content for a stored memory: revision_count + 1, created_at kept, updated now."""
+        current = self.get(fact_id) if isinstance(fact_id, str) else None
+        if current is None:
+            raise InvalidInput(f"no memory with id {fact_id!r}")
+        now = self.now()
+        cols = validate([{"content": content, "title": title if title is not None else current.title,
+                          "type": type or current.type}], now=now, default_user=current.user_id)
+        counts = text.term_counts(cols["content"][0])
+        self.store.revise(fact_id, {
+            "content": cols["content"][0], "content_hash": content_hash(cols["content"][0]),
+            "title": cols["title"][0], "type": cols["type"][0], "terms": list(counts.keys()),
+            "tfs": list(counts.values()), "doc_len": sum(counts.values()), "updated_at": now})
+        self._sync()
+        return self.get(fact_id)
 
     # --- reads ------------------------------------------------------------------------------
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10,

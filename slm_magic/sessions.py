@@ -196,7 +196,7 @@ class SessionLifecycle:
                             "user_id": self.user_id})
             entities.append(key)
         if records:
-            ids = self._write_many(records, kind="summary_event")
+            ids = self._write_many(records, kind="summary_event", type_override="summary")
             self.store.add_summary_events(sid, list(zip(entities, ids)), self.now())
         self.store.end_session(sid, self.now())
         return CloseSessionResult(success=True, session_id=sid, summary_events_created=len(records))

@@ -101,6 +101,9 @@ def _v2(con: duckdb.DuckDBPyConnection) -> None:
         """
         -- What each recall of a session showed, at which rank: the session's working set,
         -- and the raw material of implicit feedback ("shown often, never used").
+        -- The terms a retired index position had, so another process can correct its counts.
+        ALTER TABLE tombstones ADD COLUMN terms BIGINT[];
+
         CREATE TABLE recall_events (
             session_id VARCHAR NOT NULL,
             fact_id VARCHAR NOT NULL,
@@ -153,7 +156,8 @@ class Store:
     (ipywidgets callbacks run beside the cell that made them).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None, *, memory_limit: str = "512MB"):
+    def __init__(self, path: str | os.PathLike[str] | None, *, memory_limit: str = "512MB",
+                 upgrade_to: int | None = None):
         if path is None:
             path = default_path()
         self.path = str(path)
@@ -170,10 +174,10 @@ class Store:
             self.con = duckdb.connect(self.path, config={"memory_limit": memory_limit, "allocator_flush_threshold": "16MB"})
         except duckdb.Error as exc:
             raise StoreError(f"cannot open {self.path} as a DuckDB memory file: {exc}") from exc
-        self._migrate()
+        self._migrate(SCHEMA_VERSION if upgrade_to is None else upgrade_to)
 
     # --- schema -----------------------------------------------------------------------------
-    def _migrate(self) -> None:
+    def _migrate(self, target_version: int) -> None:
         con = self.con
         with self.lock:
             has = con.execute(
@@ -192,7 +196,7 @@ class Store:
                     f"{self.path} has schema version {version}; this slm_magic knows up to "
                     f"{SCHEMA_VERSION}. Upgrade slm_magic to open it."
                 )
-            for target in range(version + 1, SCHEMA_VERSION + 1):
+            for target in range(version + 1, target_version + 1):
                 con.execute("BEGIN TRANSACTION")
                 try:
                     MIGRATIONS[target - 1](con)
@@ -320,11 +324,42 @@ class Store:
                 f"FROM memories WHERE {where}", params
             ).fetchnumpy()
 
-    def tombstones(self, since: int) -> list[tuple[int, int | None]]:
+    def tombstones(self, since: int) -> list[tuple[int, int | None, list[int] | None]]:
         with self.lock:
             return self.con.execute(
-                "SELECT doc_id, new_doc_id FROM tombstones WHERE changed > ? ORDER BY changed", [since]
+                "SELECT doc_id, new_doc_id, terms FROM tombstones WHERE changed > ? ORDER BY changed", [since]
             ).fetchall()
+
+    def revise(self, fact_id: str, values: dict) -> tuple[int, int, list[int], int]:
+        """New content for a memory in one transaction: a new index position, revision + 1,
+        created_at kept, the old position tombstoned. Returns (old doc, new doc, old terms,
+        change stamp)."""
+        with self.lock:
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                old_doc, old_terms = self.con.execute(
+                    "SELECT doc_id, terms FROM memories WHERE fact_id = ?", [fact_id]).fetchall()[0]
+                sets = ", ".join(f"{k} = ?" for k in values)
+                new_doc, changed = self.con.execute(
+                    f"UPDATE memories SET seq = coalesce(seq, doc_id), doc_id = nextval('doc_seq'), "
+                    f"revision_count = revision_count + 1, changed = nextval('change_seq'), {sets} "
+                    f"WHERE fact_id = ? RETURNING doc_id, changed", [*values.values(), fact_id]).fetchall()[0]
+                self.con.execute("INSERT INTO tombstones (doc_id, new_doc_id, terms) VALUES (?, ?, ?)",
+                                 [old_doc, new_doc, old_terms])
+                self.con.execute("COMMIT")
+            except Exception:
+                self.con.execute("ROLLBACK")
+                raise
+        return int(old_doc), int(new_doc), list(old_terms), int(changed)
+
+    def find_live(self, user_id: str, *, topic_key: str | None = None, content_hash: str | None = None):
+        """fact_id of the user's memory with this topic key (or this normalised content)."""
+        col, val = ("topic_key", topic_key) if topic_key is not None else ("content_hash", content_hash)
+        with self.lock:
+            rows = self.con.execute(
+                f"SELECT fact_id FROM memories WHERE user_id = ? AND {col} = ? AND kind = 'memory' "
+                "ORDER BY updated_at DESC LIMIT 1", [user_id, val]).fetchall()
+        return rows[0][0] if rows else None
 
     def fact_rows(self, since: int = 0, docs: tuple[int, int] | None = None):
         """The displayable fields of rows changed after `since`, as an Arrow table."""
@@ -393,6 +428,57 @@ class Store:
             self.con.execute(
                 "INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)", [session_id, user_id, project, api, now, now])
+
+    def active_session(self, user_id: str, api: str):
+        with self.lock:
+            rows = self.con.execute(
+                "SELECT session_id, last_activity_at FROM sessions WHERE user_id = ? AND api = ? AND ended_at IS NULL "
+                "ORDER BY last_activity_at DESC LIMIT 1", [user_id, api]).fetchall()
+        return rows[0] if rows else None
+
+    def touch_session(self, session_id: str, now) -> None:
+        with self.lock:
+            self.con.execute("UPDATE sessions SET last_activity_at = ? WHERE session_id = ?", [now, session_id])
+
+    def set_session_summary(self, session_id: str, summary: str) -> None:
+        with self.lock:
+            self.con.execute("UPDATE sessions SET summary = ? WHERE session_id = ?", [summary, session_id])
+
+    def session(self, session_id: str) -> dict:
+        with self.lock:
+            cur = self.con.execute(
+                "SELECT session_id, user_id, started_at, last_activity_at, ended_at, summary, is_auto_generated "
+                "FROM sessions WHERE session_id = ?", [session_id])
+            names = [d[0] for d in cur.description]
+            return dict(zip(names, cur.fetchall()[0]))
+
+    def recent_summaries(self, user_id: str, n: int, exclude: str | None = None) -> list[tuple]:
+        with self.lock:
+            return self.con.execute(
+                "SELECT session_id, coalesce(ended_at, last_activity_at), summary, is_auto_generated FROM sessions "
+                "WHERE user_id = ? AND summary IS NOT NULL AND session_id IS DISTINCT FROM ? "
+                "ORDER BY coalesce(ended_at, last_activity_at) DESC LIMIT ?", [user_id, exclude, n]).fetchall()
+
+    def user_rows(self, user_id: str) -> list[tuple]:
+        with self.lock:
+            return self.con.execute(
+                f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE user_id = ? AND kind = 'memory'",
+                [user_id]).fetchall()
+
+    def user_stats(self, user_id: str) -> dict:
+        with self.lock:
+            by_type = dict(self.con.execute(
+                "SELECT type, count(*) FROM memories WHERE user_id = ? AND kind = 'memory' GROUP BY type ORDER BY type",
+                [user_id]).fetchall())
+            sessions, active = self.con.execute(
+                "SELECT count(*), count(*) FILTER (WHERE ended_at IS NULL) FROM sessions WHERE user_id = ?",
+                [user_id]).fetchall()[0]
+            summaries, first, last = self.con.execute(
+                "SELECT count(*) FILTER (WHERE kind = 'summary_event'), min(created_at), max(updated_at) "
+                "FROM memories WHERE user_id = ?", [user_id]).fetchall()[0]
+        return {"user_id": user_id, "observations": sum(by_type.values()), "by_type": by_type,
+                "sessions": sessions, "active_sessions": active, "summaries": summaries,
+                "first_observation_at": first, "last_update_at": last}
 
     def latest_session(self, user_id: str) -> str | None:
         with self.lock:

@@ -187,3 +187,31 @@ def test_reopen_rebuilds_the_same_ranking_when_loaded_in_chunks(db_path, monkeyp
     for a, b in zip(live, whole):
         assert {f for _, f, _ in a} == {f for _, f, _ in b}
         assert sorted(s for s, _, _ in a) == pytest.approx(sorted(s for s, _, _ in b), abs=0.01)
+
+
+def test_another_connection_s_revision_replaces_the_old_text(db_path):
+    with Memory(db_path) as a, Memory(db_path) as b:
+        sid = "s1"
+        a.remember("first note of the session about sampling", session_id=sid)
+        fact = a.remember("the churn threshold is 0.4 from the pilot", session_id=sid, topic_key="t")
+        a.remember("third note about plotting", session_id=sid)
+        assert [r.fact_id for r in b.recall("pilot threshold")][:1] == [fact.fact_id]
+        a.revise(fact.fact_id, content="the churn threshold is 0.35 after review")
+        got = b.recall("churn threshold review")
+        assert got.memories[0].fact_id == fact.fact_id and got.memories[0].fact.revision_count == 1
+        assert fact.fact_id not in [r.fact_id for r in b.recall("pilot") if r.bm25 > 0]
+        # the revised memory keeps its place in the session: its neighbours still give context
+        assert b.recall("sampling").memories[0].content.startswith("first note")
+        assert any(r.tfidf > 0 for r in b.recall("churn threshold review"))
+
+
+def test_a_first_version_database_upgrades_in_place(db_path):
+    from slm_magic.store import Store
+
+    old = Store(db_path, upgrade_to=1)
+    assert old.schema_version() == 1
+    old.close()
+    with Memory(db_path) as m:
+        assert m.store.schema_version() == SCHEMA_VERSION
+        fact = m.remember("written after the upgrade", session_id="s")
+        assert [r.fact_id for r in m.recall("upgrade", session_id="s")] == [fact.fact_id]

@@ -1,0 +1,242 @@
+"""API B, observations per user (the iLAB "mem" library): `mem_session_start`, `mem_save`,
+`mem_search`, `mem_session_summary`, `mem_session_end`, `mem_get_observation`, `mem_timeline`,
+`mem_stats`. A mixin of `Memory`.
+
+Two scores, never mixed: `mem_search` ranks by SearchScore (relevance to a query), while
+`mem_session_start` ranks by ContextScore = 0.50·recency + 0.30·revision + 0.20·type priority
+(what matters when a session opens, with no query at all).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import text
+from .errors import InvalidInput
+from .models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult, Session,
+                     SessionStartResponse, SessionSummaryCompact)
+from .records import content_hash, validate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .memory import Memory
+
+W_CONTEXT_RECENCY, W_CONTEXT_REVISION, W_CONTEXT_TYPE = 0.50, 0.30, 0.20
+SESSION_SUMMARIES, SESSION_MEMORIES, TIMELINE_SPAN = 5, 10, 5
+
+
+def context_score(recency: float, revision: float, type_priority: float) -> float:
+    return W_CONTEXT_RECENCY * recency + W_CONTEXT_REVISION * revision + W_CONTEXT_TYPE * type_priority
+
+
+def _user(user_id: Any) -> str:
+    if not isinstance(user_id, str) or not user_id.strip():
+        raise InvalidInput("user_id must be a non-empty string")
+    return user_id
+
+
+def _snippet(content: str, width: int = 160) -> str:
+    line = " ".join(content.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _observation(f: Fact) -> Observation:
+    return Observation(id=f.fact_id, user_id=f.user_id, session_id=f.session_id, type=f.type, title=f.title,
+                       content=f.content, topic_key=f.topic_key, revision_count=f.revision_count,
+                       created_at=f.created_at, updated_at=f.updated_at)
+
+
+class ObservationsAPI:
+    """The per-user observation API, with sessions that time out."""
+
+    session_timeout_hours: float = 24.0
+
+    # --- sessions -----------------------------------------------------------------------------
+    def _active_session(self: "Memory", user: str, now: datetime, *, open_new: bool) -> tuple[str | None, bool]:
+        """The user's live session (touched), or a new one; a stale one is closed first."""
+        row = self.store.active_session(user, "mem")
+        if row is not None:
+            sid, last = row
+            if now - last <= timedelta(hours=self.session_timeout_hours):
+                self.store.touch_session(sid, now)
+                return sid, False
+            self._end_mem_session(user, sid, self._auto_summary(user, sid), now, auto=True)
+        if not open_new:
+            return None, False
+        sid = uuid.uuid4().hex
+        self.store.open_session(sid, user, "", "mem", now)
+        return sid, True
+
+    def _auto_summary(self: "Memory", user: str, sid: str) -> str:
+        facts = self.session_facts_of(user, sid)
+        if not facts:
+            return "Session with no observations."
+        heads = "; ".join((f.title or _snippet(f.content, 60)) for f in facts[:5])
+        more = f" (+{len(facts) - 5} more)" if len(facts) > 5 else ""
+        return f"{len(facts)} observation{'s' if len(facts) != 1 else ''}: {heads}{more}"
+
+    def session_facts_of(self: "Memory", user: str, sid: str) -> list[Fact]:
+        from .memory import _fact
+
+        return [_fact(r) for r in self.store.session_rows(sid, user)]
+
+    def _end_mem_session(self: "Memory", user: str, sid: str, summary: str, now: datetime, *, auto: bool) -> None:
+        self._write_summary(user, sid, summary, now)
+        self.store.end_session(sid, now, summary, auto)
+
+    def _write_summary(self: "Memory", user: str, sid: str, summary: str, now: datetime) -> str:
+        """A session summary is also an observation of type "summary", so search finds it."""
+        return self._write_many([{"content": summary, "session_id": sid, "user_id": user,
+                                  "title": f"Session summary {now:%Y-%m-%d}", "created_at": now}],
+                                kind="summary_event", type_override="summary")[0]
+
+    def mem_session_start(self: "Memory", user_id: str) -> SessionStartResponse:
+        """Start or reuse the user's session; recent summaries and the observations that matter."""
+        user = _user(user_id)
+        now = self.now()
+        sid, is_new = self._active_session(user, now, open_new=True)
+        summaries = [SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
+                     for s, d, t, a in self.store.recent_summaries(user, SESSION_SUMMARIES, exclude=sid)]
+        return SessionStartResponse(session_id=sid, is_new=is_new, sessions_context=summaries,
+                                    memories=self._context_ranked(user, now, SESSION_MEMORIES))
+
+    def _context_ranked(self: "Memory", user: str, now: datetime, limit: int) -> list[ObservationCompact]:
+        """The user's observations by ContextScore, from the in-process arrays (SQL if degraded)."""
+        cfg = self.config
+        if self.index is not None:
+            self._refresh()
+            index, t = self.index, self.index.docs
+            code = index.lookup_code("user", user)
+            if code < 0:
+                return []
+            n = t.size
+            docs = np.flatnonzero(t.alive[:n] & (t.user[:n] == code) & (t.kind[:n] == 0))
+            if not docs.size:
+                return []
+            rec = np.minimum(1.0, index.recency_base[docs] * index.recency_scale(_epoch_naive(now),
+                                                                                  cfg.recency_half_life_days))
+            rev = np.minimum(t.revision[docs], cfg.revision_cap) / cfg.revision_cap
+            prio = np.array([TYPE_PRIORITY.get(x, 0.5) for x in MEMORY_TYPES] + [0.5])[t.type[docs]]
+            score = W_CONTEXT_RECENCY * rec + W_CONTEXT_REVISION * rev + W_CONTEXT_TYPE * prio
+            k = min(limit, docs.size)
+            top = np.argpartition(-score, k - 1)[:k] if k < docs.size else np.arange(docs.size)
+            top = top[np.lexsort((docs[top], -score[top]))]
+            facts = self.rows.get(docs[top].tolist())
+            return [ObservationCompact(id=f.fact_id, type=f.type, title=f.title, topic_key=f.topic_key,
+                                       score=float(score[i]), snippet=_snippet(f.content), updated_at=f.updated_at)
+                    for i, f in zip(top.tolist(), (facts[d] for d in docs[top].tolist()))]
+        out = []
+        from .memory import _fact
+
+        for f in map(_fact, self.store.user_rows(user)):
+            age = max(0.0, (now - f.updated_at).total_seconds() / 86_400)
+            s = context_score(2.0 ** (-age / cfg.recency_half_life_days),
+                              min(f.revision_count, cfg.revision_cap) / cfg.revision_cap, TYPE_PRIORITY.get(f.type, 0.5))
+            out.append(ObservationCompact(id=f.fact_id, type=f.type, title=f.title, topic_key=f.topic_key, score=s,
+                                          snippet=_snippet(f.content), updated_at=f.updated_at))
+        out.sort(key=lambda o: (-o.score, o.id))
+        return out[:limit]
+
+    # --- writes -------------------------------------------------------------------------------
+    def mem_save(self: "Memory", user_id: str, content: str, *, type: str, title: str,
+                 topic_key: str | None = None) -> SaveResult:
+        """Save an observation: a new one, a revision of the one with this topic_key, or nothing
+        new when the same content (case and spacing aside) is already stored."""
+        user = _user(user_id)
+        if type == "summary":
+            raise InvalidInput("type 'summary' is reserved for session summaries (use mem_session_summary)")
+        now = self.now()
+        cols = validate([{"content": content, "type": type, "title": title, "topic_key": topic_key,
+                          "user_id": user}], now=now, default_user=user)
+        content, title = cols["content"][0], cols["title"][0]
+        sid, _ = self._active_session(user, now, open_new=True)
+        if topic_key is not None:
+            existing = self.store.find_live(user, topic_key=topic_key)
+            if existing is not None:
+                self.revise(existing, content=content, title=title, type=type)
+                return SaveResult(id=existing, outcome="updated", session_id=sid, topic_key=topic_key)
+        same = self.store.find_live(user, content_hash=content_hash(content))
+        if same is not None:
+            return SaveResult(id=same, outcome="deduped", session_id=sid, topic_key=topic_key)
+        fact = self.remember(content, session_id=sid, type=type, title=title, topic_key=topic_key, user_id=user)
+        return SaveResult(id=fact.fact_id, outcome="created", session_id=sid, topic_key=topic_key)
+
+    def mem_session_summary(self: "Memory", user_id: str, summary: str) -> SaveResult:
+        """Attach a summary to the user's live session (stored, and searchable)."""
+        user = _user(user_id)
+        if not isinstance(summary, str) or not summary.strip():
+            raise InvalidInput("summary is empty")
+        now = self.now()
+        sid, _ = self._active_session(user, now, open_new=False)
+        if sid is None:
+            raise InvalidInput(f"user {user!r} has no active session (call mem_session_start first)")
+        fid = self._write_summary(user, sid, summary, now)
+        self.store.set_session_summary(sid, summary)
+        return SaveResult(id=fid, outcome="created", session_id=sid, topic_key=None)
+
+    def mem_session_end(self: "Memory", user_id: str, *, summary: str) -> Session:
+        """End the user's live session with a summary."""
+        user = _user(user_id)
+        if not isinstance(summary, str) or not summary.strip():
+            raise InvalidInput("summary is empty")
+        now = self.now()
+        row = self.store.active_session(user, "mem")
+        if row is None:
+            raise InvalidInput(f"user {user!r} has no active session to end")
+        self._end_mem_session(user, row[0], summary, now, auto=False)
+        return Session(**self.store.session(row[0]))
+
+    # --- reads --------------------------------------------------------------------------------
+    def mem_search(self: "Memory", user_id: str, query: str, *, limit: int = 10, types: list[str] | None = None,
+                   types_exclude: list[str] | None = None) -> list[ObservationCompact]:
+        """The user's observations that answer `query`, by SearchScore."""
+        user = _user(user_id)
+        if types is not None and types_exclude is not None:
+            raise InvalidInput("give types or types_exclude, not both")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit must be an integer >= 1; got {limit!r}")
+        allowed = set(MEMORY_TYPES) | {"summary"}
+        for name, given in (("types", types), ("types_exclude", types_exclude)):
+            if given is not None:
+                if isinstance(given, str) or not all(isinstance(x, str) for x in given):
+                    raise InvalidInput(f"{name} must be a list of type names")
+                unknown = set(given) - allowed
+                if unknown:
+                    raise InvalidInput(f"unknown type(s) in {name}: {', '.join(sorted(unknown))}")
+        keep = set(types) if types is not None else allowed - set(types_exclude or ())
+        res = self.recall(query, user_id=user, limit=limit if keep == allowed else max(limit * 10, 100))
+        out = [ObservationCompact(id=m.fact_id, type=m.fact.type, title=m.fact.title, topic_key=m.fact.topic_key,
+                                  score=m.score.value, snippet=_snippet(m.content), updated_at=m.fact.updated_at)
+               for m in res.memories if m.fact.type in keep]
+        return out[:limit]
+
+    def mem_get_observation(self: "Memory", user_id: str, observation_id: str) -> Observation | None:
+        user = _user(user_id)
+        fact = self.get(observation_id) if isinstance(observation_id, str) else None
+        return _observation(fact) if fact is not None and fact.user_id == user else None
+
+    def mem_timeline(self: "Memory", user_id: str, observation_id: str) -> list[Observation]:
+        """The observation among its session's neighbours, in time order."""
+        user = _user(user_id)
+        fact = self.get(observation_id) if isinstance(observation_id, str) else None
+        if fact is None or fact.user_id != user:
+            return []
+        if fact.session_id is None:
+            return [_observation(fact)]
+        facts = self.session_facts_of(user, fact.session_id)
+        facts.sort(key=lambda f: (f.created_at, f.fact_id))
+        i = next(i for i, f in enumerate(facts) if f.fact_id == fact.fact_id)
+        return [_observation(f) for f in facts[max(0, i - TIMELINE_SPAN): i + TIMELINE_SPAN + 1]]
+
+    def mem_stats(self: "Memory", user_id: str) -> dict[str, Any]:
+        user = _user(user_id)
+        return self.store.user_stats(user)
+
+
+def _epoch_naive(dt: datetime) -> float:
+    from datetime import timezone
+
+    return dt.replace(tzinfo=timezone.utc).timestamp()
