@@ -60,9 +60,10 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
         self.index_error: str | None = None
         self.rows = FactRows()
         self._seen = 0                 # highest change stamp reflected in the index
-        self._stamp: tuple = ()        # the file's fingerprint when we last looked
         self._session_last: dict[str, int] = {}
         self._working_sets: dict[str, dict[int, int]] = {}
+        self._pending_events: list[tuple] = []
+        self._live_sessions: dict[str, str] = {}  # user -> mem session id last seen open
         self._load_index()
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -71,7 +72,10 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
         return self.store.path
 
     def close(self) -> None:
-        self.store.close()
+        try:
+            self._flush_events()
+        finally:
+            self.store.close()
 
     def __enter__(self) -> "Memory":
         return self
@@ -90,9 +94,9 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
             self.rows = FactRows()
             self._session_last = {}
             with self.store.lock:
-                self._seen = self.store.last_change()
-                self._apply_changes(0)
-                self._stamp = self.store.file_stamp()
+                self._seen = self.store.max_change()
+                self._apply_changes(0, whole=True)
+                self.store.known_stamp = self.store.file_stamp()
             self.index_error = None
         except Exception as exc:  # noqa: BLE001 - any failure means: answer from SQL instead
             self.index = None
@@ -103,7 +107,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
         if self.index is None:
             return
         stamp = self.store.file_stamp()
-        if stamp == self._stamp:
+        if stamp == self.store.known_stamp:
             return
         self._sync()
 
@@ -112,18 +116,17 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
         if self.index is None:
             return
         with self.store.lock:
-            last = self.store.last_change()
-            if last > self._seen:
-                self._apply_changes(self._seen)
-                self._seen = last
-            self._stamp = self.store.file_stamp()
+            if self.store.last_change() > self._seen:
+                self._seen = max(self._seen, self._apply_changes(self._seen))
+            self.store.known_stamp = self.store.file_stamp()
 
     LOAD_CHUNK = 100_000  # memories per step when building the index at open (bounds peak RAM)
 
-    def _apply_changes(self, since: int) -> None:
-        """Bring the index and the rows up to date with everything changed after `since`."""
+    def _apply_changes(self, since: int, whole: bool = False) -> int:
+        """Bring the index and the rows up to date with everything changed after `since`;
+        returns the newest change stamp applied."""
         store, index = self.store, self.index
-        if since == 0:  # a whole load: one bounded range of doc ids at a time, then the links
+        if whole:  # a whole load: one bounded range of doc ids at a time, then the links
             vocab = store.vocabulary()
             index.set_vocabulary(vocab["term"], vocab["df"])
             lo, hi = store.doc_bounds()
@@ -136,11 +139,12 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
             index.recompute_norms()
         else:
             tombs = store.tombstones(since)
-            replaced = {int(new): int(old) for old, new, _ in tombs if new is not None}
-            self._apply_rows(since, None, replaced=replaced)
-            for old, new, terms in tombs:
+            replaced = {int(new): int(old) for old, new, _, _ in tombs if new is not None}
+            newest = self._apply_rows(since, None, replaced=replaced)
+            for old, new, terms, _ in tombs:
                 self._retire(int(old), None if new is None else int(new), terms)
-
+            return max([since, newest, *(int(c) for *_, c in tombs)])
+        return since
     def _retire(self, old: int, new: int | None, terms: list[int] | None) -> None:
         """An index position stops being live: its successor (if any) takes its session place."""
         index = self.index
@@ -156,11 +160,12 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
         index.remove_documents([old], {old: np.asarray(cols, dtype=np.int64)})
 
     def _apply_rows(self, since: int, docs: tuple[int, int] | None, link: bool = True,
-                    replaced: Mapping[int, int] | None = None) -> None:
+                    replaced: Mapping[int, int] | None = None) -> int:
         store, index = self.store, self.index
         meta = store.index_rows(since, docs)
         if not meta["doc_id"].size:
-            return
+            return since
+        newest = int(meta["changed"].max())
         doc_ids = meta["doc_id"].astype(np.int64)
         alive = index.docs.alive
         known = np.array([d < index.docs.size and alive[d] for d in doc_ids.tolist()], dtype=bool)
@@ -177,6 +182,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
             self._index_new(new_ids, {k: np.asarray(v)[fresh] for k, v in meta.items()},
                             post["doc_id"], post["term"], post["tf"], link=link, replaced=replaced)
         self.rows.add_table(store.fact_rows(since, docs))
+        return newest
 
     def _index_new(self, doc_ids: np.ndarray, meta: Mapping[str, Any], p_doc: np.ndarray,
                    p_term: np.ndarray, p_tf: np.ndarray, link: bool = True,
@@ -233,7 +239,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
                 if not contiguous:
                     self._apply_changes(self._seen)
                 self._seen = max(self._seen, hi)
-                self._stamp = self.store.file_stamp()
+                self.store.known_stamp = self.store.file_stamp()
         except Exception as exc:  # noqa: BLE001 - the write is safe in the file; the index is not
             self.index = None
             self.index_error = f"in-process index failed while adding ({type(exc).__name__}: {exc})"
@@ -251,6 +257,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
                         now=self.now(), default_user=self.user_id)
         row = {k: v[0] for k, v in cols.items()}
         counts = text.term_counts(row["content"])
+        self._flush_events()
         row.update(fact_id=uuid.uuid4().hex[:16], content_hash=content_hash(row["content"]),
                    revision_count=0, kind="memory", doc_len=sum(counts.values()),
                    terms=list(counts.keys()), tfs=list(counts.values()))
@@ -310,6 +317,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
             tfs=pa.ListArray.from_arrays(pa.array(offsets), pa.array(tfs_np)),
         )
         self._refresh()
+        self._flush_events()
         got = self.store.insert_many(columns)
         where = dict(zip(got["fact_id"].tolist(), range(n)))
         order = np.fromiter((where[f] for f in fact_ids), dtype=np.int64, count=n)
@@ -342,11 +350,14 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
 
     # --- reads ------------------------------------------------------------------------------
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10,
-               project: str | None = None, user_id: str | None = None) -> RecallResult:
+               project: str | None = None, user_id: str | None = None, max_age_days: int | None = None,
+               kind: str | None = None) -> RecallResult:
         """The memories that best answer `query`, best first, each with its score's parts.
 
         With a session id (not a synthetic one), what the session's earlier recalls showed is
-        lifted a little, and what this recall shows joins that working set.
+        lifted a little, and what this recall shows joins that working set. `max_age_days`
+        applies the age gate (older memories stay only with relevance >= 0.70); `kind` keeps
+        only "memory" or only "summary_event" rows.
         """
         started = time.perf_counter()
         if not isinstance(query, str):
@@ -357,8 +368,14 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
             raise InvalidInput(f"session_id must be a string, not {type(session_id).__name__}")
         if project is not None and not isinstance(project, str):
             raise InvalidInput(f"project must be a string, not {type(project).__name__}")
+        if max_age_days is not None and (isinstance(max_age_days, bool) or not isinstance(max_age_days, int)
+                                         or max_age_days < 0):
+            raise InvalidInput(f"max_age_days must be a non-negative integer; got {max_age_days!r}")
+        if kind is not None and kind not in _KINDS:
+            raise InvalidInput(f"kind must be one of {', '.join(_KINDS)}; got {kind!r}")
         user = self.user_id if user_id is None else str(user_id)
         now_dt = self.now()
+        updated_after = _epoch(now_dt) - max_age_days * 86_400 if max_age_days else None
         # Dates the query speaks of ("yesterday", "last Tuesday") become day terms that
         # session summaries carry: the temporal channel.
         expanded = query.replace("\x00", "")
@@ -373,7 +390,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
         qlen = sum(qtf)
         now = _epoch(now_dt)
         tracked = bool(session_id) and not is_synthetic_session(session_id)
-        mode, degraded, reason = "full_bm25_tfidf", False, None
+        mode = "full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"
+        degraded, reason = False, None
         ranked: Ranked | None = None
         if self.index is not None:
             try:
@@ -386,7 +404,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
                     cs = index.channel_scores(terms, qtf, qlen)
                     ws = WorkingSet(self._working_set(session_id), self.config) if tracked else None
                     ranked = rank_index(index, cs, self.config, now=now, user=user_code,
-                                        project=project_code, limit=limit, working_set=ws)
+                                        project=project_code, limit=limit, working_set=ws,
+                                        updated_after=updated_after, kind=None if kind is None else _KINDS[kind])
                 memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()))
             except Exception as exc:  # noqa: BLE001 - degrade to SQL rather than fail the user
                 self.index = None
@@ -394,32 +413,55 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
                 ranked = None
         if ranked is None:
             mode, degraded, reason = "bm25_sql_fallback", True, self.index_error
-            ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=limit)
+            wide = limit if updated_after is None and kind is None else max(limit * 20, 200)
+            ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide)
             facts = {d: _fact(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
-            memories = self._materialise(ranked, facts)
+            memories = [m for m in self._materialise(ranked, facts)
+                        if (kind is None or m.fact.kind == kind) and not (
+                            updated_after is not None and _epoch(m.fact.updated_at) < updated_after
+                            and m.relevance < 0.70)][:limit]
+            keep_ids = {m.fact_id for m in memories}
+            order = [i for i, d in enumerate(ranked.doc_ids.tolist()) if facts.get(d) and facts[d].fact_id in keep_ids]
+            ranked = Ranked(*(a[order] for a in (ranked.doc_ids, ranked.score, ranked.relevance, ranked.bm25,
+                                                 ranked.tfidf, ranked.recency, ranked.revision, ranked.working_set)))
+        doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
         if tracked and memories:
-            self._note_shown(session_id, query, memories, ranked, now_dt)
-        return RecallResult(query=query, memories=memories, retrieval_mode=mode, degraded_mode=degraded,
-                            degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000)
+            self._note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories], now_dt)
+        result = RecallResult(query=query, memories=memories, retrieval_mode=mode, degraded_mode=degraded,
+                              degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000)
+        result._doc_ids = [doc_of[m.fact_id] for m in memories]
+        return result
 
     # --- the session working set ------------------------------------------------------------
     def _working_set(self, session_id: str) -> dict[int, int]:
         """doc_id -> how often this session's recalls showed it (from the file on first use)."""
         ws = self._working_sets.get(session_id)
         if ws is None:
+            self._flush_events()
             ws = {int(d): int(n) for d, n in self.store.working_set(session_id)}
             self._working_sets[session_id] = ws
         return ws
 
-    def _note_shown(self, session_id: str, query: str, memories: list[ScoredMemory], ranked: Ranked,
-                    now: datetime) -> None:
-        by_fact = {m.fact_id: i for i, m in enumerate(memories)}
-        doc_of = dict(zip((f.fact_id for f in (m.fact for m in memories)), ranked.doc_ids.tolist()))
-        self.store.record_recall(session_id, query, [(m.fact_id, doc_of.get(m.fact_id, -1), by_fact[m.fact_id] + 1)
-                                                     for m in memories], now)
+    PENDING_EVENTS_MAX = 200
+
+    def _note_shown(self, session_id: str, query: str, shown: list[tuple[str, int]], now: datetime) -> None:
+        """Remember what a recall showed, (fact_id, doc_id) best first. The working set here is
+        updated at once; the rows for the file are written with the next write, `close()`, or
+        every 200 showings, so a recall does not pay for an insert."""
+        if not session_id or is_synthetic_session(session_id):
+            return
+        self._pending_events.extend(
+            (session_id, fact_id, doc_id, query, rank, now) for rank, (fact_id, doc_id) in enumerate(shown, start=1))
         ws = self._working_set(session_id)
-        for d in doc_of.values():
+        for _, d in shown:
             ws[d] = ws.get(d, 0) + 1
+        if len(self._pending_events) >= self.PENDING_EVENTS_MAX:
+            self._flush_events()
+
+    def _flush_events(self) -> None:
+        if self._pending_events:
+            events, self._pending_events = self._pending_events, []
+            self.store.record_recalls(events)
 
     def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit) -> Ranked:
         """BM25 only, computed by DuckDB from the stored postings."""

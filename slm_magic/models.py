@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 MemoryType = Literal["profile", "preference", "decision", "pattern", "discovery"]
 MEMORY_TYPES: tuple[str, ...] = ("profile", "preference", "decision", "pattern", "discovery")
@@ -103,7 +103,9 @@ class ScoredMemory(BaseModel):
         return self.score.working_set
 
 
-RetrievalMode = Literal["full_bm25_tfidf", "bm25_sql_fallback"]
+# full_bm25_tfidf: both channels ran in process; bm25_in_process: the context channel is
+# switched off by configuration (context_weight=0); bm25_sql_fallback: the index could not run.
+RetrievalMode = Literal["full_bm25_tfidf", "bm25_in_process", "bm25_sql_fallback"]
 
 
 class RecallResult(BaseModel):
@@ -117,6 +119,7 @@ class RecallResult(BaseModel):
     degraded_mode: bool = False
     degraded_reason: str | None = None
     elapsed_ms: float = 0.0
+    _doc_ids: list[int] = PrivateAttr(default_factory=list)  # index positions, for the engine only
 
     def __len__(self) -> int:
         return len(self.memories)

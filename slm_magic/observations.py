@@ -57,17 +57,22 @@ class ObservationsAPI:
     # --- sessions -----------------------------------------------------------------------------
     def _active_session(self: "Memory", user: str, now: datetime, *, open_new: bool) -> tuple[str | None, bool]:
         """The user's live session (touched), or a new one; a stale one is closed first."""
+        not_before = now - timedelta(hours=self.session_timeout_hours)
+        known = self._live_sessions.get(user)  # the last one seen here: one statement to reuse it
+        if known is not None and self.store.touch_if_live(known, now, not_before):
+            return known, False
         row = self.store.active_session(user, "mem")
         if row is not None:
-            sid, last = row
-            if now - last <= timedelta(hours=self.session_timeout_hours):
-                self.store.touch_session(sid, now)
-                return sid, False
-            self._end_mem_session(user, sid, self._auto_summary(user, sid), now, auto=True)
+            if self.store.touch_if_live(row[0], now, not_before):
+                self._live_sessions[user] = row[0]
+                return row[0], False
+            # open but stale: close it with a generated summary
+            self._end_mem_session(user, row[0], self._auto_summary(user, row[0]), now, auto=True)
         if not open_new:
             return None, False
         sid = uuid.uuid4().hex
         self.store.open_session(sid, user, "", "mem", now)
+        self._live_sessions[user] = sid
         return sid, True
 
     def _auto_summary(self: "Memory", user: str, sid: str) -> str:

@@ -100,8 +100,12 @@ class WorkingSet:
         return out
 
 
+AGE_GATE_RELEVANCE = 0.70
+
+
 def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
-               project: int | None, limit: int, working_set: WorkingSet | None = None) -> Ranked:
+               project: int | None, limit: int, working_set: WorkingSet | None = None,
+               updated_after: float | None = None, kind: int | None = None) -> Ranked:
     """Rank the live memories of one user (and project) that the query or their context match.
 
     Exact, with safe pruning: the full score of a few promising memories gives a bar θ that
@@ -135,6 +139,8 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
             keep &= t.user[c] == user
         if project is not None:
             keep &= t.project[c] == project
+        if kind is not None:
+            keep &= t.kind[c] == kind
         return c[keep]
 
     def exact(c: np.ndarray):
@@ -149,7 +155,10 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
         rec = np.minimum(1.0, rbase[c] * rscale)
         rev = np.minimum(t.revision[c], cfg.revision_cap) * (1.0 / cfg.revision_cap)
         ws = working_set.lookup(c) if working_set is not None else np.zeros(c.size)
-        return wr * rel + cfg.w_recency * rec + cfg.w_revision * rev + ws, rel, bm25, ctx, rec, rev, ws
+        score = wr * rel + cfg.w_recency * rec + cfg.w_revision * rev + ws
+        if updated_after is not None:  # the age gate: old memories stay only if highly relevant
+            score[(t.updated[c] < updated_after) & (rel < AGE_GATE_RELEVANCE)] = -np.inf
+        return score, rel, bm25, ctx, rec, rev, ws
 
     k = limit
     probe_n = 4 * k + 64
@@ -163,12 +172,16 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
                       + cfg.w_revision * (np.minimum(t.revision[own], cfg.revision_cap) / cfg.revision_cap))
         cmax = float(cos_own.max())
         ws_max = working_set.max if working_set is not None else 0.0
-        bound = wr * (1.0 - (1.0 - bm25_own) * (1.0 - w * cmax)) + static_own + ws_max
+        rel_bound = 1.0 - (1.0 - bm25_own) * (1.0 - w * cmax)
+        bound = wr * rel_bound + static_own + ws_max
+        if updated_after is not None:  # old and unable to reach the gate's relevance: out
+            bound[(t.updated[own] < updated_after) & (rel_bound < AGE_GATE_RELEVANCE)] = -np.inf
         probe = valid(own[np.argpartition(-bound, probe_n - 1)[:probe_n]])
         if probe.size >= k:
             theta = np.partition(exact(probe)[0], probe.size - k)[probe.size - k] - 1e-12
             cand = own[bound >= theta]
-            if w > 0:
+            if w > 0 and (updated_after is None or w * cmax >= AGE_GATE_RELEVANCE
+                          or t.updated[: t.size].max() >= updated_after):
                 # A memory matched only through context scores <= wr·w·cos(neighbour) + best_static.
                 lift = own[cos_own * (wr * w) + index.best_static(cfg, rscale) + ws_max >= theta]
                 if lift.size:
@@ -190,9 +203,18 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
             mark[-1] = False
             cand = np.flatnonzero(mark)
         cand = valid(cand)
+        if updated_after is not None and cand.size:
+            cmax = float(cos_own.max())
+            rel_bound = 1.0 - (1.0 - np.minimum(1.0, bm[cand] * inv_ideal)) * (1.0 - w * cmax)
+            cand = cand[(t.updated[cand] >= updated_after) | (rel_bound >= AGE_GATE_RELEVANCE)]
     if not cand.size:
         return Ranked.empty()
     score, rel, bm25, ctx, rec, rev, ws = exact(cand)
+    if updated_after is not None:
+        passed = np.isfinite(score)
+        cand, score, rel, bm25, ctx, rec, rev, ws = (a[passed] for a in (cand, score, rel, bm25, ctx, rec, rev, ws))
+        if not cand.size:
+            return Ranked.empty()
     k = min(k, cand.size)
     if k < cand.size:
         kth = score[np.argpartition(-score, k - 1)[k - 1]]

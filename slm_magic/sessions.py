@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import secrets
+
+import numpy as np
 from collections import defaultdict
 from datetime import datetime, timedelta
 from pathlib import PurePath
@@ -105,20 +107,16 @@ class SessionLifecycle:
         session_id = new_session_id(now)
         project = query_from_path(project_path).split(" ")[0] if project_path else ""
         self.store.open_session(session_id, self.user_id, project, "slm", now)
+        self._working_sets[session_id] = {}  # new: nothing shown yet, no need to ask the file
         q = query.strip() or query_from_path(project_path)
 
         res: RecallResult | None = None
         kept: list[ScoredMemory] = []
-        if q:
-            res = self.recall(q, session_id=session_id, limit=max_results * 4 + 20)
-            cutoff = now - timedelta(days=max_age_days)
-            for m in res.memories:
-                if m.fact.kind != "memory":
-                    continue
-                if max_age_days and m.fact.updated_at < cutoff and m.relevance < AGE_GATE_RELEVANCE:
-                    continue  # the age gate
-                kept.append(m)
-            kept = kept[:max_results]
+        if q and max_results:
+            # The age gate runs inside the ranking, so the best max_results that pass it come back.
+            res = self.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory")
+            kept = list(res.memories)
+            self._note_shown(session_id, q, list(zip((m.fact_id for m in kept), res._doc_ids)), now)
         core = self.core_memories()
         core_items = [SessionMemory(fact_id=f.fact_id, content=f.content, score=self._static_score(f, now),
                                     is_core=True) for f in core]
@@ -141,7 +139,8 @@ class SessionLifecycle:
             memories=merged, memory_count=len(merged), core_memory=core_items,
             degraded_mode=res.degraded_mode if res else self.index is None,
             retrieval_mode=res.retrieval_mode if res else
-            ("full_bm25_tfidf" if self.index is not None else "bm25_sql_fallback"),
+            ("bm25_sql_fallback" if self.index is None else
+             "full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"),
             calibration_status="uncalibrated", calibration_id=None, answer_confidence=None,
             abstained=not answered, abstention_reason=reason,
             learning=learning_status(self.store.feedback_count(self.user_id)),
@@ -155,10 +154,20 @@ class SessionLifecycle:
         return cfg.w_recency * rec + cfg.w_revision * min(fact.revision_count, cfg.revision_cap) / cfg.revision_cap
 
     def core_memories(self: "Memory", user_id: str | None = None) -> list[Fact]:
-        """The pinned memories of a user, newest first."""
+        """The pinned memories of a user, newest first (from the in-process arrays if they work)."""
         from .memory import _fact
 
         user = self.user_id if user_id is None else user_id
+        if self.index is not None:
+            try:
+                self._refresh()
+                t, code = self.index.docs, self.index.lookup_code("user", user)
+                n = t.size
+                docs = np.flatnonzero(t.core[:n] & t.alive[:n] & (t.user[:n] == code) & (t.kind[:n] == 0))
+                facts = self.rows.get(docs.tolist())
+                return sorted(facts.values(), key=lambda f: (f.updated_at, f.fact_id), reverse=True)
+            except Exception:  # noqa: BLE001 - the file answers instead
+                pass
         return [_fact(r) for r in self.store.core_rows(user)]
 
     def close_session(self: "Memory", session_id: str = "") -> CloseSessionResult:

@@ -103,6 +103,8 @@ def _v2(con: duckdb.DuckDBPyConnection) -> None:
         -- and the raw material of implicit feedback ("shown often, never used").
         -- The terms a retired index position had, so another process can correct its counts.
         ALTER TABLE tombstones ADD COLUMN terms BIGINT[];
+        -- Whose signal it is: the learning status counts one user's signals without a join.
+        ALTER TABLE feedback ADD COLUMN user_id VARCHAR;
 
         CREATE TABLE recall_events (
             session_id VARCHAR NOT NULL,
@@ -133,7 +135,7 @@ FACT_COLUMNS = (
 # What the in-process index needs of each memory.
 INDEX_COLUMNS = (
     "doc_id", "user_id", "project", "type", "is_core", "kind", "epoch(updated_at) AS updated",
-    "revision_count", "doc_len", "session_id", "coalesce(seq, doc_id) AS seq",
+    "revision_count", "doc_len", "session_id", "coalesce(seq, doc_id) AS seq", "changed",
 )
 
 
@@ -162,6 +164,9 @@ class Store:
             path = default_path()
         self.path = str(path)
         self.lock = threading.RLock()
+        # The file's fingerprint when its changes were last taken in; our own writes to session
+        # tables move it along, so they do not look like another process's writes.
+        self.known_stamp: tuple = ()
         if self.path != ":memory:":
             p = Path(self.path).expanduser()
             if p.is_dir():
@@ -225,6 +230,15 @@ class Store:
         return tuple(out)
 
     def last_change(self) -> int:
+        """The newest change stamp handed out (a catalog read, O(1)); it may belong to a write
+        not committed yet, so readers advance only to the stamps they actually applied."""
+        with self.lock:
+            rows = self.con.execute(
+                "SELECT last_value FROM duckdb_sequences() WHERE sequence_name = 'change_seq'").fetchall()
+        return int(rows[0][0] or 0) if rows else 0
+
+    def max_change(self) -> int:
+        """The newest committed change stamp."""
         with self.lock:
             return self.con.execute(
                 "SELECT greatest((SELECT coalesce(max(changed), 0) FROM memories), "
@@ -327,7 +341,7 @@ class Store:
     def tombstones(self, since: int) -> list[tuple[int, int | None, list[int] | None]]:
         with self.lock:
             return self.con.execute(
-                "SELECT doc_id, new_doc_id, terms FROM tombstones WHERE changed > ? ORDER BY changed", [since]
+                "SELECT doc_id, new_doc_id, terms, changed FROM tombstones WHERE changed > ? ORDER BY changed", [since]
             ).fetchall()
 
     def revise(self, fact_id: str, values: dict) -> tuple[int, int, list[int], int]:
@@ -423,11 +437,24 @@ class Store:
         return [(int(d), float(s)) for d, s in rows], idf, float(avgdl)
 
     # --- sessions ---------------------------------------------------------------------------
-    def open_session(self, session_id: str, user_id: str, project: str, api: str, now) -> None:
+    def _meta(self, sql: str, params: list) -> list:
+        """A write to a table the index does not read (sessions, feedback, events)."""
         with self.lock:
-            self.con.execute(
-                "INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)", [session_id, user_id, project, api, now, now])
+            before = self.file_stamp()
+            rows = self.con.execute(sql, params).fetchall()
+            if before == self.known_stamp:
+                self.known_stamp = self.file_stamp()
+        return rows
+
+    def open_session(self, session_id: str, user_id: str, project: str, api: str, now) -> None:
+        self._meta("INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at) "
+                   "VALUES (?, ?, ?, ?, ?, ?)", [session_id, user_id, project, api, now, now])
+
+    def touch_if_live(self, session_id: str, now, not_before) -> bool:
+        """Touch a session if it is still open and recently active; False if not."""
+        return bool(self._meta(
+            "UPDATE sessions SET last_activity_at = ? WHERE session_id = ? AND ended_at IS NULL "
+            "AND last_activity_at >= ? RETURNING session_id", [now, session_id, not_before]))
 
     def active_session(self, user_id: str, api: str):
         with self.lock:
@@ -437,12 +464,10 @@ class Store:
         return rows[0] if rows else None
 
     def touch_session(self, session_id: str, now) -> None:
-        with self.lock:
-            self.con.execute("UPDATE sessions SET last_activity_at = ? WHERE session_id = ?", [now, session_id])
+        self._meta("UPDATE sessions SET last_activity_at = ? WHERE session_id = ?", [now, session_id])
 
     def set_session_summary(self, session_id: str, summary: str) -> None:
-        with self.lock:
-            self.con.execute("UPDATE sessions SET summary = ? WHERE session_id = ?", [summary, session_id])
+        self._meta("UPDATE sessions SET summary = ? WHERE session_id = ?", [summary, session_id])
 
     def session(self, session_id: str) -> dict:
         with self.lock:
@@ -493,10 +518,8 @@ class Store:
         return rows[0][0] if rows else None
 
     def end_session(self, session_id: str, now, summary: str | None = None, auto: bool = False) -> None:
-        with self.lock:
-            self.con.execute(
-                "UPDATE sessions SET ended_at = coalesce(ended_at, ?), summary = coalesce(?, summary), "
-                "is_auto_generated = is_auto_generated OR ? WHERE session_id = ?", [now, summary, auto, session_id])
+        self._meta("UPDATE sessions SET ended_at = coalesce(ended_at, ?), summary = coalesce(?, summary), "
+                   "is_auto_generated = is_auto_generated OR ? WHERE session_id = ?", [now, summary, auto, session_id])
 
     def session_rows(self, session_id: str, user_id: str) -> list[tuple]:
         with self.lock:
@@ -516,21 +539,17 @@ class Store:
                 "SELECT entity FROM summary_events WHERE session_id = ?", [session_id]).fetchall()]
 
     def add_summary_events(self, session_id: str, pairs: list[tuple[str, str]], now) -> None:
-        with self.lock:
-            self.con.execute(
-                "INSERT INTO summary_events SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?",
-                [session_id, [e for e, _ in pairs], [f for _, f in pairs], now])
+        self._meta("INSERT INTO summary_events SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?",
+                   [session_id, [e for e, _ in pairs], [f for _, f in pairs], now])
 
-    def add_feedback(self, signal_id, session_id, fact_id, signal, value, query, rank, now) -> None:
-        with self.lock:
-            self.con.execute("INSERT INTO feedback VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                             [signal_id, session_id, fact_id, signal, value, query, rank, now])
+    def add_feedback(self, signal_id, session_id, fact_id, signal, value, query, rank, now, user_id) -> None:
+        self._meta("INSERT INTO feedback (signal_id, session_id, fact_id, signal, value, query, rank, created_at, "
+                   "user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   [signal_id, session_id, fact_id, signal, value, query, rank, now, user_id])
 
     def feedback_count(self, user_id: str) -> int:
         with self.lock:
-            return self.con.execute(
-                "SELECT count(*) FROM feedback f JOIN memories m USING (fact_id) WHERE m.user_id = ?", [user_id]
-            ).fetchall()[0][0]
+            return self.con.execute("SELECT count(*) FROM feedback WHERE user_id = ?", [user_id]).fetchall()[0][0]
 
     def working_set(self, session_id: str) -> list[tuple[int, int]]:
         with self.lock:
@@ -538,15 +557,11 @@ class Store:
                 "SELECT doc_id, count(*) FROM recall_events WHERE session_id = ? GROUP BY doc_id", [session_id]
             ).fetchall()
 
-    def record_recall(self, session_id: str, query: str, shown: list[tuple[str, int, int]], now) -> None:
-        """What one recall of a session showed: (fact_id, doc_id, rank) rows, in one statement."""
-        with self.lock:
-            self.con.execute(
-                "INSERT INTO recall_events SELECT ?, unnest(?::VARCHAR[]), unnest(?::BIGINT[]), ?, "
-                "unnest(?::INTEGER[]), ?",
-                [session_id, [f for f, _, _ in shown], [d for _, d, _ in shown], query,
-                 [r for _, _, r in shown], now],
-            )
+    def record_recalls(self, events: list[tuple]) -> None:
+        """(session_id, fact_id, doc_id, query, rank, shown_at) rows, in one statement."""
+        cols = list(zip(*events))
+        self._meta("INSERT INTO recall_events SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), "
+                   "unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::TIMESTAMP[])", [list(c) for c in cols])
 
     def close(self) -> None:
         with self.lock:

@@ -41,4 +41,12 @@ def test_pruned_top_k_equals_the_exhaustive_ranking(clock):
                 assert list(top.doc_ids) == list(full.doc_ids[:k])
                 np.testing.assert_allclose(top.score, full.score[:k])
                 checked += 1
+            # with the age gate (memories older than 30 days need relevance >= 0.70)
+            after = now - 30 * 86_400
+            gated = rank_index(m.index, cs, m.config, now=now, user=0, project=None, limit=10**6,
+                               updated_after=after)
+            assert all(m.index.docs.updated[d] >= after or r >= 0.70 for d, r in zip(gated.doc_ids, gated.relevance))
+            for k in (1, 10):
+                top = rank_index(m.index, cs, m.config, now=now, user=0, project=None, limit=k, updated_after=after)
+                assert list(top.doc_ids) == list(gated.doc_ids[:k])
         assert checked == 240

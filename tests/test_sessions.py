@@ -47,6 +47,10 @@ def test_degraded_mode_is_honest(mem):
     broken = mem.session_init(query="churn window")
     assert broken.degraded_mode is True and broken.retrieval_mode == "bm25_sql_fallback"
     assert [m.content for m in broken.memories] == ["the churn model uses a 90 day window"]
+    with Memory(":memory:", context_weight=0.0) as bm25_only:  # a channel switched off is said too
+        bm25_only.remember("the churn model uses a 90 day window")
+        init = bm25_only.session_init(query="churn window")
+        assert init.retrieval_mode == "bm25_in_process" and not init.degraded_mode
 
 
 def test_core_memories_are_merged_and_listed(mem):
@@ -167,3 +171,14 @@ def test_bad_arguments_are_clear_errors(mem):
         mem.session_init(project_path=3)
     with pytest.raises(InvalidInput):
         mem.close_session(session_id=None)
+
+
+def test_working_set_survives_a_new_kernel(db_path, clock):
+    with Memory(db_path, clock=clock) as m:
+        m.remember_many({"content": f"churn model note number {i}"} for i in range(5))
+        sid = m.session_init(query="x").session_id
+        shown = [r.fact_id for r in m.recall("churn model", session_id=sid, limit=2)]
+    with Memory(db_path, clock=clock) as m:  # another process would see the same file
+        again = {r.fact_id: r.working_set for r in m.recall("churn model", session_id=sid, limit=5)}
+    assert all(again[f] > 0 for f in shown)
+    assert sum(1 for v in again.values() if v > 0) == len(shown)
