@@ -32,10 +32,11 @@ demo: $(VENV)/.installed
 test: $(VENV)/.dev
 	$(PY) -m pytest -q
 
-## Retrieval quality on LoCoMo and speed at 10k/100k/1M, against the baselines.
+## Retrieval quality on LoCoMo, speed at 10k/100k/1M against the baselines, session openers.
 bench: $(VENV)/.bench
 	$(PY) benchmarks/locomo.py
 	$(PY) benchmarks/speed.py
+	$(PY) benchmarks/sessions.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache
