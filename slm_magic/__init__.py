@@ -5,5 +5,18 @@ from .memory import Memory
 from .models import Fact, RecallResult, ScoredMemory, SearchScore
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext slm_magic`: register the magics."""
+    from .magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython) -> None:
+    from .magics import unload_ipython_extension as unload
+
+    unload(ipython)
 __all__ = ["Memory", "Fact", "RecallResult", "ScoredMemory", "SearchScore", "SlmMagicError", "StoreError",
            "InvalidInput", "__version__"]

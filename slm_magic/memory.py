@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -348,6 +349,44 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
         self._sync()
         return self.get(fact_id)
 
+    def pin(self, fact_id: str, core: bool = True) -> Fact:
+        """Make a memory a core memory (always in a session's context), or stop it being one."""
+        if not isinstance(fact_id, str) or not self.store.set_core(fact_id, bool(core)):
+            raise InvalidInput(f"no memory with id {fact_id!r}")
+        self._sync()
+        return self.get(fact_id)
+
+    def forget(self, fact_id: str) -> Fact:
+        """Delete a memory for good; returns what was deleted."""
+        fact = self.get(fact_id) if isinstance(fact_id, str) else None
+        if fact is None:
+            raise InvalidInput(f"no memory with id {fact_id!r}")
+        self.store.delete(fact_id)
+        self._sync()
+        return fact
+
+    @contextlib.contextmanager
+    def attached(self):
+        """Hold the file only inside this block (several kernels can then share it): opened
+        on entry if needed, caught up with other processes' writes, let go on exit."""
+        opened = not self.store.connected
+        if opened:
+            self.store.connect()
+        try:
+            self._refresh()
+            yield self
+        finally:
+            if opened:
+                try:
+                    self._flush_events()
+                finally:
+                    self.store.disconnect()
+
+    def detach(self) -> None:
+        """Let go of the file between calls (see `attached`)."""
+        self._flush_events()
+        self.store.disconnect()
+
     # --- reads ------------------------------------------------------------------------------
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10,
                project: str | None = None, user_id: str | None = None, max_age_days: int | None = None,
@@ -509,6 +548,19 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
             row = self.store.con.execute(
                 f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE fact_id = ?", [fact_id]).fetchall()
         return _fact(row[0]) if row else None
+
+    def status(self, session_id: str | None = None) -> "StatusReport":
+        from .models import StatusReport
+        from .sessions import learning_status
+
+        st = self.store.user_stats(self.user_id)
+        signals = self.store.feedback_count(self.user_id)
+        return StatusReport(
+            database=self.path, user_id=self.user_id, session_id=session_id, memories=st["observations"],
+            core_memories=len(self.core_memories()), sessions=st["sessions"], feedback_signals=signals,
+            learning_phase=learning_status(signals).phase,
+            retrieval_mode="bm25_sql_fallback" if self.index is None else
+            ("full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"))
 
     def count(self, user_id: str | None = None) -> int:
         user = self.user_id if user_id is None else user_id

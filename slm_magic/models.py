@@ -42,6 +42,40 @@ class Fact(BaseModel):
     revision_count: int = 0
     kind: Literal["memory", "summary_event"] = "memory"
 
+    def __str__(self) -> str:
+        return _fact_line(self)
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:
+        p.text(f"remembered {_fact_line(self)}")
+
+
+def _fact_line(f: "Fact") -> str:
+    head = " ".join(f.content.split())
+    head = head if len(head) <= 80 else head[:79] + "…"
+    return f"{f.fact_id} [{f.type}{', core' if f.is_core else ''}] {head}"
+
+
+class StatusReport(BaseModel):
+    """What %slm_status shows."""
+
+    model_config = ConfigDict(frozen=True)
+
+    database: str
+    user_id: str
+    session_id: str | None
+    memories: int
+    core_memories: int
+    sessions: int
+    feedback_signals: int
+    learning_phase: int
+    retrieval_mode: str
+
+    def __str__(self) -> str:
+        return "\n".join(f"{k:>17}: {v}" for k, v in self.model_dump().items())
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:
+        p.text(str(self))
+
 
 class SearchScore(BaseModel):
     """SearchScore = 0.60·relevance + 0.25·recency + 0.15·revision, with its parts.
@@ -124,6 +158,19 @@ class RecallResult(BaseModel):
     def __len__(self) -> int:
         return len(self.memories)
 
+    def __str__(self) -> str:
+        from .display import recall_text
+
+        return recall_text(self)
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:  # IPython in a terminal
+        p.text(str(self))
+
+    def _repr_html_(self) -> str:
+        from .display import recall_html
+
+        return recall_html(self)
+
     def __iter__(self):  # type: ignore[override]
         return iter(self.memories)
 
@@ -172,6 +219,19 @@ class SessionInit(BaseModel):
     abstained: bool
     abstention_reason: str | None
     learning: LearningStatus
+
+    def __str__(self) -> str:
+        from .display import session_text
+
+        return session_text(self)
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:
+        p.text(str(self))
+
+    def _repr_html_(self) -> str:
+        from .display import session_html
+
+        return session_html(self)
 
 
 class CloseSessionResult(BaseModel):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -174,12 +175,44 @@ class Store:
             if not p.parent.exists():
                 p.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
             self.path = str(p)
-        try:
-            # DuckDB would otherwise cache up to 80% of RAM; a notebook helper should stay small.
-            self.con = duckdb.connect(self.path, config={"memory_limit": memory_limit, "allocator_flush_threshold": "16MB"})
-        except duckdb.Error as exc:
-            raise StoreError(f"cannot open {self.path} as a DuckDB memory file: {exc}") from exc
+        # DuckDB would otherwise cache up to 80% of RAM; a notebook helper should stay small.
+        self._config = {"memory_limit": memory_limit, "allocator_flush_threshold": "16MB"}
+        self.con: duckdb.DuckDBPyConnection | None = None
+        self.connect()
         self._migrate(SCHEMA_VERSION if upgrade_to is None else upgrade_to)
+
+    # --- the connection ---------------------------------------------------------------------
+    LOCK_WAIT_S = 30.0
+
+    def connect(self) -> None:
+        """Open the file, waiting (with backoff) while another process holds DuckDB's write lock:
+        several kernels share one file by each holding it only while it works."""
+        if self.con is not None:
+            return
+        delay, waited = 0.005, 0.0
+        while True:
+            try:
+                self.con = duckdb.connect(self.path, config=self._config)
+                return
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower() or waited >= self.LOCK_WAIT_S:
+                    raise StoreError(f"cannot open {self.path}: {exc}") from exc
+            except duckdb.Error as exc:
+                raise StoreError(f"cannot open {self.path} as a DuckDB memory file: {exc}") from exc
+            time.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 0.2)
+
+    def disconnect(self) -> None:
+        """Let go of the file so another process can use it (an in-memory store keeps it)."""
+        if self.con is not None and self.path != ":memory:":
+            with self.lock:
+                self.con.close()
+                self.con = None
+
+    @property
+    def connected(self) -> bool:
+        return self.con is not None
 
     # --- schema -----------------------------------------------------------------------------
     def _migrate(self, target_version: int) -> None:
@@ -365,6 +398,28 @@ class Store:
                 self.con.execute("ROLLBACK")
                 raise
         return int(old_doc), int(new_doc), list(old_terms), int(changed)
+
+    def set_core(self, fact_id: str, core: bool) -> bool:
+        with self.lock:
+            return bool(self.con.execute(
+                "UPDATE memories SET is_core = ?, changed = nextval('change_seq') WHERE fact_id = ? RETURNING fact_id",
+                [core, fact_id]).fetchall())
+
+    def delete(self, fact_id: str) -> bool:
+        """Remove a memory; its index position is tombstoned so other processes drop it too."""
+        with self.lock:
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                rows = self.con.execute("SELECT doc_id, terms FROM memories WHERE fact_id = ?", [fact_id]).fetchall()
+                if rows:
+                    self.con.execute("DELETE FROM memories WHERE fact_id = ?", [fact_id])
+                    self.con.execute("INSERT INTO tombstones (doc_id, new_doc_id, terms) VALUES (?, NULL, ?)",
+                                     [rows[0][0], rows[0][1]])
+                self.con.execute("COMMIT")
+            except Exception:
+                self.con.execute("ROLLBACK")
+                raise
+        return bool(rows)
 
     def find_live(self, user_id: str, *, topic_key: str | None = None, content_hash: str | None = None):
         """fact_id of the user's memory with this topic key (or this normalised content)."""
@@ -565,7 +620,9 @@ class Store:
 
     def close(self) -> None:
         with self.lock:
-            try:
-                self.con.close()
-            except duckdb.Error:
-                pass
+            if self.con is not None:
+                try:
+                    self.con.close()
+                except duckdb.Error:
+                    pass
+                self.con = None

@@ -1,0 +1,250 @@
+"""The IPython magics: `%slm_start`, `%%remember`, `%recall` and what a user needs around them.
+
+Each magic opens the memory file only while it runs (`Memory.attached`), so several kernels can
+share one file; user mistakes become one-line `UsageError`s, never tracebacks.
+"""
+
+from __future__ import annotations
+
+import os
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Float, Integer, Unicode, observe
+from traitlets.config import Configurable
+
+from .errors import SlmMagicError
+from .memory import Memory
+from .models import MEMORY_TYPES, Fact, RecallResult, SessionInit, StatusReport
+
+
+def _usage(exc: Exception) -> UsageError:
+    return UsageError(str(exc))
+
+
+@magics_class
+class SLMMagic(Magics, Configurable):
+    """Long-term memory for this notebook; configure with `%config SLMMagic.<name> = value`."""
+
+    db_path = Unicode("", help="The memory file. Empty: $SLM_MAGIC_DB, else ~/.slm_magic/memory.duckdb.").tag(config=True)
+    user = Unicode("", help="Whose memories these are; users never see each other's.").tag(config=True)
+    session_timeout_hours = Float(24.0, help="An idle session older than this is closed and a new one opened.").tag(
+        config=True)
+    limit = Integer(10, help="How many memories %recall and %slm_start show by default.").tag(config=True)
+    max_age_days = Integer(30, help="%slm_start's age gate: older memories need relevance >= 0.70 (0: off).").tag(
+        config=True)
+
+    def __init__(self, shell=None, **kwargs):
+        super().__init__(shell=shell, config=shell.config if shell is not None else None, **kwargs)
+        self._memory: Memory | None = None
+        self.session_id: str | None = None
+        self._cell_number: int | None = None
+        if shell is not None:
+            shell.events.register("pre_run_cell", self._note_cell)
+
+    def _note_cell(self, info) -> None:
+        """The number of the cell about to run (IPython counts it before the cell runs)."""
+        count = self.shell.execution_count
+        self._cell_number = count - 1 if getattr(info, "store_history", False) else count
+
+    # --- the engine ---------------------------------------------------------------------------
+    @observe("db_path", "user", "session_timeout_hours")
+    def _reopen(self, change) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._memory is not None:
+            self._memory.close()
+            self._memory = None
+            self.session_id = None
+
+    @property
+    def memory(self) -> Memory:
+        if self._memory is None:
+            path = self.db_path or None
+            try:
+                self._memory = Memory(path, user_id=self.user, session_timeout_hours=self.session_timeout_hours)
+            except SlmMagicError as exc:
+                raise _usage(exc) from None
+            self._memory.detach()  # held only while a magic runs
+        return self._memory
+
+    def _session(self, mem: Memory) -> str:
+        """The current session, started on the fly (and said so) if %slm_start was not run."""
+        if self.session_id is None:
+            self.session_id = mem.session_init(max_results=0).session_id
+            print(f"slm_magic: started session {self.session_id} (run %slm_start to see its context)")
+        return self.session_id
+
+    def _provenance(self) -> tuple[str | None, int | None]:
+        notebook = os.environ.get("JPY_SESSION_NAME") or None
+        count = self._cell_number
+        if count is None and self.shell is not None:
+            count = self.shell.execution_count
+        return notebook, count
+
+    # --- the magics ---------------------------------------------------------------------------
+    @magic_arguments()
+    @argument("project_path", nargs="?", default="", help="the project folder; its name seeds the query")
+    @argument("--query", "-q", default="", help="what this session is about (default: from the project path)")
+    @argument("--max-results", "-n", type=int, default=None, help="how many memories to show")
+    @argument("--max-age-days", type=int, default=None, help="age gate in days (0: off)")
+    @argument("--user", "-u", default=None, help="open the memory of this user")
+    @line_magic
+    def slm_start(self, line: str) -> SessionInit:
+        """Open a session: a new session id and the memories that matter for this project."""
+        args = parse_argstring(self.slm_start, line)
+        if args.user is not None:
+            self.user = args.user
+        n = self.limit if args.max_results is None else args.max_results
+        days = self.max_age_days if args.max_age_days is None else args.max_age_days
+        mem = self.memory
+        try:
+            with mem.attached():
+                init = mem.session_init(project_path=args.project_path or os.getcwd() if not args.query else
+                                        args.project_path, query=args.query, max_results=n, max_age_days=days)
+        except SlmMagicError as exc:
+            raise _usage(exc) from None
+        self.session_id = init.session_id
+        return init
+
+    @magic_arguments()
+    @argument("--tags", "-t", default="", help="comma-separated tags")
+    @argument("--project", "-p", default="", help="the project it belongs to")
+    @argument("--type", default="discovery", choices=MEMORY_TYPES, help="the kind of memory")
+    @argument("--title", default=None, help="a short title")
+    @argument("--topic", default=None, help="a topic key: remembering again under it revises that memory")
+    @argument("--core", action="store_true", help="pin it: always in a session's context")
+    @cell_magic
+    def remember(self, line: str, cell: str) -> Fact:
+        """Remember the cell's text, with where it came from (notebook and cell)."""
+        args = parse_argstring(self.remember, line)
+        if not cell.strip():
+            raise UsageError("%%remember needs a cell body: the text to remember")
+        notebook, count = self._provenance()
+        mem = self.memory
+        try:
+            with mem.attached():
+                sid = self._session(mem)
+                if args.topic:
+                    existing = mem.store.find_live(mem.user_id, topic_key=args.topic)
+                    if existing is not None:
+                        return mem.revise(existing, content=cell.strip(), title=args.title, type=args.type)
+                return mem.remember(cell.strip(), session_id=sid, tags=args.tags, project=args.project,
+                                    type=args.type, title=args.title, topic_key=args.topic, core=args.core,
+                                    notebook=notebook, cell=count)
+        except SlmMagicError as exc:
+            raise _usage(exc) from None
+
+    @magic_arguments()
+    @argument("query", nargs="*", help="what to look for")
+    @argument("--limit", "-n", type=int, default=None, help="how many memories")
+    @argument("--type", default=None, choices=MEMORY_TYPES, help="only memories of this type")
+    @argument("--project", "-p", default=None, help="only memories of this project")
+    @line_magic
+    def recall(self, line: str) -> RecallResult:
+        """The memories that answer QUERY, best first, with every score and its parts."""
+        args = parse_argstring(self.recall, line)
+        query = " ".join(args.query).strip().strip("'\"")
+        if not query:
+            raise UsageError("%recall needs a query, e.g. %recall churn definition")
+        limit = self.limit if args.limit is None else args.limit
+        if limit < 1:
+            raise UsageError(f"--limit must be at least 1; got {limit}")
+        mem = self.memory
+        try:
+            with mem.attached():
+                sid = self._session(mem)
+                res = mem.recall(query, session_id=sid, project=args.project,
+                                 limit=limit if args.type is None else limit * 20)
+        except SlmMagicError as exc:
+            raise _usage(exc) from None
+        if args.type is not None:
+            res = res.model_copy(update={"memories": [m for m in res.memories if m.fact.type == args.type][:limit]})
+        return res
+
+    @magic_arguments()
+    @argument("--summary", "-s", default=None, help="a summary of the session, stored and searchable")
+    @line_magic
+    def slm_close(self, line: str):
+        """Close the session: one searchable summary per thing it touched."""
+        args = parse_argstring(self.slm_close, line)
+        if self.session_id is None:
+            raise UsageError("no session is open in this kernel (%slm_start opens one)")
+        mem = self.memory
+        try:
+            with mem.attached():
+                if args.summary:
+                    mem.remember(args.summary, session_id=self.session_id, title="session summary")
+                result = mem.close_session(self.session_id)
+        except SlmMagicError as exc:
+            raise _usage(exc) from None
+        self.session_id = None
+        return result
+
+    @line_magic
+    def slm_status(self, line: str) -> StatusReport:
+        """Where the memory lives, the session, how much is stored, the learning phase."""
+        if line.strip():
+            raise UsageError("%slm_status takes no arguments")
+        mem = self.memory
+        try:
+            with mem.attached():
+                return mem.status(session_id=self.session_id)
+        except SlmMagicError as exc:
+            raise _usage(exc) from None
+
+    def _by_id(self, magic: str, line: str, action):
+        parts = line.split()
+        if len(parts) != 1:
+            raise UsageError(f"%{magic} takes one memory id")
+        mem = self.memory
+        try:
+            with mem.attached():
+                return action(mem, parts[0])
+        except SlmMagicError as exc:
+            raise _usage(exc) from None
+
+    @line_magic
+    def slm_pin(self, line: str) -> Fact:
+        """%slm_pin ID: make a memory core (always in a session's context)."""
+        return self._by_id("slm_pin", line, lambda mem, fid: mem.pin(fid, True))
+
+    @line_magic
+    def slm_unpin(self, line: str) -> Fact:
+        """%slm_unpin ID: a core memory becomes an ordinary one."""
+        return self._by_id("slm_unpin", line, lambda mem, fid: mem.pin(fid, False))
+
+    @line_magic
+    def slm_forget(self, line: str) -> Fact:
+        """%slm_forget ID: delete a memory for good (returns what was deleted)."""
+        return self._by_id("slm_forget", line, lambda mem, fid: mem.forget(fid))
+
+    @line_magic
+    def slm_feedback(self, line: str) -> str:
+        """%slm_feedback ID up|down: tell the ranking a memory was useful or not."""
+        parts = line.split()
+        if len(parts) != 2 or parts[1] not in ("up", "down"):
+            raise UsageError("usage: %slm_feedback ID up|down")
+        mem = self.memory
+        try:
+            with mem.attached():
+                mem.feedback(parts[0], parts[1], session_id=self.session_id)
+        except SlmMagicError as exc:
+            raise _usage(exc) from None
+        return f"feedback {parts[1]} recorded for {parts[0]}"
+
+
+def load_ipython_extension(ipython) -> None:
+    ipython.register_magics(SLMMagic(shell=ipython))
+
+
+def unload_ipython_extension(ipython) -> None:
+    magics = ipython.magics_manager.registry.get("SLMMagic")
+    if magics is not None:
+        magics.close()
+        try:
+            ipython.events.unregister("pre_run_cell", magics._note_cell)
+        except ValueError:
+            pass

@@ -1,0 +1,122 @@
+"""The magics through a real InteractiveShell (history off) on a temporary memory file."""
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+from slm_magic import Memory
+from slm_magic.models import Fact, RecallResult, SessionInit
+
+
+@pytest.fixture
+def ip(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLM_MAGIC_DB", str(tmp_path / "memory.duckdb"))
+    monkeypatch.setenv("JPY_SESSION_NAME", "/home/ana/churn/analysis.ipynb")
+    config = Config()
+    config.HistoryManager.enabled = False  # no sqlite history file: a clean, isolated shell
+    shell = InteractiveShell.instance(config=config)
+    shell.run_line_magic("load_ext", "slm_magic")
+    yield shell
+    shell.run_line_magic("unload_ext", "slm_magic")
+    InteractiveShell.clear_instance()
+
+
+def cell(ip, source):
+    """Run a cell as a user would; return (result, error)."""
+    res = ip.run_cell(source, store_history=True)  # as a notebook does: the cell gets a number
+    return res.result, res.error_in_exec
+
+
+def test_remember_then_recall_with_provenance(ip, tmp_path, capsys):
+    number = ip.execution_count
+    fact, err = cell(ip, "%%remember --tags join,data-quality --type decision --project churn\n"
+                         "The left join on customer_id drops 3% of rows.")
+    assert err is None and isinstance(fact, Fact)
+    assert "started session slm-" in capsys.readouterr().out  # said in one line
+    assert fact.tags == ("join", "data-quality") and fact.type == "decision" and fact.project == "churn"
+    assert fact.notebook == "/home/ana/churn/analysis.ipynb" and fact.cell == number
+    _, err = cell(ip, "r = %recall customer join")
+    r = ip.user_ns["r"]
+    assert err is None and isinstance(r, RecallResult) and [m.fact_id for m in r] == [fact.fact_id]
+    assert "customer_id" in r._repr_html_() and "bm25" in str(r)
+    with Memory(tmp_path / "memory.duckdb") as mem:  # another kernel, later: it is in the file
+        assert [m.fact_id for m in mem.recall("customer join")] == [fact.fact_id]
+
+
+def test_slm_start_shows_the_context(ip):
+    cell(ip, "%%remember\nchurn means 90 days without a login")
+    init, err = cell(ip, '%slm_start --query "churn definition"')
+    assert err is None and isinstance(init, SessionInit)
+    assert init.memory_count == 1 and "Relevant Memory Context" in init._repr_html_()
+    assert ip.magics_manager.registry["SLMMagic"].session_id == init.session_id
+
+
+def test_pin_unpin_forget_feedback_status_close(ip):
+    fact, _ = cell(ip, "%%remember\nalways fix the random seed")
+    pinned, err = cell(ip, f"%slm_pin {fact.fact_id}")
+    assert err is None and pinned.is_core
+    assert not cell(ip, f"%slm_unpin {fact.fact_id}")[0].is_core
+    msg, err = cell(ip, f"%slm_feedback {fact.fact_id} up")
+    assert err is None and "up" in msg
+    status, err = cell(ip, "%slm_status")
+    assert err is None and status.memories == 1 and status.feedback_signals == 1
+    closed, err = cell(ip, "%slm_close")
+    assert err is None and closed.success
+    gone, err = cell(ip, f"%slm_forget {fact.fact_id}")
+    assert err is None and gone.fact_id == fact.fact_id
+    assert fact.fact_id not in [m.fact_id for m in cell(ip, "%recall random seed")[0]]
+
+
+@pytest.mark.parametrize("source, message", [
+    ("%recall", "needs a query"),
+    ("%recall churn --limit 0", "at least 1"),
+    ("%recall churn --nope", "unrecognized arguments"),
+    ("%%remember --type fact\nx", "invalid choice"),
+    ("%%remember\n   \n", "needs a cell body"),
+    ("%slm_pin", "one memory id"),
+    ("%slm_pin no-such-id", "no memory with id"),
+    ("%slm_forget no-such-id", "no memory with id"),
+    ("%slm_feedback abc sideways", "usage"),
+    ("%slm_close", "no session is open"),
+    ("%slm_status extra", "no arguments"),
+])
+def test_mistakes_are_one_line_usage_errors(ip, source, message, capsys):
+    _, err = cell(ip, source)
+    assert isinstance(err, UsageError) and message in str(err)
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err
+
+
+def test_usage_error_raised_directly(ip):
+    with pytest.raises(UsageError):
+        ip.run_line_magic("recall", "")
+    with pytest.raises(UsageError):
+        ip.run_cell_magic("remember", "--type summary", "x")
+
+
+def test_help_comes_from_the_docstring(ip):
+    doc = ip.find_line_magic("recall").__doc__
+    assert "%recall" in doc and "--limit" in doc and "best first" in doc
+
+
+def test_config(ip, tmp_path):
+    other = tmp_path / "other.duckdb"
+    cell(ip, f"%config SLMMagic.db_path = {str(other)!r}")
+    cell(ip, "%config SLMMagic.user = 'bob'")
+    cell(ip, "%config SLMMagic.limit = 1")
+    cell(ip, "%%remember\nbob's churn note one")
+    cell(ip, "%%remember\nbob's churn note two")
+    res, _ = cell(ip, "%recall churn note")
+    assert len(res) == 1 and res[0].fact.user_id == "bob"
+    assert other.exists()
+    cell(ip, "%config SLMMagic.user = 'carol'")
+    assert cell(ip, "%recall churn note")[0].memories == []
+
+
+def test_the_file_is_free_between_magics(ip, tmp_path):
+    cell(ip, "%%remember\nheld only while a magic runs")
+    with Memory(tmp_path / "memory.duckdb") as other:  # would fail on DuckDB's lock otherwise
+        other.remember("written by another kernel")
+    res, _ = cell(ip, "%recall kernel")
+    assert [m.content for m in res] == ["written by another kernel"]
