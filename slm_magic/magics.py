@@ -236,6 +236,35 @@ class SLMMagic(Magics, Configurable):
         return f"feedback {parts[1]} recorded for {parts[0]}"
 
 
+    @line_magic
+    def slm_export(self, line: str) -> str:
+        """%slm_export PATH: write your memories to PATH (.jsonl or .parquet), every field kept."""
+        path = line.strip().strip("'\"")
+        if not path:
+            raise UsageError("usage: %slm_export PATH.jsonl|PATH.parquet")
+        mem = self.memory
+        try:
+            with mem.attached():
+                n = mem.export(path)
+        except SlmMagicError as exc:
+            raise _usage(exc) from None
+        return f"exported {n} memories to {path}"
+
+    @line_magic
+    def slm_import(self, line: str) -> str:
+        """%slm_import PATH: add the memories of an exported file (ones already here are skipped)."""
+        path = line.strip().strip("'\"")
+        if not path:
+            raise UsageError("usage: %slm_import PATH.jsonl|PATH.parquet")
+        mem = self.memory
+        try:
+            with mem.attached():
+                n = mem.import_file(path)
+        except SlmMagicError as exc:
+            raise _usage(exc) from None
+        return f"imported {n} memories from {path}"
+
+
 def load_ipython_extension(ipython) -> None:
     ipython.register_magics(SLMMagic(shell=ipython))
 

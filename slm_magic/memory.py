@@ -19,6 +19,7 @@ from .errors import InvalidInput, SlmMagicError
 from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact, RecallResult, ScoredMemory, SearchScore
 from .ranking import Ranked, RankingConfig, WorkingSet, fuse, rank_index, recency, revision, search_score
+from .exchange import Exchange
 from .learning import FeedbackSignals
 from .observations import ObservationsAPI
 from .sessions import SessionLifecycle
@@ -40,7 +41,7 @@ def _epoch(dt: datetime) -> float:
     return dt.replace(tzinfo=timezone.utc).timestamp()
 
 
-class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals):
+class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
     """Long-term memory on one DuckDB file.
 
     `Memory(path)` opens (or creates) the file; ``":memory:"`` keeps everything in RAM;

@@ -120,3 +120,18 @@ def test_the_file_is_free_between_magics(ip, tmp_path):
         other.remember("written by another kernel")
     res, _ = cell(ip, "%recall kernel")
     assert [m.content for m in res] == ["written by another kernel"]
+
+
+def test_export_import_magics(ip, tmp_path):
+    cell(ip, "%%remember --tags a\nexported finding")
+    out = tmp_path / "mem.parquet"
+    msg, err = cell(ip, f"%slm_export {out}")
+    assert err is None and "exported 1" in msg
+    cell(ip, f"%config SLMMagic.db_path = {str(tmp_path / 'fresh.duckdb')!r}")
+    msg, err = cell(ip, f"%slm_import {out}")
+    assert err is None and "imported 1" in msg
+    assert [m.content for m in cell(ip, "%recall exported")[0]] == ["exported finding"]
+    _, err = cell(ip, f"%slm_import {tmp_path / 'missing.jsonl'}")
+    assert isinstance(err, UsageError) and "not a file" in str(err)
+    _, err = cell(ip, "%slm_export")
+    assert isinstance(err, UsageError)

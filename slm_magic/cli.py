@@ -1,0 +1,75 @@
+"""`slm-magic`: the same memory from a terminal or a script, on the same file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import SlmMagicError
+from .memory import Memory
+from .models import MEMORY_TYPES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="slm-magic", description="Long-term memory for notebooks, from the shell.")
+    ap.add_argument("--db", default=None, help="memory file (default: $SLM_MAGIC_DB or ~/.slm_magic/memory.duckdb)")
+    ap.add_argument("--user", default="", help="whose memories")
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("remember", help="store a memory (the text, or - to read it from stdin)")
+    r.add_argument("text")
+    r.add_argument("--tags", default="")
+    r.add_argument("--project", default="")
+    r.add_argument("--type", default="discovery", choices=MEMORY_TYPES)
+    r.add_argument("--title")
+    r.add_argument("--session")
+    r.add_argument("--core", action="store_true")
+    q = sub.add_parser("recall", help="the memories that answer a query")
+    q.add_argument("query", nargs="+")
+    q.add_argument("--limit", "-n", type=int, default=10)
+    q.add_argument("--project")
+    q.add_argument("--json", action="store_true", help="one JSON object per memory")
+    sub.add_parser("stats", help="what is stored")
+    e = sub.add_parser("export", help="write the memories to a .jsonl or .parquet file")
+    e.add_argument("path")
+    i = sub.add_parser("import", help="add the memories of an exported file")
+    i.add_argument("path")
+    c = sub.add_parser("close", help="close a session (default: the most recent) and summarise it")
+    c.add_argument("session_id", nargs="?", default="")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        with Memory(args.db, user_id=args.user) as mem:
+            if args.command == "remember":
+                content = sys.stdin.read() if args.text == "-" else args.text
+                fact = mem.remember(content, tags=args.tags, project=args.project, type=args.type,
+                                    title=args.title, session_id=args.session or "cli:remember", core=args.core)
+                print(fact.fact_id)
+            elif args.command == "recall":
+                if args.limit < 1:
+                    raise SlmMagicError("--limit must be at least 1")
+                res = mem.recall(" ".join(args.query), limit=args.limit, project=args.project)
+                if args.json:
+                    for m in res:
+                        print(json.dumps({"fact_id": m.fact_id, "content": m.content, **m.score.model_dump()}))
+                else:
+                    print(res)
+            elif args.command == "stats":
+                print(mem.status())
+            elif args.command == "export":
+                print(f"exported {mem.export(args.path)} memories to {args.path}")
+            elif args.command == "import":
+                print(f"imported {mem.import_file(args.path)} memories from {args.path}")
+            elif args.command == "close":
+                print(mem.close_session(args.session_id).model_dump_json())
+    except SlmMagicError as exc:
+        print(f"slm-magic: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Export/import round trips on every field, and the `slm-magic` console command."""
+
+import json
+import subprocess
+import sys
+from datetime import datetime
+
+import pytest
+
+from slm_magic import InvalidInput, Memory
+from slm_magic.exchange import EXPORT_COLUMNS
+
+
+def rows(mem):
+    cols = ", ".join(EXPORT_COLUMNS)
+    return sorted(mem.store.con.execute(f"SELECT {cols} FROM memories").fetchall())
+
+
+@pytest.fixture
+def filled(tmp_path, clock):
+    mem = Memory(tmp_path / "a.duckdb", clock=clock)
+    sid = mem.session_init(query="x").session_id
+    f = mem.remember("the join on customer_id drops 3% of rows", tags="join,dq", project="churn", type="decision",
+                     title="join loss", topic_key="join/loss", core=True, session_id=sid,
+                     notebook="/nb/a.ipynb", cell=7, source="probe", created_at=datetime(2026, 1, 2, 3, 4, 5))
+    clock.now = datetime(2026, 6, 2)
+    mem.revise(f.fact_id, content="the join on customer_id drops 2.8% of rows")
+    mem.remember("ünïcödé, 'quotes' and \"double\" \\ backslashes; DROP TABLE memories; --", session_id=sid)
+    mem.close_session(sid)
+    yield mem
+    mem.close()
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_round_trip_keeps_every_field_and_never_duplicates(filled, tmp_path, suffix):
+    out = tmp_path / f"export{suffix}"
+    n = filled.export(out)
+    assert n == len(rows(filled)) >= 3
+    with Memory(tmp_path / f"b{suffix}.duckdb") as other:
+        assert other.import_file(out) == n
+        assert rows(other) == rows(filled)
+        assert other.import_file(out) == 0  # twice: nothing new
+        assert rows(other) == rows(filled)
+        hit = other.recall("customer_id join").memories[0]
+        assert hit.fact.revision_count == 1 and hit.fact.is_core and hit.fact.cell == 7
+
+
+def test_bad_files_are_clear_errors_and_change_nothing(filled, tmp_path):
+    before = rows(filled)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    for path, msg in [(bad, "cannot read"), (tmp_path / "none.jsonl", "not a file"), (tmp_path / "x.csv", "use a .jsonl")]:
+        with pytest.raises(InvalidInput, match=msg):
+            filled.import_file(path)
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"hello": "world"}) + "\n")
+    with pytest.raises(InvalidInput):
+        filled.import_file(other)
+    assert rows(filled) == before
+
+
+def test_cli(tmp_path):
+    db = str(tmp_path / "cli.duckdb")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "slm_magic.cli", "--db", db, *a],  # noqa: E731
+                                    capture_output=True, text=True)
+    added = run("remember", "the join drops 3% of rows", "--tags", "join", "--type", "decision")
+    assert added.returncode == 0
+    fid = added.stdout.strip()
+    got = run("recall", "join", "rows", "--json")
+    assert got.returncode == 0 and json.loads(got.stdout.splitlines()[0])["fact_id"] == fid
+    assert "memories: 1" in run("stats").stdout
+    out = tmp_path / "x.jsonl"
+    assert run("export", str(out)).returncode == 0 and out.exists()
+    db2 = str(tmp_path / "cli2.duckdb")
+    imp = subprocess.run([sys.executable, "-m", "slm_magic.cli", "--db", db2, "import", str(out)],
+                         capture_output=True, text=True)
+    assert imp.returncode == 0 and "imported 1" in imp.stdout
+    bad = run("recall", "x", "--limit", "0")
+    assert bad.returncode == 2 and "at least 1" in bad.stderr and "Traceback" not in bad.stderr
+    assert run("import", str(tmp_path / "nope.jsonl")).returncode == 2
+    assert run("close").returncode == 0
