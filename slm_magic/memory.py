@@ -75,6 +75,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
 
     def close(self) -> None:
         try:
+            if self._pending_events and not self.store.connected:
+                self.store.connect()
             self._flush_events()
         finally:
             self.store.close()
@@ -379,13 +381,15 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         finally:
             if opened:
                 try:
-                    self._flush_events()
+                    if len(self._pending_events) >= self.PENDING_EVENTS_MAX // 4:
+                        self._flush_events()  # (a few showings wait for the next write or close)
                 finally:
                     self.store.disconnect()
 
     def detach(self) -> None:
         """Let go of the file between calls (see `attached`)."""
-        self._flush_events()
+        if self.store.connected:
+            self._flush_events()
         self.store.disconnect()
 
     # --- reads ------------------------------------------------------------------------------
