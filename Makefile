@@ -10,7 +10,7 @@ $(VENV)/bin/python:
 	$(PY) -m pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[notebook]'
 	@touch $@
 
 $(VENV)/.dev: pyproject.toml | $(VENV)/bin/python
@@ -24,7 +24,7 @@ $(VENV)/.bench: pyproject.toml | $(VENV)/bin/python
 install: $(VENV)/.installed
 dev: $(VENV)/.dev
 
-## The main job: the quickstart on a fresh embedded database.
+## The main job: notebooks/quickstart.ipynb run headless in a real kernel on a fresh database.
 demo: $(VENV)/.installed
 	$(PY) -m slm_magic.demo
 

@@ -1,50 +1,84 @@
-"""`make demo`: remember a few notebook findings in a fresh database, then recall them.
+"""`make demo`: run notebooks/quickstart.ipynb headless, on a fresh memory file, in a real kernel.
 
-Run with `python -m slm_magic.demo [PATH]`; without PATH a new file in a temporary folder.
+    python -m slm_magic.demo [NOTEBOOK] [--out FOLDER]
+
+The executed copy is written next to a fresh DuckDB file in FOLDER (default: a new temporary
+folder), and what the notebook remembered and recalled is printed.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
 
-from . import Memory
-
-FINDINGS = [
-    ("The left join of orders on customer_id drops 3% of rows: 412 customers have no account.", "data-quality,join", "decision"),
-    ("Dropped the `tenure_days` feature: it is computed after the churn date, so it leaks the label.", "churn,leakage", "decision"),
-    ("Client (Ana, 2026-11-12): churn means 90 days without a login, not a cancelled contract.", "churn,definition", "preference"),
-    ("Gradient boosting beats logistic regression by 0.04 AUC on the March holdout.", "churn,model", "discovery"),
-    ("Order values above the 99.9th percentile are internal test orders; filter them out.", "data-quality", "pattern"),
-]
-
-QUERIES = ["why did we drop a feature?", "what does churn mean for the client", "rows lost in the join"]
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_NOTEBOOK = REPO / "notebooks" / "quickstart.ipynb"
 
 
-def main(argv: list[str]) -> int:
-    folder = None
-    if argv:
-        path = Path(argv[0])
-    else:
-        folder = tempfile.mkdtemp(prefix="slm_magic_demo_")
-        path = Path(folder) / "memory.duckdb"
-    print(f"memory file: {path}")
-    with Memory(path) as mem:
-        for content, tags, kind in FINDINGS:
-            fact = mem.remember(content, tags=tags, type=kind, project="churn-study", session_id="demo-session")
-            print(f"remembered {fact.fact_id}  [{kind}] {content[:70]}")
-    # A new Memory on the same file: what a new kernel tomorrow would see.
-    with Memory(path) as mem:
-        for q in QUERIES:
-            res = mem.recall(q, limit=3)
-            print(f"\nrecall {q!r}  ({res.retrieval_mode}, {res.elapsed_ms:.1f} ms)")
-            for r in res:
-                s = r.score
-                print(f"  {s.value:.3f}  rel {s.relevance:.2f} (bm25 {s.bm25:.2f}, tfidf {s.tfidf:.2f})"
-                      f"  recency {s.recency:.2f}  {r.content[:70]}")
+def run_notebook(notebook: Path, out_dir: Path, *, db: Path | None = None, timeout: int = 120) -> Path:
+    """Execute a notebook in a fresh python3 kernel with SLM_MAGIC_DB set; return the executed copy."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    db = db or out_dir / "memory.duckdb"
+    nb = nbformat.read(notebook, as_version=4)
+    env = {**os.environ, "SLM_MAGIC_DB": str(db)}
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(out_dir)}},
+                            store_widget_state=True)
+    saved = os.environ.get("SLM_MAGIC_DB")
+    os.environ["SLM_MAGIC_DB"] = str(db)  # the kernel inherits this process's environment
+    try:
+        client.execute(env=env)
+    finally:
+        if saved is None:
+            os.environ.pop("SLM_MAGIC_DB", None)
+        else:
+            os.environ["SLM_MAGIC_DB"] = saved
+    executed = out_dir / f"{notebook.stem}.executed.ipynb"
+    nbformat.write(nb, executed)
+    return executed
+
+
+def outputs_text(notebook: Path) -> list[str]:
+    """The plain-text outputs of an executed notebook, one string per cell."""
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    texts = []
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        parts = []
+        for o in c.get("outputs", []):
+            if o.output_type == "stream":
+                parts.append(o.text)
+            elif "data" in o and "text/plain" in o.data:
+                parts.append(o.data["text/plain"])
+            elif o.output_type == "error":
+                parts.append(f"{o.ename}: {o.evalue}")
+        texts.append("".join(parts))
+    return texts
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("notebook", nargs="?", type=Path, default=DEFAULT_NOTEBOOK)
+    ap.add_argument("--out", type=Path, default=None, help="folder for the executed copy and the memory file")
+    args = ap.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="slm_magic_demo_"))
+    executed = run_notebook(args.notebook, out)
+    for text in outputs_text(executed):
+        if text.strip():
+            print(text.rstrip())
+            print("-" * 60)
+    print(f"executed notebook: {executed}")
+    print(f"memory file:       {out / 'memory.duckdb'}")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    sys.exit(main())
