@@ -172,8 +172,9 @@ class Store:
             p = Path(self.path).expanduser()
             if p.is_dir():
                 raise StoreError(f"{p} is a directory, not a DuckDB memory file")
-            if not p.parent.exists():
+            if not p.parent.exists():  # a new folder for memories is private to its owner
                 p.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+                p.parent.chmod(0o700)
             self.path = str(p)
         # DuckDB would otherwise cache up to 80% of RAM; a notebook helper should stay small.
         self._config = {"memory_limit": memory_limit, "allocator_flush_threshold": "16MB"}

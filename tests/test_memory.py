@@ -215,3 +215,12 @@ def test_a_first_version_database_upgrades_in_place(db_path):
         assert m.store.schema_version() == SCHEMA_VERSION
         fact = m.remember("written after the upgrade", session_id="s")
         assert [r.fact_id for r in m.recall("upgrade", session_id="s")] == [fact.fact_id]
+
+
+def test_default_file_under_home_in_a_private_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLM_MAGIC_DB", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with Memory() as m:
+        m.remember("where does this live?")
+        assert m.path == str(tmp_path / ".slm_magic" / "memory.duckdb")
+    assert (tmp_path / ".slm_magic").stat().st_mode & 0o777 == 0o700
