@@ -96,6 +96,8 @@ class Exchange:
             bar = tqdm(total=total, unit="memories", desc=f"import {path.name}")
         for start in range(0, total, BATCH):
             self._write_imported(rows[start:start + BATCH])
+            if start + BATCH < total:
+                self._yield_file()
             if bar is not None:
                 bar.update(min(BATCH, total - start))
         if bar is not None:

@@ -121,14 +121,12 @@ class SparseIndex:
         self.n_live = 0
         self.total_len = 0.0
         self.codes: dict[str, dict[str, int]] = {"user": {}, "project": {}}
-        self._writes = 0            # bumped by every change; invalidates the cached arrays below
-        self._rb: np.ndarray | None = None
-        self._rb_n = -1
+        # Arrays derived from the per-document ones, kept up to date document by document.
+        self._rb: np.ndarray | None = None      # recency base
         self._rb_hl = 30.0
-        self._ln: np.ndarray | None = None
-        self._ln_n = -1
-        self._bs: tuple[float, float] = (0.0, 0.0)
-        self._bs_n = -1
+        self._ln: np.ndarray | None = None      # BM25 length normalisation
+        self._ln_avgdl = 1.0
+        self._bs: tuple[float, float] = (0.0, 0.0)  # best recency base and revision (bounds)
 
     # --- vocabulary and codes -----------------------------------------------------------------
     def code(self, field: str, value: str) -> int:
@@ -156,9 +154,22 @@ class SparseIndex:
                 self.df = np.concatenate([self.df, np.zeros(self.df.size, dtype=np.int64)])
         return -1 if c is None else c
 
-    def touched(self) -> None:
-        """Per-document metadata changed in place: drop the arrays derived from it."""
-        self._writes += 1
+    def touched(self, doc_ids) -> None:
+        """Per-document metadata changed in place: bring the derived arrays up to date for
+        those documents only (a write never costs a pass over the whole index)."""
+        doc_ids = np.asarray(doc_ids, dtype=np.int64)
+        t = self.docs
+        if self._rb is not None and self._rb.size == t.capacity + 1:
+            rb = np.exp2((t.updated[doc_ids] - self.RECENCY_T0) / (self._rb_hl * 86_400.0))
+            self._rb[doc_ids] = rb
+            if rb.size:  # still an upper bound: removals never lower it
+                self._bs = (max(self._bs[0], float(rb.max())), max(self._bs[1], float(t.revision[doc_ids].max())))
+        else:
+            self._rb = None
+        if self._ln is not None and self._ln.size == t.capacity + 1:
+            self._ln[doc_ids] = self.k1 * (1 - self.b + self.b * t.dl[doc_ids] / self._ln_avgdl)
+        else:
+            self._ln = None
 
     # Recency as base * scale: base = 2^((updated - T0)/half-life) per document, scale =
     # 2^(-(now - T0)/half-life) per query, so a query pays one multiply, not an exp per memory.
@@ -167,36 +178,34 @@ class SparseIndex:
     @property
     def recency_base(self) -> np.ndarray:
         t = self.docs
-        if self._rb is None or self._rb.size != t.capacity + 1 or self._rb_n != self._writes:
+        if self._rb is None or self._rb.size != t.capacity + 1:
             self._rb = np.exp2((t.updated - self.RECENCY_T0) / (self._rb_hl * 86_400.0))
-            self._rb_n = self._writes
+            live = t.alive[: t.size]
+            self._bs = (float(self._rb[: t.size][live].max()) if live.any() else 0.0,
+                        float(t.revision[: t.size][live].max()) if live.any() else 0.0)
         return self._rb
 
     def recency_scale(self, now: float, half_life_days: float) -> float:
         if half_life_days != self._rb_hl:
             self._rb_hl, self._rb = half_life_days, None
-            self.recency_base  # noqa: B018 - recompute for the new half-life
         return float(np.exp2(-(now - self.RECENCY_T0) / (half_life_days * 86_400.0)))
 
     def best_static(self, cfg, scale: float) -> float:
         """The highest recency + revision part any live memory can have now (a pruning bound)."""
-        if self._bs_n != self._writes:
-            t = self.docs
-            live = t.alive[: t.size]
-            rb = self.recency_base[: t.size]
-            self._bs = (float(rb[live].max()) if live.any() else 0.0,
-                        float(t.revision[: t.size][live].max()) if live.any() else 0.0)
-            self._bs_n = self._writes
+        self.recency_base  # noqa: B018 - makes sure the bound is computed
         rb_max, rev_max = self._bs
         return (cfg.w_recency * min(1.0, rb_max * scale)
                 + cfg.w_revision * min(rev_max, cfg.revision_cap) / cfg.revision_cap)
 
     @property
     def length_norm(self) -> np.ndarray:
-        """k1·(1 − b + b·dl/avgdl) per document, recomputed only after writes."""
-        if self._ln is None or self._ln_n != self._writes or self._ln.size != self.docs.capacity + 1:
-            self._ln = self.k1 * (1 - self.b + self.b * self.docs.dl / self.avgdl)
-            self._ln_n = self._writes
+        """k1·(1 − b + b·dl/avgdl) per document. Recomputed in full only when the average
+        length has moved by more than 0.1% (new documents get theirs as they arrive)."""
+        avgdl = self.avgdl
+        if (self._ln is None or self._ln.size != self.docs.capacity + 1
+                or abs(avgdl - self._ln_avgdl) > 1e-3 * avgdl):
+            self._ln_avgdl = avgdl
+            self._ln = self.k1 * (1 - self.b + self.b * self.docs.dl / avgdl)
         return self._ln
 
     @property
@@ -220,7 +229,6 @@ class SparseIndex:
         """
         if doc_ids.size == 0:
             return
-        self._writes += 1
         table = self.docs
         table.ensure(int(doc_ids.max()) + 1)
         for name, values in meta.items():
@@ -228,6 +236,7 @@ class SparseIndex:
         table.alive[doc_ids] = True
         self.n_live += int(doc_ids.size)
         self.total_len += float(meta["dl"].sum())
+        self.touched(doc_ids)
         if cols.size and count_df:
             counts = np.bincount(cols)
             self.df[: counts.size] += counts
@@ -271,7 +280,6 @@ class SparseIndex:
     def remove_documents(self, doc_ids: Iterable[int], cols_by_doc: dict[int, np.ndarray] | None = None) -> None:
         """Mark documents dead. Their postings stay in the segments, masked out, until a merge."""
         table = self.docs
-        self._writes += 1
         for d in doc_ids:
             if 0 <= d < table.size and table.alive[d]:
                 table.alive[d] = False

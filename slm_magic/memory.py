@@ -144,7 +144,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         else:
             tombs = store.tombstones(since)
             replaced = {int(new): int(old) for old, new, _, _ in tombs if new is not None}
-            newest = self._apply_rows(since, None, replaced=replaced)
+            newest = self._apply_delta(since, store.changes(since), replaced)
             for old, new, terms, _ in tombs:
                 self._retire(int(old), None if new is None else int(new), terms)
             return max([since, newest, *(int(c) for *_, c in tombs)])
@@ -163,6 +163,36 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         cols = [index.cols[t] for t in (terms or []) if t in index.cols]
         index.remove_documents([old], {old: np.asarray(cols, dtype=np.int64)})
 
+    def _apply_delta(self, since: int, table, replaced: Mapping[int, int]) -> int:
+        """Apply rows changed by someone else (one Arrow table from `Store.changes`)."""
+        import pyarrow.compute as pc
+
+        if table.num_rows == 0:
+            return since
+        index = self.index
+        meta = {name: table.column(name).to_numpy(zero_copy_only=False)
+                for name in ("doc_id", "user_id", "project", "type", "is_core", "kind", "updated", "revision_count",
+                             "doc_len", "session_id", "changed")}
+        doc_ids = meta["doc_id"].astype(np.int64)
+        alive = index.docs.alive
+        known = np.array([d < index.docs.size and alive[d] for d in doc_ids.tolist()], dtype=bool)
+        for i in np.flatnonzero(known).tolist():  # metadata can change without new content
+            d = int(doc_ids[i])
+            index.docs.updated[d] = meta["updated"][i]
+            index.docs.revision[d] = meta["revision_count"][i]
+            index.docs.core[d] = meta["is_core"][i]
+            index.touched([d])
+        fresh = np.flatnonzero(~known)
+        if fresh.size:
+            sub = table.take(fresh)
+            terms, tfs = sub.column("terms").combine_chunks(), sub.column("tfs").combine_chunks()
+            parents = pc.list_parent_indices(terms).to_numpy()
+            p_doc = doc_ids[fresh][parents]
+            self._index_new(doc_ids[fresh], {k: v[fresh] for k, v in meta.items()}, p_doc,
+                            pc.list_flatten(terms).to_numpy(), pc.list_flatten(tfs).to_numpy(), replaced=replaced)
+        self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
+        return int(meta["changed"].max())
+
     def _apply_rows(self, since: int, docs: tuple[int, int] | None, link: bool = True,
                     replaced: Mapping[int, int] | None = None) -> int:
         store, index = self.store, self.index
@@ -178,7 +208,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
             index.docs.updated[d] = meta["updated"][i]
             index.docs.revision[d] = meta["revision_count"][i]
             index.docs.core[d] = meta["is_core"][i]
-            index.touched()
+            index.touched([d])
         fresh = ~known
         if fresh.any():
             new_ids = doc_ids[fresh]
@@ -287,6 +317,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
             if len(batch) >= batch_size:
                 ids.extend(self._write_many(batch))
                 batch = []
+                self._yield_file()
         if batch:
             ids.extend(self._write_many(batch))
         return ids
@@ -375,16 +406,27 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         opened = not self.store.connected
         if opened:
             self.store.connect()
+            self._sharing = True
         try:
             self._refresh()
             yield self
         finally:
             if opened:
+                self._sharing = False
                 try:
                     if len(self._pending_events) >= self.PENDING_EVENTS_MAX // 4:
                         self._flush_events()  # (a few showings wait for the next write or close)
                 finally:
                     self.store.disconnect()
+
+    def _yield_file(self) -> None:
+        """Between batches of a long write inside `attached`: let a waiting kernel in."""
+        if getattr(self, "_sharing", False):
+            self._flush_events()
+            self.store.disconnect()
+            time.sleep(0.25)  # longer than a waiting kernel's backoff step
+            self.store.connect()
+            self._refresh()
 
     def detach(self) -> None:
         """Let go of the file between calls (see `attached`)."""

@@ -372,6 +372,13 @@ class Store:
                 f"FROM memories WHERE {where}", params
             ).fetchnumpy()
 
+    def changes(self, since: int):
+        """Everything the index and the rows need about rows changed after `since`, in one
+        statement (the catch-up after another process wrote): an Arrow table in insertion order."""
+        cols = ", ".join(dict.fromkeys([*INDEX_COLUMNS, *FACT_COLUMNS, "terms", "tfs"]))
+        with self.lock:
+            return self.con.sql(f"SELECT {cols} FROM memories WHERE changed > {int(since)} ORDER BY seq").to_arrow_table()
+
     def tombstones(self, since: int) -> list[tuple[int, int | None, list[int] | None]]:
         with self.lock:
             return self.con.execute(
