@@ -135,7 +135,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
             index.set_vocabulary(vocab["term"], vocab["df"])
             lo, hi = store.doc_bounds()
             for start in range(lo, hi + 1, self.LOAD_CHUNK):
-                self._apply_rows(0, (start, start + self.LOAD_CHUNK - 1), link=False)
+                self._load_rows((start, start + self.LOAD_CHUNK - 1))
             links = store.session_links()
             real = np.array([not is_synthetic_session(x) for x in links["session_id"]], dtype=bool)
             index.link_pairs(links["prev_doc"][real], links["doc_id"][real])
@@ -193,30 +193,15 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
         return int(meta["changed"].max())
 
-    def _apply_rows(self, since: int, docs: tuple[int, int] | None, link: bool = True,
-                    replaced: Mapping[int, int] | None = None) -> int:
-        store, index = self.store, self.index
-        meta = store.index_rows(since, docs)
+    def _load_rows(self, docs: tuple[int, int]) -> None:
+        """Whole load: one range of doc ids into a fresh index (the vocabulary is already set)."""
+        store = self.store
+        meta = store.index_rows(0, docs)
         if not meta["doc_id"].size:
-            return since
-        newest = int(meta["changed"].max())
-        doc_ids = meta["doc_id"].astype(np.int64)
-        alive = index.docs.alive
-        known = np.array([d < index.docs.size and alive[d] for d in doc_ids.tolist()], dtype=bool)
-        for i in np.flatnonzero(known).tolist():  # metadata can change without new content
-            d = int(doc_ids[i])
-            index.docs.updated[d] = meta["updated"][i]
-            index.docs.revision[d] = meta["revision_count"][i]
-            index.docs.core[d] = meta["is_core"][i]
-            index.touched([d])
-        fresh = ~known
-        if fresh.any():
-            new_ids = doc_ids[fresh]
-            post = store.index_postings(since, None if since == 0 else new_ids.tolist(), docs)
-            self._index_new(new_ids, {k: np.asarray(v)[fresh] for k, v in meta.items()},
-                            post["doc_id"], post["term"], post["tf"], link=link, replaced=replaced)
-        self.rows.add_table(store.fact_rows(since, docs))
-        return newest
+            return
+        post = store.index_postings(0, None, docs)
+        self._index_new(meta["doc_id"].astype(np.int64), meta, post["doc_id"], post["term"], post["tf"], link=False)
+        self.rows.add_table(store.fact_rows(0, docs))
 
     def _index_new(self, doc_ids: np.ndarray, meta: Mapping[str, Any], p_doc: np.ndarray,
                    p_term: np.ndarray, p_tf: np.ndarray, link: bool = True,
