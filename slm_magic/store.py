@@ -178,7 +178,7 @@ class Store:
             self.path = str(p)
         # DuckDB would otherwise cache up to 80% of RAM; a notebook helper should stay small.
         self._config = {"memory_limit": memory_limit, "allocator_flush_threshold": "16MB"}
-        self.con: duckdb.DuckDBPyConnection | None = None
+        self._con: duckdb.DuckDBPyConnection | None = None
         self.connect()
         self._migrate(SCHEMA_VERSION if upgrade_to is None else upgrade_to)
 
@@ -188,12 +188,12 @@ class Store:
     def connect(self) -> None:
         """Open the file, waiting (with backoff) while another process holds DuckDB's write lock:
         several kernels share one file by each holding it only while it works."""
-        if self.con is not None:
+        if self._con is not None:
             return
         delay, waited = 0.005, 0.0
         while True:
             try:
-                self.con = duckdb.connect(self.path, config=self._config)
+                self._con = duckdb.connect(self.path, config=self._config)
                 return
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower() or waited >= self.LOCK_WAIT_S:
@@ -206,14 +206,21 @@ class Store:
 
     def disconnect(self) -> None:
         """Let go of the file so another process can use it (an in-memory store keeps it)."""
-        if self.con is not None and self.path != ":memory:":
+        if self._con is not None and self.path != ":memory:":
             with self.lock:
-                self.con.close()
-                self.con = None
+                self._con.close()
+                self._con = None
 
     @property
     def connected(self) -> bool:
-        return self.con is not None
+        return self._con is not None
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The connection, reopened on use after `disconnect` (calls outside `attached` work too)."""
+        if self._con is None:
+            self.connect()
+        return self._con
 
     # --- schema -----------------------------------------------------------------------------
     def _migrate(self, target_version: int) -> None:
@@ -628,9 +635,9 @@ class Store:
 
     def close(self) -> None:
         with self.lock:
-            if self.con is not None:
+            if self._con is not None:
                 try:
-                    self.con.close()
+                    self._con.close()
                 except duckdb.Error:
                     pass
-                self.con = None
+                self._con = None

@@ -224,3 +224,11 @@ def test_default_file_under_home_in_a_private_folder(tmp_path, monkeypatch):
         m.remember("where does this live?")
         assert m.path == str(tmp_path / ".slm_magic" / "memory.duckdb")
     assert (tmp_path / ".slm_magic").stat().st_mode & 0o777 == 0o700
+
+
+def test_calls_after_detach_reopen_the_file(db_path):
+    with Memory(db_path) as m:
+        m.remember("still reachable after detach")
+        m.detach()
+        assert not m.store.connected
+        assert [r.content for r in m.recall("reachable")] == ["still reachable after detach"]
