@@ -51,3 +51,42 @@ def test_two_kernels_write_and_read_the_same_file_at_once(tmp_path):
     per = dict(con.execute("SELECT tags[1], count(*) FROM memories WHERE kind = 'memory' GROUP BY 1").fetchall())
     con.close()
     assert total == distinct == 1000 and per == {"a": 500, "b": 500}
+
+
+LONG_WRITER = textwrap.dedent("""
+    import sys, time
+    from slm_magic import Memory
+    mem = Memory(sys.argv[1])
+    mem.detach()
+    records = [{"content": f"bulk memory {i} about pipelines and joins {i % 97}"} for i in range(int(sys.argv[2]))]
+    with mem.attached():  # as %slm_import does: the file is held, but given up between batches
+        print("started", flush=True)
+        mem.remember_many(records, batch_size=2000)
+    print(time.time())
+""")
+
+WAITER = textwrap.dedent("""
+    import sys, time
+    from slm_magic import Memory
+    t0 = time.time()
+    with Memory(sys.argv[1]) as mem:
+        n = len(mem.recall("pipelines joins", limit=5))
+    print(time.time(), time.time() - t0, n)
+""")
+
+
+def test_a_long_write_in_one_kernel_lets_another_kernel_in(tmp_path):
+    db = str(tmp_path / "shared.duckdb")
+    with __import__("slm_magic").Memory(db) as m:
+        m.remember("a first memory about pipelines")
+    writer = subprocess.Popen([sys.executable, "-c", LONG_WRITER, db, "40000"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "started"  # the writer holds the file from here on
+    waiter = subprocess.run([sys.executable, "-c", WAITER, db], capture_output=True, text=True, timeout=120)
+    out, err = writer.communicate(timeout=300)
+    assert writer.returncode == 0, err[-2000:]
+    assert waiter.returncode == 0, waiter.stderr[-2000:]
+    writer_done = float(out.split()[-1])
+    waiter_done, waited, hits = waiter.stdout.split()
+    assert int(hits) >= 1
+    assert float(waiter_done) < writer_done  # it got the file between batches, not after the import
