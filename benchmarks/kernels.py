@@ -10,8 +10,6 @@ process wrote a memory (the catch-up has work to do).
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,20 +20,13 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import synthetic  # noqa: E402
+from timing import cli_args, median_p95  # noqa: E402
 
 from slm_magic import Memory  # noqa: E402
 
 
-def summary(times: list[float]) -> tuple[float, float]:
-    times = sorted(times)
-    return statistics.median(times), times[min(len(times) - 1, int(0.95 * len(times)))]
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", type=int, default=100_000)
-    ap.add_argument("--calls", type=int, default=100)
-    args = ap.parse_args(argv)
+    args = cli_args(__doc__.split("\n\n")[0], argv)
     corpus = list(synthetic.generate_memories(args.size))
     queries = synthetic.generate_queries(args.calls, corpus_sample=corpus[:2000])
     with tempfile.TemporaryDirectory() as tmp:
@@ -74,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| recall | median ms | p95 ms |\n|---|---|---|")
     for name, times in [("Memory.recall, connection held", held), ("%recall (open, catch up, close)", magic),
                         ("%recall after another process wrote", after_write)]:
-        med, p95 = summary(times)
+        med, p95 = median_p95(times)
         print(f"| {name} | {med:.2f} | {p95:.2f} |")
     return 0
 

@@ -10,8 +10,6 @@ plus `close_session` of a 20-memory session. Medians and p95 in milliseconds.
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -21,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import synthetic  # noqa: E402
+from timing import cli_args, median_p95  # noqa: E402
 
 from slm_magic import Memory  # noqa: E402
 
@@ -31,15 +30,11 @@ def timed(fn, calls: int) -> tuple[float, float]:
         t = time.perf_counter()
         fn(i)
         times.append((time.perf_counter() - t) * 1000)
-    times.sort()
-    return statistics.median(times), times[min(len(times) - 1, int(0.95 * len(times)))]
+    return median_p95(times)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", type=int, default=100_000)
-    ap.add_argument("--calls", type=int, default=100)
-    args = ap.parse_args(argv)
+    args = cli_args(__doc__.split("\n\n")[0], argv)
 
     corpus = list(synthetic.generate_memories(args.size))
     queries = synthetic.generate_queries(args.calls, corpus_sample=corpus[:2000])
@@ -69,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         close_times: list[float] = []
         for i in range(min(args.calls, 30)):
             close(i)
-        close_times.sort()
-        rows.append(("close_session (20 memories)", statistics.median(close_times),
-                     close_times[int(0.95 * len(close_times))]))
+        rows.append(("close_session (20 memories)", *median_p95(close_times)))
         mem.close()
     print(f"{args.size:,} memories of one user, {args.calls} calls each")
     print("| call | median ms | p95 ms |\n|---|---|---|")
