@@ -168,6 +168,8 @@ class Store:
         # The file's fingerprint when its changes were last taken in; our own writes to session
         # tables move it along, so they do not look like another process's writes.
         self.known_stamp: tuple = ()
+        # Small read results (signal counts, recent summaries) kept until the file changes.
+        self._cache: dict[tuple, tuple[tuple, object]] = {}
         if self.path != ":memory:":
             p = Path(self.path).expanduser()
             if p.is_dir():
@@ -290,6 +292,7 @@ class Store:
     def insert_one(self, row: dict) -> tuple[int, int]:
         """One memory in one statement (the single-remember path); returns (doc_id, changed)."""
         with self.lock:
+            self._cache.clear()
             return self.con.execute(
                 f"INSERT INTO memories ({', '.join(INSERT_COLUMNS)}) VALUES ({', '.join('?' * len(INSERT_COLUMNS))}) "
                 "RETURNING doc_id, changed",
@@ -302,6 +305,7 @@ class Store:
 
         table = pa.table({c: columns[c] for c in INSERT_COLUMNS})
         with self.lock:
+            self._cache.clear()
             self.con.register("_new_memories", table)
             try:
                 got = self.con.execute(
@@ -397,6 +401,7 @@ class Store:
         created_at kept, the old position tombstoned. Returns (old doc, new doc, old terms,
         change stamp)."""
         with self.lock:
+            self._cache.clear()
             self.con.execute("BEGIN TRANSACTION")
             try:
                 old_doc, old_terms = self.con.execute(
@@ -416,6 +421,7 @@ class Store:
 
     def set_core(self, fact_id: str, core: bool) -> bool:
         with self.lock:
+            self._cache.clear()
             return bool(self.con.execute(
                 "UPDATE memories SET is_core = ?, changed = nextval('change_seq') WHERE fact_id = ? RETURNING fact_id",
                 [core, fact_id]).fetchall())
@@ -423,6 +429,7 @@ class Store:
     def delete(self, fact_id: str) -> bool:
         """Remove a memory; its index position is tombstoned so other processes drop it too."""
         with self.lock:
+            self._cache.clear()
             self.con.execute("BEGIN TRANSACTION")
             try:
                 rows = self.con.execute("SELECT doc_id, terms FROM memories WHERE fact_id = ?", [fact_id]).fetchall()
@@ -507,24 +514,41 @@ class Store:
         return [(int(d), float(s)) for d, s in rows], idf, float(avgdl)
 
     # --- sessions ---------------------------------------------------------------------------
-    def _meta(self, sql: str, params: list) -> list:
-        """A write to a table the index does not read (sessions, feedback, events)."""
+    def _cached(self, key: tuple, compute):
+        """A read reused while the file is unchanged (by this process or any other)."""
+        stamp = self.file_stamp()
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        value = compute()
+        self._cache[key] = (stamp, value)
+        return value
+
+    def _meta(self, sql: str, params: list, invalidate: bool = True) -> list:
+        """A write to a table the index does not read (sessions, feedback, events). With
+        `invalidate=False` the write cannot change a cached read, which stays valid."""
         with self.lock:
             before = self.file_stamp()
             rows = self.con.execute(sql, params).fetchall()
+            after = self.file_stamp()
             if before == self.known_stamp:
-                self.known_stamp = self.file_stamp()
+                self.known_stamp = after
+            if invalidate:
+                self._cache.clear()
+            else:  # entries that were current just before our write are current after it
+                self._cache = {k: (after, v) for k, (st, v) in self._cache.items() if st == before}
         return rows
 
     def open_session(self, session_id: str, user_id: str, project: str, api: str, now) -> None:
+        # (a new session has no summary yet: cached counts and summaries stay right)
         self._meta("INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at) "
-                   "VALUES (?, ?, ?, ?, ?, ?)", [session_id, user_id, project, api, now, now])
+                   "VALUES (?, ?, ?, ?, ?, ?)", [session_id, user_id, project, api, now, now], invalidate=False)
 
     def touch_if_live(self, session_id: str, now, not_before) -> bool:
         """Touch a session if it is still open and recently active; False if not."""
         return bool(self._meta(
             "UPDATE sessions SET last_activity_at = ? WHERE session_id = ? AND ended_at IS NULL "
-            "AND last_activity_at >= ? RETURNING session_id", [now, session_id, not_before]))
+            "AND last_activity_at >= ? RETURNING session_id", [now, session_id, not_before], invalidate=False))
 
     def active_session(self, user_id: str, api: str):
         with self.lock:
@@ -548,6 +572,10 @@ class Store:
             return dict(zip(names, cur.fetchall()[0]))
 
     def recent_summaries(self, user_id: str, n: int, exclude: str | None = None) -> list[tuple]:
+        return self._cached(("recent_summaries", user_id, n, exclude),
+                            lambda: self._recent_summaries(user_id, n, exclude))
+
+    def _recent_summaries(self, user_id: str, n: int, exclude: str | None) -> list[tuple]:
         with self.lock:
             return self.con.execute(
                 "SELECT session_id, coalesce(ended_at, last_activity_at), summary, is_auto_generated FROM sessions "
@@ -618,8 +646,11 @@ class Store:
                    [signal_id, session_id, fact_id, signal, value, query, rank, now, user_id])
 
     def feedback_count(self, user_id: str) -> int:
-        with self.lock:
-            return self.con.execute("SELECT count(*) FROM feedback WHERE user_id = ?", [user_id]).fetchall()[0][0]
+        def count() -> int:
+            with self.lock:
+                return self.con.execute("SELECT count(*) FROM feedback WHERE user_id = ?", [user_id]).fetchall()[0][0]
+
+        return self._cached(("feedback_count", user_id), count)
 
     def working_set(self, session_id: str) -> list[tuple[int, int]]:
         with self.lock:

@@ -152,3 +152,15 @@ def test_search_score_formula_and_the_scales_are_not_mixed(mem, clock):
     # ContextScore of the same observation: 0.50·0.5 + 0.30·0 + 0.20·1.0 (profile)
     assert ctx.score == pytest.approx(0.25 + 0.20)
     assert not math.isclose(hit.score, ctx.score)
+
+
+def test_cached_reads_see_another_connection_s_writes(db_path, clock):
+    with Memory(db_path, clock=clock) as a, Memory(db_path, clock=clock) as b:
+        a.mem_session_start("ana")
+        assert b.mem_session_start("ana").sessions_context == []
+        fact = a.remember("a finding of the default user")
+        assert b.session_init().learning.feedback_signals == 0
+        a.feedback(fact.fact_id, "up")
+        a.mem_session_end("ana", summary="first session done")
+        assert b.session_init().learning.feedback_signals == 1
+        assert [s.summary for s in b.mem_session_start("ana").sessions_context] == ["first session done"]
