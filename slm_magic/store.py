@@ -557,9 +557,6 @@ class Store:
                 "ORDER BY last_activity_at DESC LIMIT 1", [user_id, api]).fetchall()
         return rows[0] if rows else None
 
-    def touch_session(self, session_id: str, now) -> None:
-        self._meta("UPDATE sessions SET last_activity_at = ? WHERE session_id = ?", [now, session_id])
-
     def set_session_summary(self, session_id: str, summary: str) -> None:
         self._meta("UPDATE sessions SET summary = ? WHERE session_id = ?", [summary, session_id])
 
