@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import text
-from .errors import InvalidInput, StoreError
+from .errors import InvalidInput
 from .models import MEMORY_TYPES
+from .records import Postings
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory import Memory
@@ -122,13 +122,7 @@ class Exchange:
         """The bulk path, keeping every field as exported."""
         import pyarrow as pa
 
-        counts = [text.term_counts(r["content"]) for r in rows]
-        n = len(rows)
-        lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
-        offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(lengths, out=offsets[1:])
-        terms = np.fromiter((t for c in counts for t in c.keys()), dtype=np.int64, count=int(lengths.sum()))
-        tfs = np.fromiter((f for c in counts for f in c.values()), dtype=np.int32, count=int(lengths.sum()))
+        post = Postings.of([r["content"] for r in rows])
         columns = {c: [r[c] for r in rows] for c in EXPORT_COLUMNS}
         columns["tags"] = [list(t or []) for t in columns["tags"]]
         columns["project"] = [p or "" for p in columns["project"]]
@@ -136,12 +130,8 @@ class Exchange:
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns["revision_count"] = np.asarray([r or 0 for r in columns["revision_count"]], dtype=np.int32)
         columns["is_core"] = [bool(x) for x in columns["is_core"]]
-        columns["doc_len"] = np.fromiter((sum(c.values()) for c in counts), dtype=np.int32, count=n)
-        columns["terms"] = pa.ListArray.from_arrays(pa.array(offsets), pa.array(terms))
-        columns["tfs"] = pa.ListArray.from_arrays(pa.array(offsets), pa.array(tfs))
-        try:
-            self._flush_events()
-            self.store.insert_many(columns)
-        except StoreError:
-            raise
+        columns["doc_len"] = post.doc_len
+        columns["terms"], columns["tfs"] = post.list_columns()
+        self._flush_events()
+        self.store.insert_many(columns)
         self._sync()

@@ -26,12 +26,12 @@ class FeedbackSignals:
         """Record that a memory was useful ("up") or not ("down"); returns the signal's id."""
         if signal not in EXPLICIT_SIGNALS:
             raise InvalidInput(f"signal must be one of {', '.join(EXPLICIT_SIGNALS)}; got {signal!r}")
-        if not isinstance(fact_id, str) or self.get(fact_id) is None:  # (ids of any user: checked below)
+        fact = self.get(fact_id) if isinstance(fact_id, str) else None
+        if fact is None:
             raise InvalidInput(f"no memory with id {fact_id!r}")
         if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
             raise InvalidInput(f"rank must be a positive integer; got {rank!r}")
         signal_id = uuid.uuid4().hex[:16]
-        fact = self.get(fact_id)
         self.store.add_feedback(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
                                 self.now(), fact.user_id)
         return signal_id

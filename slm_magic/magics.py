@@ -6,6 +6,7 @@ share one file; user mistakes become one-line `UsageError`s, never tracebacks.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from IPython.core.error import UsageError
@@ -70,6 +71,16 @@ class SLMMagic(Magics, Configurable):
             self._memory.detach()  # held only while a magic runs
         return self._memory
 
+    @contextlib.contextmanager
+    def _engine(self):
+        """The memory, attached to its file for one magic; engine errors become UsageErrors."""
+        mem = self.memory
+        try:
+            with mem.attached():
+                yield mem
+        except SlmMagicError as exc:
+            raise _usage(exc) from None
+
     def _session(self, mem: Memory) -> str:
         """The current session, started on the fly (and said so) if %slm_start was not run."""
         if self.session_id is None:
@@ -99,13 +110,9 @@ class SLMMagic(Magics, Configurable):
             self.user = args.user
         n = self.limit if args.max_results is None else args.max_results
         days = self.max_age_days if args.max_age_days is None else args.max_age_days
-        mem = self.memory
-        try:
-            with mem.attached():
-                init = mem.session_init(project_path=args.project_path or os.getcwd() if not args.query else
-                                        args.project_path, query=args.query, max_results=n, max_age_days=days)
-        except SlmMagicError as exc:
-            raise _usage(exc) from None
+        with self._engine() as mem:
+            init = mem.session_init(project_path=args.project_path or os.getcwd() if not args.query else
+                                    args.project_path, query=args.query, max_results=n, max_age_days=days)
         self.session_id = init.session_id
         return init
 
@@ -123,19 +130,15 @@ class SLMMagic(Magics, Configurable):
         if not cell.strip():
             raise UsageError("%%remember needs a cell body: the text to remember")
         notebook, count = self._provenance()
-        mem = self.memory
-        try:
-            with mem.attached():
-                sid = self._session(mem)
-                if args.topic:
-                    existing = mem.store.find_live(mem.user_id, topic_key=args.topic)
-                    if existing is not None:
-                        return mem.revise(existing, content=cell.strip(), title=args.title, type=args.type)
-                return mem.remember(cell.strip(), session_id=sid, tags=args.tags, project=args.project,
-                                    type=args.type, title=args.title, topic_key=args.topic, core=args.core,
-                                    notebook=notebook, cell=count)
-        except SlmMagicError as exc:
-            raise _usage(exc) from None
+        with self._engine() as mem:
+            sid = self._session(mem)
+            if args.topic:
+                existing = mem.store.find_live(mem.user_id, topic_key=args.topic)
+                if existing is not None:
+                    return mem.revise(existing, content=cell.strip(), title=args.title, type=args.type)
+            return mem.remember(cell.strip(), session_id=sid, tags=args.tags, project=args.project,
+                                type=args.type, title=args.title, topic_key=args.topic, core=args.core,
+                                notebook=notebook, cell=count)
 
     @magic_arguments()
     @argument("query", nargs="*", help="what to look for")
@@ -152,14 +155,10 @@ class SLMMagic(Magics, Configurable):
         limit = self.limit if args.limit is None else args.limit
         if limit < 1:
             raise UsageError(f"--limit must be at least 1; got {limit}")
-        mem = self.memory
-        try:
-            with mem.attached():
-                sid = self._session(mem)
-                res = mem.recall(query, session_id=sid, project=args.project,
-                                 limit=limit if args.type is None else limit * 20)
-        except SlmMagicError as exc:
-            raise _usage(exc) from None
+        with self._engine() as mem:
+            sid = self._session(mem)
+            res = mem.recall(query, session_id=sid, project=args.project,
+                             limit=limit if args.type is None else limit * 20)
         if args.type is not None:
             res = res.model_copy(update={"memories": [m for m in res.memories if m.fact.type == args.type][:limit]})
         return res
@@ -172,14 +171,10 @@ class SLMMagic(Magics, Configurable):
         args = parse_argstring(self.slm_close, line)
         if self.session_id is None:
             raise UsageError("no session is open in this kernel (%slm_start opens one)")
-        mem = self.memory
-        try:
-            with mem.attached():
-                if args.summary:
-                    mem.remember(args.summary, session_id=self.session_id, title="session summary")
-                result = mem.close_session(self.session_id)
-        except SlmMagicError as exc:
-            raise _usage(exc) from None
+        with self._engine() as mem:
+            if args.summary:
+                mem.remember(args.summary, session_id=self.session_id, title="session summary")
+            result = mem.close_session(self.session_id)
         self.session_id = None
         return result
 
@@ -188,23 +183,15 @@ class SLMMagic(Magics, Configurable):
         """Where the memory lives, the session, how much is stored, the learning phase."""
         if line.strip():
             raise UsageError("%slm_status takes no arguments")
-        mem = self.memory
-        try:
-            with mem.attached():
-                return mem.status(session_id=self.session_id)
-        except SlmMagicError as exc:
-            raise _usage(exc) from None
+        with self._engine() as mem:
+            return mem.status(session_id=self.session_id)
 
     def _by_id(self, magic: str, line: str, action):
         parts = line.split()
         if len(parts) != 1:
             raise UsageError(f"%{magic} takes one memory id")
-        mem = self.memory
-        try:
-            with mem.attached():
-                return action(mem, parts[0])
-        except SlmMagicError as exc:
-            raise _usage(exc) from None
+        with self._engine() as mem:
+            return action(mem, parts[0])
 
     @line_magic
     def slm_pin(self, line: str) -> Fact:
@@ -227,12 +214,8 @@ class SLMMagic(Magics, Configurable):
         parts = line.split()
         if len(parts) != 2 or parts[1] not in ("up", "down"):
             raise UsageError("usage: %slm_feedback ID up|down")
-        mem = self.memory
-        try:
-            with mem.attached():
-                mem.feedback(parts[0], parts[1], session_id=self.session_id)
-        except SlmMagicError as exc:
-            raise _usage(exc) from None
+        with self._engine() as mem:
+            mem.feedback(parts[0], parts[1], session_id=self.session_id)
         return f"feedback {parts[1]} recorded for {parts[0]}"
 
 
@@ -242,12 +225,8 @@ class SLMMagic(Magics, Configurable):
         path = line.strip().strip("'\"")
         if not path:
             raise UsageError("usage: %slm_export PATH.jsonl|PATH.parquet")
-        mem = self.memory
-        try:
-            with mem.attached():
-                n = mem.export(path)
-        except SlmMagicError as exc:
-            raise _usage(exc) from None
+        with self._engine() as mem:
+            n = mem.export(path)
         return f"exported {n} memories to {path}"
 
     @line_magic
@@ -256,12 +235,8 @@ class SLMMagic(Magics, Configurable):
         path = line.strip().strip("'\"")
         if not path:
             raise UsageError("usage: %slm_import PATH.jsonl|PATH.parquet")
-        mem = self.memory
-        try:
-            with mem.attached():
-                n = mem.import_file(path)
-        except SlmMagicError as exc:
-            raise _usage(exc) from None
+        with self._engine() as mem:
+            n = mem.import_file(path)
         return f"imported {n} memories from {path}"
 
 

@@ -25,7 +25,7 @@ from .observations import ObservationsAPI
 from .sessions import SessionLifecycle
 from .temporal import temporal_terms
 from .rows import FactRows
-from .records import content_hash, normalise_tags, to_utc_naive, validate
+from .records import Postings, content_hash, normalise_tags, to_utc_naive, validate
 from .store import FACT_COLUMNS, Store, utcnow
 
 SYNTHETIC_SESSION_PREFIXES = ("http:", "mcp:", "cli:", "probe:")
@@ -316,25 +316,14 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
             columns["type"] = [type_override] * len(columns["content"])
         contents = columns["content"]
         n = len(contents)
-        counts = [text.term_counts(c) for c in contents]
-        lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
-        flat_terms: list[int] = []
-        flat_tfs: list[int] = []
-        for c in counts:
-            flat_terms.extend(c.keys())
-            flat_tfs.extend(c.values())
-        offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(lengths, out=offsets[1:])
-        terms_np = np.asarray(flat_terms, dtype=np.int64)
-        tfs_np = np.asarray(flat_tfs, dtype=np.int32)
+        post = Postings.of(contents)
+        terms_col, tfs_col = post.list_columns()
         fact_ids = [uuid.uuid4().hex[:16] for _ in range(n)]
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns.update(
             fact_id=fact_ids, content_hash=list(map(content_hash, contents)),
             revision_count=np.zeros(n, dtype=np.int32), kind=[kind] * n,
-            doc_len=np.fromiter((sum(c.values()) for c in counts), dtype=np.int32, count=n),
-            terms=pa.ListArray.from_arrays(pa.array(offsets), pa.array(terms_np)),
-            tfs=pa.ListArray.from_arrays(pa.array(offsets), pa.array(tfs_np)),
+            doc_len=post.doc_len, terms=terms_col, tfs=tfs_col,
         )
         self._refresh()
         self._flush_events()
@@ -348,7 +337,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
                 "user_id": columns["user_id"], "project": columns["project"], "is_core": columns["is_core"],
                 "kind": columns["kind"], "type": columns["type"], "session_id": columns["session_id"]}
         table = pa.table({"doc_id": doc_ids, **{name: columns[name] for name in FACT_COLUMNS}})
-        self._after_write(doc_ids, changed, meta, np.repeat(doc_ids, lengths), terms_np, tfs_np,
+        self._after_write(doc_ids, changed, meta, np.repeat(doc_ids, post.lengths), post.terms, post.tfs,
                           rows_table=table)
         return fact_ids
 

@@ -9,9 +9,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
+
+from . import text
 from .errors import InvalidInput
 from .models import MEMORY_TYPES
 
@@ -137,3 +141,34 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
     cols["tags"] = [list(normalise_tags(r.get("tags"))) for r in records]
     cols["is_core"] = [bool(r.get("core", False)) for r in records]
     return cols
+
+
+@dataclass
+class Postings:
+    """The index terms of a batch of memories, flat: what the file stores per memory as two
+    list columns and what the in-process index takes as (doc, term, tf) triples."""
+
+    lengths: np.ndarray   # distinct terms per memory
+    terms: np.ndarray     # int64 term hashes, memory after memory
+    tfs: np.ndarray       # int32 frequencies, aligned with terms
+    doc_len: np.ndarray   # int32 number of terms per memory
+
+    @classmethod
+    def of(cls, contents: Sequence[str]) -> "Postings":
+        counts = [text.term_counts(c) for c in contents]
+        n = len(counts)
+        lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
+        total = int(lengths.sum())
+        return cls(lengths,
+                   np.fromiter((t for c in counts for t in c.keys()), dtype=np.int64, count=total),
+                   np.fromiter((f for c in counts for f in c.values()), dtype=np.int32, count=total),
+                   np.fromiter((sum(c.values()) for c in counts), dtype=np.int32, count=n))
+
+    def list_columns(self):
+        """(terms, tfs) as Arrow list columns, one list per memory."""
+        import pyarrow as pa
+
+        offsets = np.zeros(self.lengths.size + 1, dtype=np.int32)
+        np.cumsum(self.lengths, out=offsets[1:])
+        return (pa.ListArray.from_arrays(pa.array(offsets), pa.array(self.terms)),
+                pa.ListArray.from_arrays(pa.array(offsets), pa.array(self.tfs)))

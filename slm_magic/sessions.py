@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import InvalidInput
 from .models import (CloseSessionResult, Fact, LearningStatus, RecallResult, ScoredMemory, SessionInit,
                      SessionMemory)
+from .ranking import recency, revision, search_score
 from .temporal import day_term
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -149,9 +150,9 @@ class SessionLifecycle:
     def _static_score(self: "Memory", fact: Fact, now: datetime) -> float:
         """SearchScore of a memory the query did not match: its recency and revision only."""
         cfg = self.config
-        age_days = max(0.0, (now - fact.updated_at).total_seconds() / 86_400)
-        rec = 2.0 ** (-age_days / cfg.recency_half_life_days)
-        return cfg.w_recency * rec + cfg.w_revision * min(fact.revision_count, cfg.revision_cap) / cfg.revision_cap
+        rec = recency(np.array([fact.updated_at.timestamp()]), now.timestamp(), cfg.recency_half_life_days)
+        rev = revision(np.array([fact.revision_count]), cfg.revision_cap)
+        return float(search_score(0.0, rec, rev, cfg)[0])
 
     def core_memories(self: "Memory", user_id: str | None = None) -> list[Fact]:
         """The pinned memories of a user, newest first (from the in-process arrays if they work)."""
