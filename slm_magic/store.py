@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from . import attachments
 from .errors import StoreError
 
 # Each migration takes the schema from version i to i + 1. Never edit a released one:
@@ -159,8 +160,7 @@ class Store:
     (ipywidgets callbacks run beside the cell that made them).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None, *, memory_limit: str = "512MB",
-                 upgrade_to: int | None = None):
+    def __init__(self, path: str | os.PathLike[str] | None, *, upgrade_to: int | None = None):
         if path is None:
             path = default_path()
         self.path = str(path)
@@ -178,8 +178,6 @@ class Store:
                 p.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
                 p.parent.chmod(0o700)
             self.path = str(p)
-        # DuckDB would otherwise cache up to 80% of RAM; a notebook helper should stay small.
-        self._config = {"memory_limit": memory_limit, "allocator_flush_threshold": "16MB"}
         self._con: duckdb.DuckDBPyConnection | None = None
         self.connect()
         self._migrate(SCHEMA_VERSION if upgrade_to is None else upgrade_to)
@@ -195,7 +193,8 @@ class Store:
         delay, waited = 0.005, 0.0
         while True:
             try:
-                self._con = duckdb.connect(self.path, config=self._config)
+                self._con = (duckdb.connect(":memory:", config=attachments.INSTANCE_CONFIG)
+                             if self.path == ":memory:" else attachments.attach(self.path))
                 return
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower() or waited >= self.LOCK_WAIT_S:
@@ -210,8 +209,8 @@ class Store:
         """Let go of the file so another process can use it (an in-memory store keeps it)."""
         if self._con is not None and self.path != ":memory:":
             with self.lock:
-                self._con.close()
-                self._con = None
+                con, self._con = self._con, None
+                attachments.detach(self.path, con)
 
     @property
     def connected(self) -> bool:
@@ -229,10 +228,12 @@ class Store:
         con = self.con
         with self.lock:
             has = con.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
+                "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database() "
+                "AND table_name = 'schema_version'"
             ).fetchall()[0][0]
             if not has:
-                others = con.execute("SELECT count(*) FROM information_schema.tables").fetchall()[0][0]
+                others = con.execute(
+                    "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database()").fetchall()[0][0]
                 if others:
                     raise StoreError(f"{self.path} is a DuckDB file of something else (no schema_version table)")
                 con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL, applied_at TIMESTAMP NOT NULL)")
@@ -277,7 +278,8 @@ class Store:
         not committed yet, so readers advance only to the stamps they actually applied."""
         with self.lock:
             rows = self.con.execute(
-                "SELECT last_value FROM duckdb_sequences() WHERE sequence_name = 'change_seq'").fetchall()
+                "SELECT last_value FROM duckdb_sequences() WHERE database_name = current_database() "
+                "AND sequence_name = 'change_seq'").fetchall()
         return int(rows[0][0] or 0) if rows else 0
 
     def max_change(self) -> int:
@@ -664,8 +666,11 @@ class Store:
     def close(self) -> None:
         with self.lock:
             if self._con is not None:
+                con, self._con = self._con, None
                 try:
-                    self._con.close()
+                    if self.path == ":memory:":
+                        con.close()
+                    else:
+                        attachments.detach(self.path, con)
                 except duckdb.Error:
                     pass
-                self._con = None

@@ -87,6 +87,17 @@ def test_another_connection_s_writes_are_picked_up(db_path):
         assert fact.fact_id in [r.fact_id for r in a.recall("churn price")]
 
 
+def test_two_stores_of_one_process_share_the_file_and_the_last_lets_go(db_path):
+    a, b = Memory(db_path), Memory(db_path)
+    a.remember("joins on customer_id duplicate rows")
+    a.close()  # b still holds the file: it keeps working
+    assert [r.content for r in b.recall("customer_id joins")] == ["joins on customer_id duplicate rows"]
+    b.close()  # now nobody in this process holds it: a plain DuckDB connection can open it
+    con = duckdb.connect(str(db_path))
+    assert con.execute("SELECT count(*) FROM memories").fetchall() == [(1,)]
+    con.close()
+
+
 def test_sql_fallback_agrees_with_the_index(mem):
     mem.remember_many({"content": c} for c in CORPUS)
     for q in ["churn", "customer_id rows", "holiday forecast", "feature churn label", "order value outliers"]:

@@ -1,0 +1,71 @@
+"""The process's one DuckDB instance, and the memory files attached to it while they are in use.
+
+Starting a DuckDB database costs about 30 ms, nearly all of it registering the built-in
+functions; attaching a file to a running instance costs about 2 ms and detaching it 1 ms, and
+an attached file is locked against other processes exactly as an opened one is. So a kernel
+keeps one in-memory instance for its whole life and attaches the memory file only while a
+magic runs. Stores of one process on the same file share its attachment, counted, the way
+DuckDB's own instance cache shares a file opened twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import duckdb
+
+# DuckDB would otherwise cache up to 80% of RAM; a notebook helper should stay small.
+INSTANCE_CONFIG = {"memory_limit": "512MB", "allocator_flush_threshold": "16MB"}
+
+_lock = threading.Lock()
+_instance: duckdb.DuckDBPyConnection | None = None
+_holders: dict[str, int] = {}
+
+
+def alias(path: str) -> str:
+    """The catalog name a file is attached under: stable per path, a valid bare identifier."""
+    return "slm_" + hashlib.blake2b(path.encode(), digest_size=6).hexdigest()
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def attach(path: str) -> duckdb.DuckDBPyConnection:
+    """A new connection whose default catalog is the file at `path`, attaching the file first
+    if no other Store of this process holds it. DuckDB's errors (another process's lock, a
+    file that is not a database) come out unchanged for the caller to explain."""
+    global _instance
+    with _lock:
+        if _instance is None:
+            _instance = duckdb.connect(":memory:", config=INSTANCE_CONFIG)
+        name = alias(path)
+        if not _holders.get(path):
+            _instance.execute(f"ATTACH {_sql_string(path)} AS {name}")
+            _holders[path] = 0
+        _holders[path] += 1
+        try:
+            con = _instance.cursor()
+            con.execute(f"USE {name}")
+        except BaseException:
+            _release(path)
+            raise
+        return con
+
+
+def detach(path: str, con: duckdb.DuckDBPyConnection) -> None:
+    """Close `con`; the last holder in this process lets go of the file (DuckDB checkpoints it
+    then), so another process can take it."""
+    with _lock:
+        try:
+            con.close()
+        finally:
+            _release(path)
+
+
+def _release(path: str) -> None:
+    _holders[path] -= 1
+    if _holders[path] == 0:
+        del _holders[path]
+        _instance.execute(f"DETACH {alias(path)}")
