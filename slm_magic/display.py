@@ -18,7 +18,7 @@ _CSS = ("<style>.slm-t{border-collapse:collapse;font-size:12px}.slm-t td,.slm-t 
         "font-variant-numeric:tabular-nums}.slm-bar{display:inline-block;height:8px;background:#4c78a8}</style>")
 
 
-def _age(dt: datetime, now: datetime | None = None) -> str:
+def age_text(dt: datetime, now: datetime | None = None) -> str:
     now = now or datetime.utcnow()
     days = (now - dt).total_seconds() / 86_400
     if days < 1 / 24:
@@ -30,7 +30,7 @@ def _age(dt: datetime, now: datetime | None = None) -> str:
     return f"{days / 30.4:.0f}mo"
 
 
-def _line(text: str, width: int) -> str:
+def one_line(text: str, width: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
@@ -44,7 +44,7 @@ def recall_text(res: "RecallResult") -> str:
         s = m.score
         pin = "*" if m.fact.is_core else " "
         rows.append(f"{i:>2}  {s.value:5.3f}  {s.relevance:4.2f}  {s.bm25:4.2f}  {s.tfidf:4.2f}  {s.recency:4.2f}  "
-                    f"{m.fact_id:16}{pin} {_line(m.content, 70)}")
+                    f"{m.fact_id:16}{pin} {one_line(m.content, 70)}")
     return "\n".join(rows)
 
 
@@ -61,8 +61,8 @@ def recall_html(res: "RecallResult") -> str:
             f"<tr><td class=n>{i}</td><td class=n>{s.value:.3f} <span class=slm-bar style='width:{60 * min(1, s.value):.0f}px'>"
             f"</span></td><td class=n>{s.relevance:.2f}</td><td class=n>{s.bm25:.2f}</td><td class=n>{s.tfidf:.2f}</td>"
             f"<td class=n>{s.recency:.2f}</td><td class=n>{s.revision:.2f}</td><td>{e(f.type)}{' 📌' if f.is_core else ''}"
-            f"</td><td>{e(_line(f.title or f.content, 120))}</td><td>{e(', '.join(f.tags))}</td>"
-            f"<td>{_age(f.updated_at)}</td><td>{where}</td><td><code>{e(f.fact_id)}</code></td></tr>")
+            f"</td><td>{e(one_line(f.title or f.content, 120))}</td><td>{e(', '.join(f.tags))}</td>"
+            f"<td>{age_text(f.updated_at)}</td><td>{where}</td><td><code>{e(f.fact_id)}</code></td></tr>")
     head = ("<tr><th>#</th><th>SearchScore</th><th>relevance</th><th>bm25</th><th>tfidf</th><th>recency</th>"
             "<th>revision</th><th>type</th><th>memory</th><th>tags</th><th>age</th><th>from</th><th>id</th></tr>")
     return f"{_CSS}<div>{cap}</div><table class=slm-t>{head}{''.join(rows)}</table>"
@@ -86,7 +86,7 @@ def session_html(init: "SessionInit") -> str:
         banners += "<div style='color:#b00'>degraded mode: BM25 from the SQL fallback answered</div>"
     if init.abstained:
         banners += f"<div style='color:#a60'>abstained: {e(init.abstention_reason or '')}</div>"
-    items = "".join(f"<li>{'📌 ' if m.is_core else ''}{e(_line(m.content, 200))}</li>" for m in init.memories)
+    items = "".join(f"<li>{'📌 ' if m.is_core else ''}{e(one_line(m.content, 200))}</li>" for m in init.memories)
     return (f"<div><b>session</b> <code>{e(init.session_id)}</code> · {init.memory_count} memories · "
             f"{e(init.retrieval_mode)} · learning phase {init.learning.phase} ({e(init.learning.status)})</div>"
             f"{banners}<div><b>Relevant Memory Context</b><ul>{items or '<li><i>No relevant memories yet.</i></li>'}"

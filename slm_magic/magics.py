@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import OrderedDict
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -41,6 +42,9 @@ class SLMMagic(Magics, Configurable):
         self._memory: Memory | None = None
         self.session_id: str | None = None
         self._cell_number: int | None = None
+        # Results the magics returned lately, with their session: shown as widgets that act on
+        # this memory (a result made elsewhere is shown read-only).
+        self._origins: OrderedDict[int, tuple[object, str | None]] = OrderedDict()
         if shell is not None:
             shell.events.register("pre_run_cell", self._note_cell)
 
@@ -95,6 +99,42 @@ class SLMMagic(Magics, Configurable):
             count = self.shell.execution_count
         return notebook, count
 
+    # --- widgets, in a kernel ---------------------------------------------------------------
+    ORIGINS_KEPT = 200
+
+    @property
+    def in_kernel(self) -> bool:
+        """A Jupyter kernel (widgets can show) rather than a terminal IPython (text tables)."""
+        return getattr(self.shell, "kernel", None) is not None
+
+    def _mine(self, result, session_id: str | None):
+        self._origins[id(result)] = (result, session_id)
+        while len(self._origins) > self.ORIGINS_KEPT:
+            self._origins.popitem(last=False)
+        return result
+
+    def _origin(self, result) -> tuple[Memory | None, str | None]:
+        got = self._origins.get(id(result))
+        if got is None or got[0] is not result or self._memory is None:
+            return None, None
+        return self._memory, got[1]
+
+    def show_recall(self, result: RecallResult) -> None:
+        from IPython.display import display
+
+        from .widgets import MemoriesView
+
+        mem, sid = self._origin(result)
+        display(MemoriesView.of(result, memory=mem, session_id=sid))
+
+    def show_session(self, init: SessionInit) -> None:
+        from IPython.display import display
+
+        from .widgets import ContextView
+
+        mem, _ = self._origin(init)
+        display(ContextView(init, memory=mem, limit=self.limit))
+
     # --- the magics ---------------------------------------------------------------------------
     @magic_arguments()
     @argument("project_path", nargs="?", default="", help="the project folder; its name seeds the query")
@@ -102,9 +142,11 @@ class SLMMagic(Magics, Configurable):
     @argument("--max-results", "-n", type=int, default=None, help="how many memories to show")
     @argument("--max-age-days", type=int, default=None, help="age gate in days (0: off)")
     @argument("--user", "-u", default=None, help="open the memory of this user")
+    @argument("--new", action="store_true", help="a new session even if one is still active")
     @line_magic
     def slm_start(self, line: str) -> SessionInit:
-        """Open a session: a new session id and the memories that matter for this project."""
+        """Open a session (or continue the one active within the timeout) and show the
+        memories that matter for this project."""
         args = parse_argstring(self.slm_start, line)
         if args.user is not None:
             self.user = args.user
@@ -112,9 +154,10 @@ class SLMMagic(Magics, Configurable):
         days = self.max_age_days if args.max_age_days is None else args.max_age_days
         with self._engine() as mem:
             init = mem.session_init(project_path=args.project_path or os.getcwd() if not args.query else
-                                    args.project_path, query=args.query, max_results=n, max_age_days=days)
+                                    args.project_path, query=args.query, max_results=n, max_age_days=days,
+                                    reuse=not args.new)
         self.session_id = init.session_id
-        return init
+        return self._mine(init, init.session_id)
 
     @magic_arguments()
     @argument("--tags", "-t", default="", help="comma-separated tags")
@@ -150,18 +193,25 @@ class SLMMagic(Magics, Configurable):
         """The memories that answer QUERY, best first, with every score and its parts."""
         args = parse_argstring(self.recall, line)
         query = " ".join(args.query).strip().strip("'\"")
-        if not query:
-            raise UsageError("%recall needs a query, e.g. %recall churn definition")
         limit = self.limit if args.limit is None else args.limit
         if limit < 1:
             raise UsageError(f"--limit must be at least 1; got {limit}")
+        if not query:
+            if not self.in_kernel:
+                raise UsageError("%recall needs a query, e.g. %recall churn definition "
+                                 "(with no query, a notebook shows a live search box)")
+            from .widgets import LiveSearch
+
+            with self._engine() as mem:
+                sid = self._session(mem)
+            return LiveSearch(mem, session_id=sid, limit=limit)
         with self._engine() as mem:
             sid = self._session(mem)
             res = mem.recall(query, session_id=sid, project=args.project,
                              limit=limit if args.type is None else limit * 20)
         if args.type is not None:
             res = res.model_copy(update={"memories": [m for m in res.memories if m.fact.type == args.type][:limit]})
-        return res
+        return self._mine(res, sid)
 
     @magic_arguments()
     @argument("--summary", "-s", default=None, help="a summary of the session, stored and searchable")
@@ -174,7 +224,7 @@ class SLMMagic(Magics, Configurable):
         with self._engine() as mem:
             if args.summary:
                 mem.remember(args.summary, session_id=self.session_id, title="session summary")
-            result = mem.close_session(self.session_id)
+            result = mem.close_session(self.session_id, summary=args.summary)
         self.session_id = None
         return result
 
@@ -241,11 +291,19 @@ class SLMMagic(Magics, Configurable):
 
 
 def load_ipython_extension(ipython) -> None:
-    ipython.register_magics(SLMMagic(shell=ipython))
+    magics = SLMMagic(shell=ipython)
+    ipython.register_magics(magics)
+    if magics.in_kernel:  # results show as widgets; a terminal keeps the text tables
+        shown = ipython.display_formatter.ipython_display_formatter
+        shown.for_type(RecallResult, magics.show_recall)
+        shown.for_type(SessionInit, magics.show_session)
 
 
 def unload_ipython_extension(ipython) -> None:
     magics = ipython.magics_manager.registry.get("SLMMagic")
+    shown = ipython.display_formatter.ipython_display_formatter
+    for kind in (RecallResult, SessionInit):
+        shown.type_printers.pop(kind, None)
     if magics is not None:
         magics.close()
         try:

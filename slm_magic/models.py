@@ -77,6 +77,10 @@ class StatusReport(BaseModel):
         p.text(str(self))
 
 
+#: SearchScore's documented weights of relevance, recency and revision.
+SEARCH_WEIGHTS: tuple[float, float, float] = (0.60, 0.25, 0.15)
+
+
 class SearchScore(BaseModel):
     """SearchScore = 0.60·relevance + 0.25·recency + 0.15·revision, with its parts.
 
@@ -93,6 +97,13 @@ class SearchScore(BaseModel):
     recency: float
     revision: float
     working_set: float = 0.0  # the session boost (capped), added on top; 0 outside a session
+
+    def contributions(self) -> dict[str, float]:
+        """How much each part adds to `value` (weight × part, at the documented weights):
+        what a stacked score bar draws."""
+        w_rel, w_rec, w_rev = SEARCH_WEIGHTS
+        return {"relevance": w_rel * self.relevance, "recency": w_rec * self.recency,
+                "revision": w_rev * self.revision, "working_set": self.working_set}
 
 
 class ScoredMemory(BaseModel):
@@ -219,6 +230,25 @@ class SessionInit(BaseModel):
     abstained: bool
     abstention_reason: str | None
     learning: LearningStatus
+    # Beyond the documented fields, for the views: the listed memories with their whole
+    # SearchScore and fact, the user's recent session summaries, and whether the session was
+    # reused. Kept out of `model_dump`, which stays exactly the documented shape.
+    _scored: list[ScoredMemory] = PrivateAttr(default_factory=list)
+    _recent_sessions: list["SessionSummaryCompact"] = PrivateAttr(default_factory=list)
+    _is_new: bool = PrivateAttr(default=True)
+
+    @property
+    def scored_memories(self) -> list[ScoredMemory]:
+        """`memories` with each one's fact (type, tags, provenance) and SearchScore parts."""
+        return list(self._scored)
+
+    @property
+    def recent_sessions(self) -> list["SessionSummaryCompact"]:
+        return list(self._recent_sessions)
+
+    @property
+    def is_new(self) -> bool:
+        return self._is_new
 
     def __str__(self) -> str:
         from .display import session_text

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from .index import ChannelScores, SparseIndex
+from .models import SEARCH_WEIGHTS
 
 DAY = 86_400.0
 
@@ -36,9 +37,9 @@ class RankingConfig(BaseModel):
     context_decay: float = Field(0.5, ge=0, le=1)
     recency_half_life_days: float = Field(30.0, gt=0)
     revision_cap: int = Field(10, gt=0)
-    w_relevance: float = 0.60
-    w_recency: float = 0.25
-    w_revision: float = 0.15
+    w_relevance: float = SEARCH_WEIGHTS[0]
+    w_recency: float = SEARCH_WEIGHTS[1]
+    w_revision: float = SEARCH_WEIGHTS[2]
     # What a session's earlier recalls surfaced is lifted in its later recalls, by this much
     # per earlier showing, never more than the cap: a conversation builds on itself, boundedly.
     working_set_step: float = Field(0.03, ge=0, le=0.1)

@@ -17,8 +17,8 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput
-from .models import (CloseSessionResult, Fact, LearningStatus, RecallResult, ScoredMemory, SessionInit,
-                     SessionMemory)
+from .models import (CloseSessionResult, Fact, LearningStatus, RecallResult, ScoredMemory, SearchScore,
+                     SessionInit, SessionMemory, SessionSummaryCompact)
 from .ranking import recency, revision, search_score
 from .temporal import day_term
 
@@ -34,6 +34,7 @@ _IDENTIFIER = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_
                          r"[A-Za-z_]\w*\.[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\b")
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]{2,})\b")
 _SUMMARY_SNIPPETS = 3
+RECENT_SESSIONS = 5             # summaries of earlier sessions shown when one opens
 _NOT_NAMES = frozenset("january february march april may june july august september october november december "
                        "monday tuesday wednesday thursday friday saturday sunday the this that these those "
                        "then there when what which while after before".split())
@@ -92,11 +93,13 @@ class SessionLifecycle:
     """`session_init` / `recall` / `remember` / `close_session`, as SuperLocalMemory names them."""
 
     def session_init(self: "Memory", project_path: str = "", query: str = "", max_results: int = 10,
-                     max_age_days: int = 30) -> SessionInit:
+                     max_age_days: int = 30, *, reuse: bool = False) -> SessionInit:
         """Open a session: a new id, the memories that matter for its project, and its context.
 
         Memories last updated more than `max_age_days` ago are left out unless their relevance
         is at least 0.70 (`max_age_days=0` keeps everything); pinned core memories always come.
+        With `reuse`, the user's open session active within `session_timeout_hours` goes on
+        instead of a new one (what `%slm_start` does: a restarted kernel continues its session).
         """
         for name, value in (("project_path", project_path), ("query", query)):
             if not isinstance(value, str):
@@ -105,10 +108,13 @@ class SessionLifecycle:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"{name} must be a non-negative integer; got {value!r}")
         now = self.now()
-        session_id = new_session_id(now)
-        project = query_from_path(project_path).split(" ")[0] if project_path else ""
-        self.store.open_session(session_id, self.user_id, project, "slm", now)
-        self._working_sets[session_id] = {}  # new: nothing shown yet, no need to ask the file
+        session_id = self._live_slm_session(now) if reuse else None
+        is_new = session_id is None
+        if is_new:
+            session_id = new_session_id(now)
+            project = query_from_path(project_path).split(" ")[0] if project_path else ""
+            self.store.open_session(session_id, self.user_id, project, "slm", now)
+            self._working_sets[session_id] = {}  # new: nothing shown yet, no need to ask the file
         q = query.strip() or query_from_path(project_path)
 
         res: RecallResult | None = None
@@ -118,14 +124,14 @@ class SessionLifecycle:
             res = self.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory")
             kept = list(res.memories)
             self._note_shown(session_id, q, list(zip((m.fact_id for m in kept), res._doc_ids)), now)
-        core = self.core_memories()
-        core_items = [SessionMemory(fact_id=f.fact_id, content=f.content, score=self._static_score(f, now),
-                                    is_core=True) for f in core]
-        listed = [SessionMemory(fact_id=m.fact_id, content=m.content, score=m.score.value, is_core=m.fact.is_core)
-                  for m in kept]
-        shown = {m.fact_id for m in listed}
-        merged = listed + [c for c in core_items if c.fact_id not in shown]
-        dates = {m.fact_id: m.fact.updated_at for m in kept} | {f.fact_id: f.updated_at for f in core}
+        core = [ScoredMemory(fact=f, score=self._static_score(f, now)) for f in self.core_memories()]
+        shown = {m.fact_id for m in kept}
+        scored = kept + [c for c in core if c.fact_id not in shown]
+        merged = [SessionMemory(fact_id=m.fact_id, content=m.content, score=m.score.value, is_core=m.fact.is_core)
+                  for m in scored]
+        core_items = [SessionMemory(fact_id=m.fact_id, content=m.content, score=m.score.value, is_core=True)
+                      for m in core]
+        dates = {m.fact_id: m.fact.updated_at for m in scored}
 
         answered = any(m.relevance >= ABSTAIN_RELEVANCE for m in kept)
         if not q:
@@ -135,7 +141,7 @@ class SessionLifecycle:
                 f"no memory within the age gate reaches relevance {ABSTAIN_RELEVANCE}"
         else:
             reason = None
-        return SessionInit(
+        init = SessionInit(
             success=True, session_id=session_id, context=render_context(merged, dates),
             memories=merged, memory_count=len(merged), core_memory=core_items,
             degraded_mode=res.degraded_mode if res else self.index is None,
@@ -146,13 +152,28 @@ class SessionLifecycle:
             abstained=not answered, abstention_reason=reason,
             learning=learning_status(self.store.feedback_count(self.user_id)),
         )
+        init._scored = scored
+        init._recent_sessions = [
+            SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
+            for s, d, t, a in self.store.recent_summaries(self.user_id, RECENT_SESSIONS, exclude=session_id)]
+        init._is_new = is_new
+        return init
 
-    def _static_score(self: "Memory", fact: Fact, now: datetime) -> float:
+    def _live_slm_session(self: "Memory", now: datetime) -> str | None:
+        """The user's open session, if it was active within the timeout (and touch it)."""
+        row = self.store.active_session(self.user_id, "slm")
+        not_before = now - timedelta(hours=self.session_timeout_hours)
+        if row is not None and self.store.touch_if_live(row[0], now, not_before):
+            return row[0]
+        return None
+
+    def _static_score(self: "Memory", fact: Fact, now: datetime) -> SearchScore:
         """SearchScore of a memory the query did not match: its recency and revision only."""
         cfg = self.config
-        rec = recency(np.array([fact.updated_at.timestamp()]), now.timestamp(), cfg.recency_half_life_days)
-        rev = revision(np.array([fact.revision_count]), cfg.revision_cap)
-        return float(search_score(0.0, rec, rev, cfg)[0])
+        rec = float(recency(np.array([fact.updated_at.timestamp()]), now.timestamp(), cfg.recency_half_life_days)[0])
+        rev = float(revision(np.array([fact.revision_count]), cfg.revision_cap)[0])
+        value = float(search_score(0.0, rec, rev, cfg))
+        return SearchScore(value=value, relevance=0.0, bm25=0.0, tfidf=0.0, recency=rec, revision=rev)
 
     def core_memories(self: "Memory", user_id: str | None = None) -> list[Fact]:
         """The pinned memories of a user, newest first (from the in-process arrays if they work)."""
@@ -171,13 +192,16 @@ class SessionLifecycle:
                 pass
         return [_fact(r) for r in self.store.core_rows(user)]
 
-    def close_session(self: "Memory", session_id: str = "") -> CloseSessionResult:
+    def close_session(self: "Memory", session_id: str = "", *, summary: str | None = None) -> CloseSessionResult:
         """Summarise a session: one searchable summary event per entity its memories touched.
 
-        No id: the most recent session. Closing twice writes nothing new.
+        No id: the most recent session. Closing twice writes nothing new. `summary` (else one
+        generated from the entities) is what later sessions show of this one in their timeline.
         """
         if not isinstance(session_id, str):
             raise InvalidInput(f"session_id must be a string, not {type(session_id).__name__}")
+        if summary is not None and (not isinstance(summary, str) or not summary.strip()):
+            raise InvalidInput("summary must be a non-empty string")
         sid = session_id.strip() or self.store.latest_session(self.user_id)
         if not sid:
             return CloseSessionResult(success=False, session_id="", summary_events_created=0)
@@ -208,7 +232,12 @@ class SessionLifecycle:
         if records:
             ids = self._write_many(records, kind="summary_event", type_override="summary")
             self.store.add_summary_events(sid, list(zip(entities, ids)), self.now())
-        self.store.end_session(sid, self.now())
+        if summary is None and facts:
+            topics = ", ".join(labels[k] for k in list(groups)[:4])
+            summary, auto = f"{len(facts)} memor{'y' if len(facts) == 1 else 'ies'} about {topics}", True
+        else:
+            auto = False
+        self.store.end_session(sid, self.now(), summary=summary.strip() if summary else None, auto=auto)
         return CloseSessionResult(success=True, session_id=sid, summary_events_created=len(records))
 
     def session_facts(self: "Memory", session_id: str) -> list[Fact]:

@@ -550,7 +550,9 @@ class Store:
         """Touch a session if it is still open and recently active; False if not."""
         return bool(self._meta(
             "UPDATE sessions SET last_activity_at = ? WHERE session_id = ? AND ended_at IS NULL "
-            "AND last_activity_at >= ? RETURNING session_id", [now, session_id, not_before], invalidate=False))
+            "AND greatest(last_activity_at, (SELECT max(created_at) FROM memories m "
+            "WHERE m.session_id = sessions.session_id)) >= ? RETURNING session_id",
+            [now, session_id, not_before], invalidate=False))
 
     def active_session(self, user_id: str, api: str):
         with self.lock:

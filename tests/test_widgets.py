@@ -1,0 +1,175 @@
+"""The widgets' state without a kernel: what they show matches the engine, and their buttons
+act on the real memory file."""
+
+import asyncio
+import re
+from datetime import timedelta
+
+import pytest
+
+from slm_magic import Memory
+from slm_magic.models import SEARCH_WEIGHTS
+from slm_magic.widgets import ContextView, LiveSearch, MemoriesView, breakdown, segments, stacked_bar
+
+FINDINGS = [
+    ("The left join of orders on customer_id drops 3% of rows: 412 customers have no account.", "decision"),
+    ("Dropped the tenure_days feature: it is computed after the churn date, so it leaks the label.", "decision"),
+    ("Client (Ana): churn means 90 days without a login, not a cancelled contract.", "preference"),
+    ("Gradient boosting beats logistic regression by 0.04 AUC on the March holdout.", "discovery"),
+]
+
+
+@pytest.fixture
+def filled(db_path, clock):
+    mem = Memory(db_path, clock=clock)
+    sid = mem.session_init(max_results=0).session_id
+    for text, kind in FINDINGS:
+        mem.remember(text, type=kind, tags="churn", session_id=sid, notebook="/work/churn.ipynb", cell=3)
+    mem.detach()  # as in a kernel: the file is held only while something runs
+    yield mem
+    mem.close()
+
+
+def widths(bar_html: str) -> dict[str, float]:
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"slm-seg slm-(\w+)' style='[^']*width:([\d.]+)%", bar_html)}
+
+
+def test_rows_and_bars_match_the_engine(filled):
+    with filled.attached():
+        res = filled.recall("why was a feature dropped")
+    view = MemoriesView.of(res, memory=filled)
+    assert [r.fact.fact_id for r in view.rows] == [m.fact_id for m in res.memories]
+    for row, m in zip(view.rows, res.memories):
+        s = m.score
+        assert f">{s.value:.3f}<" in row.bar.value
+        parts = s.contributions()
+        assert sum(parts.values()) == pytest.approx(s.value, abs=1e-9)  # the stack adds up to the score
+        assert parts["relevance"] == pytest.approx(SEARCH_WEIGHTS[0] * s.relevance)
+        shown = widths(row.bar.value)
+        for seg in segments(s):
+            if seg.width_pct > 0:
+                assert shown[seg.part] == pytest.approx(100 * seg.amount, abs=0.06)
+        assert "tenure_days" in view.rows[0].text.value
+        assert row.from_cell.value.count("churn.ipynb [3]") == 1
+    # the parts appear on demand, each with its number
+    assert all(r.parts.layout.display == "none" for r in view.rows)
+    view.show_parts.value = True
+    assert all(r.parts.layout.display is None for r in view.rows)
+    top = res.memories[0].score
+    for number in (top.bm25, top.tfidf, top.relevance, top.recency, top.revision):
+        assert f">{number:.3f}<" in view.rows[0].parts.value
+
+
+def test_a_higher_score_draws_a_longer_bar():
+    from slm_magic.models import SearchScore
+
+    low = SearchScore(value=0.3, relevance=0.2, bm25=0.2, tfidf=0.0, recency=0.5, revision=0.0)
+    high = SearchScore(value=0.8, relevance=0.9, bm25=0.8, tfidf=0.5, recency=1.0, revision=0.2)
+    assert sum(widths(stacked_bar(high)).values()) > sum(widths(stacked_bar(low)).values())
+    assert "SearchScore 0.800" in breakdown(high)
+
+
+def test_buttons_act_through_the_engine_and_rows_update_in_place(filled):
+    with filled.attached():
+        res = filled.recall("churn definition login")
+        sid = filled.session_init(max_results=0).session_id
+    view = MemoriesView.of(res, memory=filled, session_id=sid)
+    row = view.rows[0]
+    assert filled.feedback_count() == 0
+    row.up.click()
+    with filled.attached():
+        assert filled.feedback_count() == 1
+        signals = filled.store.con.execute("SELECT fact_id, signal, query, rank, session_id FROM feedback").fetchall()
+    assert signals == [(row.fact.fact_id, "up", "churn definition login", 1, sid)]
+    assert row.up.button_style == "success" and row.up.disabled and not row.down.disabled
+    assert "recorded" in view.status.value
+
+    row.pin.click()
+    with filled.attached():
+        assert filled.get(row.fact.fact_id).is_core
+    assert ">core<" in row.text.value and row.pin.button_style == "warning"
+    row.pin.click()
+    with filled.attached():
+        assert not filled.get(row.fact.fact_id).is_core
+    assert ">core<" not in row.text.value
+
+    gone = view.rows[1]
+    gone.forget.click()  # asks first: nothing deleted yet
+    with filled.attached():
+        assert filled.get(gone.fact.fact_id) is not None
+    assert "sure?" in gone.actions.children[0].value
+    gone.actions.children[2].click()  # "keep"
+    assert gone.actions.children == (gone.up, gone.down, gone.pin, gone.forget)
+    gone.forget.click()
+    gone.actions.children[1].click()  # "forget"
+    with filled.attached():
+        assert filled.get(gone.fact.fact_id) is None
+        assert gone.fact.fact_id not in [m.fact_id for m in filled.recall("churn definition login")]
+    assert "line-through" in gone.text.value and gone.up.disabled and gone.pin.disabled
+
+
+def test_an_engine_error_is_shown_in_the_view_not_raised(filled):
+    with filled.attached():
+        res = filled.recall("tenure_days leak")
+        filled.forget(res.memories[0].fact_id)  # gone behind the view's back
+    view = MemoriesView.of(res, memory=filled)
+    view.rows[0].up.click()
+    assert "no memory with id" in view.status.value and view.rows[0].signal is None
+
+
+def test_a_view_without_a_memory_is_read_only(filled):
+    with filled.attached():
+        res = filled.recall("churn")
+    view = MemoriesView.of(res)
+    assert all(b.disabled for r in view.rows for b in (r.up, r.down, r.pin, r.forget))
+
+
+def test_context_view_banners_timeline_and_new_or_continued(filled, clock):
+    with filled.attached():
+        first = filled.session_init(query="churn label leak", reuse=True)
+        filled.close_session(first.session_id, summary="found the tenure_days leak")
+        clock.now += timedelta(hours=1)
+        init = filled.session_init(query="astronomy telescopes", reuse=True)
+        again = filled.session_init(query="astronomy telescopes", reuse=True)
+    view = ContextView(init, memory=filled)
+    assert init.abstained and view.abstained_banner.layout.display is None
+    assert init.abstention_reason in view.abstained_banner.value
+    assert not init.degraded_mode and view.degraded_banner.layout.display == "none"
+    assert "new session" in view.header.value and again.session_id == init.session_id and not again.is_new
+    assert "continued session" in ContextView(again, memory=filled).header.value
+    assert "found the tenure_days leak" in view.timeline.value and view.timeline.layout.display is None
+    assert f"learning phase {init.learning.phase}" in view.header.value
+    assert view.context_block.outputs[0]["data"]["text/markdown"] == init.context
+
+    good = ContextView(first, memory=filled)
+    assert not first.abstained and good.abstained_banner.layout.display == "none"
+    assert [r.fact.fact_id for r in good.memories.rows] == [m.fact_id for m in first.memories]
+    assert "tenure_days" in good.memories.rows[0].text.value
+
+
+def test_context_view_shows_degraded_mode(filled):
+    with filled.attached():
+        filled.index, filled.index_error = None, "switched off by the test"
+        init = filled.session_init(query="churn")
+    view = ContextView(init, memory=filled)
+    assert init.degraded_mode and view.degraded_banner.layout.display is None
+
+
+def test_live_search_ranks_as_the_user_types_and_is_debounced(filled):
+    search = LiveSearch(filled, limit=3, debounce_s=0.05)
+    search.box.value = "tenure_days"  # no event loop here: searched at once
+    assert search.view is not None and "tenure_days" in search.view.rows[0].text.value
+    assert re.search(r"\d memor(y|ies) in [\d.]+ ms", search.timing.value)
+
+    async def type_quickly():
+        for text in ("jo", "joi", "join", "join rows"):
+            search.box.value = text
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.3)
+
+    before = len(search.searches)
+    asyncio.run(type_quickly())
+    assert [q for q, _ in search.searches[before:]] == ["join rows"]  # only what the user stopped at
+    assert "customer_id" in search.view.rows[0].text.value
+    search.box.value = "  "
+    assert search.results.children == () and search.view is None

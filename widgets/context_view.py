@@ -1,0 +1,81 @@
+"""What `%slm_start` shows: the session, banners, earlier sessions, the memories, the context block."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+import ipywidgets as W
+from IPython.display import Markdown
+
+from slm_magic.display import one_line, session_text
+from slm_magic.models import SessionInit
+
+from .memories_view import MemoriesView
+from .plain_text import PlainTextFallback
+from .search_view import LiveSearch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from slm_magic.memory import Memory
+
+_BANNER = "padding:4px 10px;border-radius:4px;margin:2px 0;border-left:4px solid {0};background:{1}"
+
+
+def _banner(text: str, shown: bool, edge: str, fill: str) -> W.HTML:
+    return W.HTML(f"<div style='{_BANNER.format(edge, fill)}'>{text}</div>",
+                  layout=W.Layout(display=None if shown else "none", width="100%"))
+
+
+class ContextView(PlainTextFallback, W.VBox):
+    """A session as it opens: id (new or continued), learning phase, degraded / abstained
+    banners, earlier sessions as a short timeline, then the memories (SearchScore table) and
+    the ready-to-paste context block (rendered markdown), and a live search on demand."""
+
+    def __init__(self, init: SessionInit, *, memory: "Memory | None" = None, limit: int = 10):
+        self.init, self.memory = init, memory
+        learn = init.learning
+        state = "new session" if init.is_new else "continued session"
+        self.header = W.HTML(
+            f"<div style='display:flex;gap:14px;align-items:baseline;flex-wrap:wrap'>"
+            f"<span style='font-size:14px'><b>{state}</b> <code>{html.escape(init.session_id)}</code></span>"
+            f"<span style='color:#555'>{init.memory_count} memories · {html.escape(init.retrieval_mode)}</span>"
+            f"<span style='color:#555' title='{learn.feedback_signals} feedback signals so far'>learning phase "
+            f"{learn.phase}: {html.escape(learn.status)} ({learn.feedback_signals} signals)</span></div>")
+        self.degraded_banner = _banner(
+            "<b>degraded mode</b>: the in-process index could not run; BM25 from the SQL fallback answered.",
+            init.degraded_mode, "#b00", "#fdecea")
+        self.abstained_banner = _banner(
+            f"<b>abstained</b>: {html.escape(init.abstention_reason or '')}", init.abstained, "#d97706", "#fff7e6")
+        recent = init.recent_sessions
+        self.timeline = W.HTML(
+            "<div style='color:#444;font-size:12px'><b>earlier sessions</b>" + "".join(
+                f"<div style='white-space:nowrap;overflow:hidden;text-overflow:ellipsis'>"
+                f"<span style='font-variant-numeric:tabular-nums;color:#777'>{s.date:%Y-%m-%d %H:%M}</span> "
+                f"{html.escape(one_line(s.summary, 160))}</div>" for s in recent) + "</div>",
+            layout=W.Layout(display=None if recent else "none", width="100%"))
+        self.memories = MemoriesView(init.scored_memories, memory=memory, session_id=init.session_id,
+                                     caption="<span style='color:#555'>SearchScore: how well each memory answers "
+                                             "this session's query (pinned ones always come)</span>")
+        self.context_block = W.Output()
+        self.context_block.append_display_data(Markdown(init.context))
+        self.tabs = W.Tab([self.memories, self.context_block], layout=W.Layout(width="100%"))
+        self.tabs.titles = ("memories", "context block")
+        self.search_button = W.Button(description="search memories", icon="search",
+                                      layout=W.Layout(width="160px"), disabled=memory is None)
+        self.search_button.on_click(lambda _: self.open_search())
+        self.search: LiveSearch | None = None
+        self.search_area = W.VBox(layout=W.Layout(width="100%"))
+        self._limit = limit
+        super().__init__([self.header, self.degraded_banner, self.abstained_banner, self.timeline, self.tabs,
+                          self.search_button, self.search_area], layout=W.Layout(width="100%"))
+
+    def open_search(self) -> LiveSearch | None:
+        if self.memory is None:
+            return None
+        if self.search is None:
+            self.search = LiveSearch(self.memory, session_id=self.init.session_id, limit=self._limit)
+            self.search_area.children = [self.search]
+        return self.search
+
+    def __repr__(self) -> str:
+        return session_text(self.init)

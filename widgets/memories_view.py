@@ -1,0 +1,188 @@
+"""The memories table: one row per memory with its score bar, and 👍 / 👎 / pin / forget.
+
+Actions go through `Memory`'s public methods inside `Memory.attached()` (the file is held
+only while an action runs, as in the magics); the row then updates in place.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import ipywidgets as W
+
+from slm_magic.display import age_text, one_line, recall_text
+from slm_magic.errors import SlmMagicError
+from slm_magic.models import Fact, RecallResult, ScoredMemory
+
+from .plain_text import PlainTextFallback
+from .score_bars import breakdown, stacked_bar
+
+if TYPE_CHECKING:  # pragma: no cover
+    from slm_magic.memory import Memory
+
+# rank · score · memory · type · tags · age · from · actions
+COLUMNS = "26px 150px minmax(220px, 1fr) 84px 120px 40px 150px 164px"
+HEADINGS = ["#", "SearchScore", "memory", "type", "tags", "age", "from", ""]
+_CELL = "overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
+
+
+def _cell(text: str, *, title: str | None = None, style: str = "") -> str:
+    tip = f" title='{html.escape(title)}'" if title else ""
+    return f"<div{tip} style='{_CELL};{style}'>{text}</div>"
+
+
+def _html(value: str = "", **layout) -> W.HTML:
+    return W.HTML(value, layout=W.Layout(min_width="0", margin="0", **layout))
+
+
+class MemoryRow:
+    """The widgets of one memory's row, kept so that an action can update them in place."""
+
+    def __init__(self, table: "MemoriesView", rank: int, item: ScoredMemory):
+        self.table, self.rank, self.item = table, rank, item
+        self.fact: Fact = item.fact
+        self.forgotten = False
+        self.signal: str | None = None  # the last feedback given here: "up" or "down"
+        self.rank_cell = _html(_cell(str(rank), style="color:#777;text-align:right"))
+        self.bar = _html(stacked_bar(item.score))
+        self.text = _html()
+        self.type_cell = _html()
+        self.tags_cell = _html()
+        self.age_cell = _html()
+        self.from_cell = _html()
+        self.up = self._button("👍", "useful: a positive feedback signal", lambda _: self.feedback("up"))
+        self.down = self._button("👎", "not useful: a negative feedback signal", lambda _: self.feedback("down"))
+        self.pin = self._button("📌", "pin: always in a session's context", lambda _: self.toggle_pin())
+        self.forget = self._button("🗑", "forget this memory for good", lambda _: self.ask_forget())
+        self.actions = W.HBox([self.up, self.down, self.pin, self.forget], layout=W.Layout(min_width="0"))
+        self.parts = _html(breakdown(item.score), grid_column="1 / -1", display="none")
+        self.refresh()
+
+    def _button(self, label: str, tip: str, on_click) -> W.Button:
+        b = W.Button(description=label, tooltip=tip, layout=W.Layout(width="36px", height="26px", padding="0"))
+        b.on_click(on_click)
+        b.disabled = self.table.memory is None
+        return b
+
+    @property
+    def cells(self) -> list[W.Widget]:
+        return [self.rank_cell, self.bar, self.text, self.type_cell, self.tags_cell, self.age_cell,
+                self.from_cell, self.actions, self.parts]
+
+    def refresh(self) -> None:
+        """Redraw from `self.fact` (after a pin, unpin or forget)."""
+        f = self.fact
+        badge = ("<span title='core memory: always in a session context' style='background:#fde68a;"
+                 "border-radius:3px;padding:0 4px;margin-right:4px;font-size:11px'>core</span>") if f.is_core else ""
+        head = f"<b>{html.escape(one_line(f.title, 80))}</b> · " if f.title else ""
+        style = "text-decoration:line-through;color:#999" if self.forgotten else ""
+        self.text.value = _cell(badge + head + html.escape(one_line(f.content, 400)), title=f.content, style=style)
+        colour = "#7a4f01" if f.type in ("decision", "preference", "profile") else "#444"
+        self.type_cell.value = _cell(html.escape(f.type), style=f"color:{colour}")
+        self.tags_cell.value = _cell(html.escape(", ".join(f.tags)), title=", ".join(f.tags) or None,
+                                     style="color:#555")
+        self.age_cell.value = _cell(age_text(f.updated_at), title=f"updated {f.updated_at:%Y-%m-%d %H:%M} UTC",
+                                    style="color:#555;text-align:right")
+        where = (f.notebook or "").rsplit("/", 1)[-1] + (f" [{f.cell}]" if f.cell is not None else "")
+        self.from_cell.value = _cell(html.escape(where), title=f.notebook or None, style="color:#555")
+        self.pin.button_style = "warning" if f.is_core else ""
+        self.pin.tooltip = "unpin: an ordinary memory again" if f.is_core else "pin: always in a session's context"
+        if self.forgotten:
+            for b in (self.up, self.down, self.pin, self.forget):
+                b.disabled = True
+
+    # --- actions ----------------------------------------------------------------------------
+    def feedback(self, signal: str) -> None:
+        def act(mem: "Memory") -> None:
+            mem.feedback(self.fact.fact_id, signal, session_id=self.table.session_id, query=self.table.query,
+                         rank=self.rank)
+        if self.table.act(act, f"{'👍' if signal == 'up' else '👎'} recorded for “{one_line(self.fact.content, 50)}”"):
+            self.signal = signal
+            self.up.button_style = "success" if signal == "up" else ""
+            self.down.button_style = "danger" if signal == "down" else ""
+            self.up.disabled, self.down.disabled = signal == "up", signal == "down"
+
+    def toggle_pin(self) -> None:
+        core = not self.fact.is_core
+        got: list[Fact] = []
+        if self.table.act(lambda mem: got.append(mem.pin(self.fact.fact_id, core)),
+                          f"{'pinned' if core else 'unpinned'} “{one_line(self.fact.content, 50)}”"):
+            self.fact = got[0]
+            self.refresh()
+
+    def ask_forget(self) -> None:
+        """Forgetting cannot be undone: ask first, in the row."""
+        yes = W.Button(description="forget", button_style="danger", layout=W.Layout(width="64px", height="26px"))
+        no = W.Button(description="keep", layout=W.Layout(width="52px", height="26px"))
+        yes.on_click(lambda _: self.confirm_forget())
+        no.on_click(lambda _: self._restore_actions())
+        self.actions.children = [W.HTML("<span style='color:#b00'>sure?</span>", layout=W.Layout(margin="0 4px")),
+                                 yes, no]
+
+    def confirm_forget(self) -> None:
+        if self.table.act(lambda mem: mem.forget(self.fact.fact_id), f"forgot “{one_line(self.fact.content, 50)}”"):
+            self.forgotten = True
+        self._restore_actions()
+        self.refresh()
+
+    def _restore_actions(self) -> None:
+        self.actions.children = [self.up, self.down, self.pin, self.forget]
+
+
+class MemoriesView(PlainTextFallback, W.VBox):
+    """Recalled memories, best first: a SearchScore bar per row, its parts on demand."""
+
+    def __init__(self, memories: Sequence[ScoredMemory], *, memory: "Memory | None" = None,
+                 session_id: str | None = None, query: str | None = None, caption: str = ""):
+        self.memory, self.session_id, self.query = memory, session_id, query
+        self.items = list(memories)
+        self.caption = _html(caption)
+        self.rows = [MemoryRow(self, i, m) for i, m in enumerate(self.items, 1)]
+        head = [_html(_cell(h, style="font-weight:600;color:#333" + (";text-align:right" if h in ("#", "age") else "")))
+                for h in HEADINGS]
+        cells: list[W.Widget] = head + [c for r in self.rows for c in r.cells]
+        self.grid = W.GridBox(cells, layout=W.Layout(grid_template_columns=COLUMNS, grid_gap="2px 8px",
+                                                     align_items="center", width="100%"))
+        self.show_parts = W.ToggleButton(description="score parts", value=False,
+                                         tooltip="show each score's parts: bm25, tfidf, recency, revision",
+                                         layout=W.Layout(width="120px"))
+        self.show_parts.observe(self._toggle_parts, "value")
+        self.status = _html()
+        empty = _html("<i style='color:#777'>No memory matched.</i>") if not self.items else None
+        body = [empty] if empty else [self.grid]
+        super().__init__([W.HBox([self.show_parts, self.caption], layout=W.Layout(align_items="center")),
+                          *body, self.status], layout=W.Layout(width="100%"))
+
+    @classmethod
+    def of(cls, result: RecallResult, *, memory: "Memory | None" = None, session_id: str | None = None,
+           took_ms: float | None = None) -> "MemoriesView":
+        ms = result.elapsed_ms if took_ms is None else took_ms
+        cap = (f"<span style='color:#444'>recall <b>{html.escape(result.query)}</b> · {len(result.memories)} "
+               f"memories · {ms:.1f} ms · {html.escape(result.retrieval_mode)}</span>")
+        view = cls(result.memories, memory=memory, session_id=session_id, query=result.query, caption=cap)
+        view.result = result
+        return view
+
+    def _toggle_parts(self, change) -> None:
+        for r in self.rows:
+            r.parts.layout.display = None if change["new"] else "none"
+
+    def act(self, action, done: str) -> bool:
+        """Run one action on the memory file; say what happened (or why not) under the table."""
+        if self.memory is None:
+            self.status.value = "<span style='color:#b00'>read-only view: no memory to act on</span>"
+            return False
+        try:
+            with self.memory.attached():
+                action(self.memory)
+        except SlmMagicError as exc:
+            self.status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
+            return False
+        self.status.value = f"<span style='color:#555'>{html.escape(done)}</span>"
+        return True
+
+    def __repr__(self) -> str:  # what a notebook saved without widget state shows
+        result = getattr(self, "result", None)
+        return recall_text(result) if result is not None else f"{len(self.items)} memories"

@@ -1,0 +1,79 @@
+"""The live search box: memories re-ranked as the user types, with the time each query took."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import time
+from typing import TYPE_CHECKING
+
+import ipywidgets as W
+
+from slm_magic.errors import SlmMagicError
+
+from .memories_view import MemoriesView
+from .plain_text import PlainTextFallback
+
+if TYPE_CHECKING:  # pragma: no cover
+    from slm_magic.memory import Memory
+
+
+class LiveSearch(PlainTextFallback, W.VBox):
+    """A search box over one memory. Keystrokes are debounced on the kernel's event loop: only
+    the text that stays `debounce_s` unchanged is searched. Searches here do not count as the
+    session's showings (a prefix typed on the way is not a question asked)."""
+
+    def __init__(self, memory: "Memory", *, session_id: str | None = None, limit: int = 10,
+                 query: str = "", debounce_s: float = 0.25):
+        self.memory, self.session_id, self.limit, self.debounce_s = memory, session_id, limit, debounce_s
+        self.box = W.Text(value=query, placeholder="search your memories…", continuous_update=True,
+                          layout=W.Layout(width="420px"))
+        self.timing = W.HTML(layout=W.Layout(margin="0 0 0 8px"))
+        self.results = W.VBox(layout=W.Layout(width="100%"))
+        self.view: MemoriesView | None = None
+        self.searches: list[tuple[str, float]] = []  # (query, milliseconds) of each search run
+        self._pending: asyncio.TimerHandle | None = None
+        self.box.observe(self._typed, "value")
+        super().__init__([W.HBox([self.box, self.timing], layout=W.Layout(align_items="center")), self.results],
+                         layout=W.Layout(width="100%"))
+        if query.strip():
+            self.search(query)
+
+    def _typed(self, change) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a script, a test): search at once
+            self.search(change["new"])
+            return
+        self._pending = loop.call_later(self.debounce_s, self._fire)
+
+    def _fire(self) -> None:
+        self._pending = None
+        self.search(self.box.value)
+
+    def search(self, query: str) -> MemoriesView | None:
+        """Rank the memories for `query` now and show them; returns the new table."""
+        query = query.strip()
+        if not query:
+            self.results.children, self.timing.value, self.view = [], "", None
+            return None
+        started = time.perf_counter()
+        try:
+            with self.memory.attached():
+                result = self.memory.recall(query, limit=self.limit)
+        except SlmMagicError as exc:
+            self.timing.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
+            return None
+        took = (time.perf_counter() - started) * 1000
+        self.searches.append((query, took))
+        self.view = MemoriesView.of(result, memory=self.memory, session_id=self.session_id, took_ms=took)
+        self.results.children = [self.view]
+        self.timing.value = (f"<span style='color:#555;font-variant-numeric:tabular-nums'>{len(result.memories)} "
+                             f"memor{'y' if len(result.memories) == 1 else 'ies'} in {took:.1f} ms</span>")
+        return self.view
+
+    def __repr__(self) -> str:
+        return f"live search over {self.memory.path}" + (f": {self.box.value!r}" if self.box.value else "")
