@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench install dev clean
+.PHONY: demo test bench lab install dev clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,11 +15,11 @@ $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 
 $(VENV)/.dev: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[dev]'
-	@touch $@ $(VENV)/.installed
+	@touch $@ $(VENV)/.installed $(VENV)/.lab
 
 $(VENV)/.bench: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[dev,bench]'
-	@touch $@ $(VENV)/.installed $(VENV)/.dev
+	@touch $@ $(VENV)/.installed $(VENV)/.dev $(VENV)/.lab
 
 install: $(VENV)/.installed
 dev: $(VENV)/.dev
@@ -28,7 +28,15 @@ dev: $(VENV)/.dev
 demo: $(VENV)/.installed
 	$(PY) -m slm_magic.demo
 
-## The tests.
+## JupyterLab on the notebooks (results show as widgets there).
+$(VENV)/.lab: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e '.[lab]'
+	@touch $@ $(VENV)/.installed
+
+lab: $(VENV)/.lab
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+## The tests (the browser test runs when Debian's chromium is installed; .ci/run installs it).
 test: $(VENV)/.dev
 	$(PY) -m pytest -q
 

@@ -22,10 +22,14 @@ from .score_bars import breakdown, stacked_bar
 if TYPE_CHECKING:  # pragma: no cover
     from slm_magic.memory import Memory
 
-# rank · score · memory · type · tags · age · from · actions
-COLUMNS = "26px 150px minmax(220px, 1fr) 84px 120px 40px 150px 164px"
-HEADINGS = ["#", "SearchScore", "memory", "type", "tags", "age", "from", ""]
+# rank · score · memory · type and tags · when and where · actions
+COLUMNS = "24px 140px minmax(200px, 1fr) 150px 150px 150px"
+HEADINGS = ["#", "SearchScore", "memory", "type · tags", "when · from", ""]
 _CELL = "overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
+_TWO_LINES = "display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden;line-height:1.35"
+# ipywidgets' HTML content box would otherwise grow with its text instead of clipping it.
+GRID_CSS = ("<style>.slm-grid .widget-html, .slm-grid .widget-html-content{min-width:0;overflow:hidden}"
+            ".slm-grid .widget-html-content{width:100%}</style>")
 
 
 def _cell(text: str, *, title: str | None = None, style: str = "") -> str:
@@ -33,8 +37,16 @@ def _cell(text: str, *, title: str | None = None, style: str = "") -> str:
     return f"<div{tip} style='{_CELL};{style}'>{text}</div>"
 
 
+def _grid(cells: list[W.Widget]) -> W.GridBox:
+    grid = W.GridBox(cells, layout=W.Layout(grid_template_columns=COLUMNS, grid_gap="0 8px", align_items="center",
+                                            width="100%", padding="1px 0"))
+    grid.add_class("slm-grid")
+    return grid
+
+
 def _html(value: str = "", **layout) -> W.HTML:
-    return W.HTML(value, layout=W.Layout(min_width="0", margin="0", **layout))
+    """A grid cell: clipped to its column (long text ends in an ellipsis, never overflows)."""
+    return W.HTML(value, layout=W.Layout(min_width="0", margin="0", overflow="hidden", **layout))
 
 
 class MemoryRow:
@@ -48,28 +60,32 @@ class MemoryRow:
         self.rank_cell = _html(_cell(str(rank), style="color:#777;text-align:right"))
         self.bar = _html(stacked_bar(item.score))
         self.text = _html()
-        self.type_cell = _html()
-        self.tags_cell = _html()
-        self.age_cell = _html()
+        self.kind_cell = _html()
         self.from_cell = _html()
-        self.up = self._button("👍", "useful: a positive feedback signal", lambda _: self.feedback("up"))
-        self.down = self._button("👎", "not useful: a negative feedback signal", lambda _: self.feedback("down"))
-        self.pin = self._button("📌", "pin: always in a session's context", lambda _: self.toggle_pin())
-        self.forget = self._button("🗑", "forget this memory for good", lambda _: self.ask_forget())
+        # Icons from the font JupyterLab ships (an emoji font may be missing on the machine).
+        self.up = self._button("thumbs-up", "👍 useful: a positive feedback signal", lambda _: self.feedback("up"))
+        self.down = self._button("thumbs-down", "👎 not useful: a negative feedback signal",
+                                 lambda _: self.feedback("down"))
+        self.pin = self._button("thumb-tack", "pin: always in a session's context", lambda _: self.toggle_pin())
+        self.forget = self._button("trash", "forget this memory for good", lambda _: self.ask_forget())
         self.actions = W.HBox([self.up, self.down, self.pin, self.forget], layout=W.Layout(min_width="0"))
-        self.parts = _html(breakdown(item.score), grid_column="1 / -1", display="none")
+        self.parts = _html(breakdown(item.score), display="none")
         self.refresh()
 
-    def _button(self, label: str, tip: str, on_click) -> W.Button:
-        b = W.Button(description=label, tooltip=tip, layout=W.Layout(width="36px", height="26px", padding="0"))
+    def _button(self, icon: str, tip: str, on_click) -> W.Button:
+        b = W.Button(description="", icon=icon, tooltip=tip,
+                     layout=W.Layout(width="32px", height="26px", padding="0", margin="0 1px"))
         b.on_click(on_click)
         b.disabled = self.table.memory is None
         return b
 
     @property
     def cells(self) -> list[W.Widget]:
-        return [self.rank_cell, self.bar, self.text, self.type_cell, self.tags_cell, self.age_cell,
-                self.from_cell, self.actions, self.parts]
+        return [self.rank_cell, self.bar, self.text, self.kind_cell, self.from_cell, self.actions]
+
+    def widget(self) -> W.VBox:
+        """The row's cells on the table's column grid, and its score parts below them."""
+        return W.VBox([_grid(self.cells), self.parts], layout=W.Layout(width="100%"))
 
     def refresh(self) -> None:
         """Redraw from `self.fact` (after a pin, unpin or forget)."""
@@ -78,15 +94,18 @@ class MemoryRow:
                  "border-radius:3px;padding:0 4px;margin-right:4px;font-size:11px'>core</span>") if f.is_core else ""
         head = f"<b>{html.escape(one_line(f.title, 80))}</b> · " if f.title else ""
         style = "text-decoration:line-through;color:#999" if self.forgotten else ""
-        self.text.value = _cell(badge + head + html.escape(one_line(f.content, 400)), title=f.content, style=style)
+        tip = f.content if len(f.content) < 2000 else f.content[:2000] + "…"
+        self.text.value = (f"<div title='{html.escape(tip)}' style='{_TWO_LINES};{style}'>"
+                           f"{badge}{head}{html.escape(one_line(f.content, 400))}</div>")
         colour = "#7a4f01" if f.type in ("decision", "preference", "profile") else "#444"
-        self.type_cell.value = _cell(html.escape(f.type), style=f"color:{colour}")
-        self.tags_cell.value = _cell(html.escape(", ".join(f.tags)), title=", ".join(f.tags) or None,
-                                     style="color:#555")
-        self.age_cell.value = _cell(age_text(f.updated_at), title=f"updated {f.updated_at:%Y-%m-%d %H:%M} UTC",
-                                    style="color:#555;text-align:right")
+        tags = ", ".join(f.tags)
+        self.kind_cell.value = _cell(f"<span style='color:{colour}'>{html.escape(f.type)}</span>"
+                                     + (f" <span style='color:#666'>· {html.escape(tags)}</span>" if tags else ""),
+                                     title=f"{f.type}" + (f" · tags: {tags}" if tags else ""))
         where = (f.notebook or "").rsplit("/", 1)[-1] + (f" [{f.cell}]" if f.cell is not None else "")
-        self.from_cell.value = _cell(html.escape(where), title=f.notebook or None, style="color:#555")
+        self.from_cell.value = _cell(f"{age_text(f.updated_at)}" + (f" · {html.escape(where)}" if where else ""),
+                                     title=f"updated {f.updated_at:%Y-%m-%d %H:%M} UTC"
+                                     + (f" · {f.notebook}" if f.notebook else ""), style="color:#555")
         self.pin.button_style = "warning" if f.is_core else ""
         self.pin.tooltip = "unpin: an ordinary memory again" if f.is_core else "pin: always in a session's context"
         if self.forgotten:
@@ -138,13 +157,13 @@ class MemoriesView(PlainTextFallback, W.VBox):
                  session_id: str | None = None, query: str | None = None, caption: str = ""):
         self.memory, self.session_id, self.query = memory, session_id, query
         self.items = list(memories)
-        self.caption = _html(caption)
+        self.caption = _html(GRID_CSS + caption)
         self.rows = [MemoryRow(self, i, m) for i, m in enumerate(self.items, 1)]
-        head = [_html(_cell(h, style="font-weight:600;color:#333" + (";text-align:right" if h in ("#", "age") else "")))
+        head = [_html(_cell(h, style="font-weight:600;color:#333" + (";text-align:right" if h == "#" else "")))
                 for h in HEADINGS]
-        cells: list[W.Widget] = head + [c for r in self.rows for c in r.cells]
-        self.grid = W.GridBox(cells, layout=W.Layout(grid_template_columns=COLUMNS, grid_gap="2px 8px",
-                                                     align_items="center", width="100%"))
+        # One grid per row on the same column template: the columns line up across rows, and
+        # a row's score parts can open below it without disturbing the others.
+        self.grid = W.VBox([_grid(head), *(r.widget() for r in self.rows)], layout=W.Layout(width="100%"))
         self.show_parts = W.ToggleButton(description="score parts", value=False,
                                          tooltip="show each score's parts: bm25, tfidf, recency, revision",
                                          layout=W.Layout(width="120px"))
