@@ -18,26 +18,31 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_NOTEBOOK = REPO / "notebooks" / "quickstart.ipynb"
 
 
-def run_notebook(notebook: Path, out_dir: Path, *, db: Path | None = None, timeout: int = 120) -> Path:
-    """Execute a notebook in a fresh python3 kernel with SLM_MAGIC_DB set; return the executed copy."""
+RESTART_TAG = "restart-kernel"  # a cell with this tag runs in a fresh kernel, as after Kernel → Restart
+
+
+def run_notebook(notebook: Path, out_dir: Path, *, db: Path | None = None, timeout: int = 180) -> Path:
+    """Execute a notebook in a python3 kernel started in the notebook's folder (as Jupyter does),
+    with SLM_MAGIC_DB set; the kernel is restarted before each cell tagged `restart-kernel`.
+    Widget state is kept in the executed copy, which is returned."""
     import nbformat
+    from jupyter_core.utils import run_sync
     from nbclient import NotebookClient
 
     out_dir.mkdir(parents=True, exist_ok=True)
     db = db or out_dir / "memory.duckdb"
     nb = nbformat.read(notebook, as_version=4)
     env = {**os.environ, "SLM_MAGIC_DB": str(db)}
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(out_dir)}},
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(notebook.resolve().parent)}},
                             store_widget_state=True)
-    saved = os.environ.get("SLM_MAGIC_DB")
-    os.environ["SLM_MAGIC_DB"] = str(db)  # the kernel inherits this process's environment
-    try:
-        client.execute(env=env)
-    finally:
-        if saved is None:
-            os.environ.pop("SLM_MAGIC_DB", None)
-        else:
-            os.environ["SLM_MAGIC_DB"] = saved
+    with client.setup_kernel(env=env):
+        for index, cell in enumerate(nb.cells):
+            if RESTART_TAG in cell.metadata.get("tags", []):
+                run_sync(client.km.restart_kernel)(now=True)
+                run_sync(client.kc.wait_for_ready)(timeout=timeout)
+            client.execute_cell(cell, index)
+        client.set_widgets_metadata()
     executed = out_dir / f"{notebook.stem}.executed.ipynb"
     nbformat.write(nb, executed)
     return executed

@@ -12,13 +12,30 @@ from collections import OrderedDict
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring as _parse_argstring
 from traitlets import Float, Integer, Unicode, observe
 from traitlets.config import Configurable
 
 from .errors import SlmMagicError
 from .memory import Memory
 from .models import MEMORY_TYPES, Fact, RecallResult, SessionInit, StatusReport
+
+
+def _unquote(value):
+    if isinstance(value, list):
+        return [_unquote(v) for v in value]
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def parse_argstring(magic, line: str):
+    """IPython's parser keeps the quotes around a quoted value (`--title "a b"` gives '"a b"'):
+    the same parse, with one layer of matching quotes taken off each value."""
+    args = _parse_argstring(magic, line)
+    for name, value in vars(args).items():
+        setattr(args, name, _unquote(value))
+    return args
 
 
 def _usage(exc: Exception) -> UsageError:

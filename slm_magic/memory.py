@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import time
 import uuid
 from collections import Counter
@@ -25,11 +26,12 @@ from .observations import ObservationsAPI
 from .sessions import SessionLifecycle
 from .temporal import temporal_terms
 from .rows import FactRows
-from .records import Postings, content_hash, normalise_tags, to_utc_naive, validate
+from .records import Postings, content_hash, indexed_text, normalise_tags, to_utc_naive, validate
 from .store import FACT_COLUMNS, Store, utcnow
 
 SYNTHETIC_SESSION_PREFIXES = ("http:", "mcp:", "cli:", "probe:")
 _KINDS = {"memory": 0, "summary_event": 1}
+_ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 _TYPE_CODE = {t: i for i, t in enumerate(MEMORY_TYPES)} | {"summary": len(MEMORY_TYPES)}
 
 
@@ -275,7 +277,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
                               user_id=user_id, source=source, notebook=notebook, cell=cell)],
                         now=self.now(), default_user=self.user_id)
         row = {k: v[0] for k, v in cols.items()}
-        counts = text.term_counts(row["content"])
+        counts = text.term_counts(indexed_text(row["content"], row["title"]))
         self._flush_events()
         row.update(fact_id=uuid.uuid4().hex[:16], content_hash=content_hash(row["content"]),
                    revision_count=0, kind="memory", doc_len=sum(counts.values()),
@@ -316,7 +318,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
             columns["type"] = [type_override] * len(columns["content"])
         contents = columns["content"]
         n = len(contents)
-        post = Postings.of(contents)
+        post = Postings.of(list(map(indexed_text, contents, columns["title"])))
         terms_col, tfs_col = post.list_columns()
         fact_ids = [uuid.uuid4().hex[:16] for _ in range(n)]
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
@@ -349,7 +351,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         now = self.now()
         cols = validate([{"content": content, "title": title if title is not None else current.title,
                           "type": type or current.type}], now=now, default_user=current.user_id)
-        counts = text.term_counts(cols["content"][0])
+        counts = text.term_counts(indexed_text(cols["content"][0], cols["title"][0]))
         self.store.revise(fact_id, {
             "content": cols["content"][0], "content_hash": content_hash(cols["content"][0]),
             "title": cols["title"][0], "type": cols["type"][0], "terms": list(counts.keys()),
@@ -411,13 +413,16 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
     # --- reads ------------------------------------------------------------------------------
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10,
                project: str | None = None, user_id: str | None = None, max_age_days: int | None = None,
-               kind: str | None = None) -> RecallResult:
+               kind: str | None = "auto") -> RecallResult:
         """The memories that best answer `query`, best first, each with its score's parts.
 
         With a session id (not a synthetic one), what the session's earlier recalls showed is
         lifted a little, and what this recall shows joins that working set. `max_age_days`
-        applies the age gate (older memories stay only with relevance >= 0.70); `kind` keeps
-        only "memory" or only "summary_event" rows.
+        applies the age gate (older memories stay only with relevance >= 0.70). `kind`: "memory"
+        or "summary_event" keeps only those rows, None keeps both; "auto" (the default) brings
+        session summaries only to a query about days or sessions ("what did I do last Tuesday",
+        "session slm-…"), where they answer, and keeps them from crowding out the memories they
+        repeat everywhere else.
         """
         started = time.perf_counter()
         if not isinstance(query, str):
@@ -431,8 +436,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         if max_age_days is not None and (isinstance(max_age_days, bool) or not isinstance(max_age_days, int)
                                          or max_age_days < 0):
             raise InvalidInput(f"max_age_days must be a non-negative integer; got {max_age_days!r}")
-        if kind is not None and kind not in _KINDS:
-            raise InvalidInput(f"kind must be one of {', '.join(_KINDS)}; got {kind!r}")
+        if kind is not None and kind != "auto" and kind not in _KINDS:
+            raise InvalidInput(f"kind must be one of auto, {', '.join(_KINDS)}; got {kind!r}")
         user = self.user_id if user_id is None else str(user_id)
         now_dt = self.now()
         updated_after = _epoch(now_dt) - max_age_days * 86_400 if max_age_days else None
@@ -444,6 +449,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
             days = [d for d in days if text.term_hash(d) in self.index.cols]
         if days:
             expanded = f"{expanded} {' '.join(days)}"
+        if kind == "auto":  # session summaries answer questions about days and sessions only
+            kind = None if days or _ASKS_ABOUT_SESSIONS.search(query) else "memory"
         counts = text.term_counts(expanded)
         terms = list(counts.keys())
         qtf = list(counts.values())
@@ -476,19 +483,25 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
             wide = limit if updated_after is None and kind is None else max(limit * 20, 200)
             ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide)
             facts = {d: _fact(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
-            memories = [m for m in self._materialise(ranked, facts)
-                        if (kind is None or m.fact.kind == kind) and not (
-                            updated_after is not None and _epoch(m.fact.updated_at) < updated_after
-                            and m.relevance < 0.70)][:limit]
+            wide_memories = [m for m in self._materialise(ranked, facts) if kind is None or m.fact.kind == kind]
+            older = [m for m in wide_memories
+                     if updated_after is not None and _epoch(m.fact.updated_at) < updated_after]
+            memories = [m for m in wide_memories if not (
+                updated_after is not None and _epoch(m.fact.updated_at) < updated_after
+                and m.relevance < 0.70)][:limit]
+            ranked.older_matches = len(older)
             keep_ids = {m.fact_id for m in memories}
             order = [i for i, d in enumerate(ranked.doc_ids.tolist()) if facts.get(d) and facts[d].fact_id in keep_ids]
             ranked = Ranked(*(a[order] for a in (ranked.doc_ids, ranked.score, ranked.relevance, ranked.bm25,
-                                                 ranked.tfidf, ranked.recency, ranked.revision, ranked.working_set)))
+                                                 ranked.tfidf, ranked.recency, ranked.revision, ranked.working_set)),
+                            older_matches=ranked.older_matches)
         doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
         if tracked and memories:
             self._note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories], now_dt)
         result = RecallResult(query=query, memories=memories, retrieval_mode=mode, degraded_mode=degraded,
-                              degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000)
+                              degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000,
+                              age_gate_days=max_age_days or None,
+                              older_matches=ranked.older_matches if max_age_days else 0)
         result._doc_ids = [doc_of[m.fact_id] for m in memories]
         return result
 

@@ -164,6 +164,10 @@ class RecallResult(BaseModel):
     degraded_mode: bool = False
     degraded_reason: str | None = None
     elapsed_ms: float = 0.0
+    # With an age gate: its days, and how many matching memories are older than it (those
+    # are shown only if their relevance reaches 0.70).
+    age_gate_days: int | None = None
+    older_matches: int = 0
     _doc_ids: list[int] = PrivateAttr(default_factory=list)  # index positions, for the engine only
 
     def __len__(self) -> int:
@@ -236,6 +240,7 @@ class SessionInit(BaseModel):
     _scored: list[ScoredMemory] = PrivateAttr(default_factory=list)
     _recent_sessions: list["SessionSummaryCompact"] = PrivateAttr(default_factory=list)
     _is_new: bool = PrivateAttr(default=True)
+    _age_gate: tuple[int, int] | None = PrivateAttr(default=None)
 
     @property
     def scored_memories(self) -> list[ScoredMemory]:
@@ -249,6 +254,11 @@ class SessionInit(BaseModel):
     @property
     def is_new(self) -> bool:
         return self._is_new
+
+    @property
+    def age_gate(self) -> tuple[int, int] | None:
+        """(days, matching memories older than that) when the age gate was on."""
+        return self._age_gate
 
     def __str__(self) -> str:
         from .display import session_text

@@ -212,7 +212,7 @@ class ObservationsAPI:
                 if unknown:
                     raise InvalidInput(f"unknown type(s) in {name}: {', '.join(sorted(unknown))}")
         keep = set(types) if types is not None else allowed - set(types_exclude or ())
-        res = self.recall(query, user_id=user, limit=limit if keep == allowed else max(limit * 10, 100))
+        res = self.recall(query, user_id=user, kind=None, limit=limit if keep == allowed else max(limit * 10, 100))
         out = [ObservationCompact(id=m.fact_id, type=m.fact.type, title=m.fact.title, topic_key=m.fact.topic_key,
                                   score=m.score.value, snippet=_snippet(m.content), updated_at=m.fact.updated_at)
                for m in res.memories if m.fact.type in keep]

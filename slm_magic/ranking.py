@@ -58,6 +58,7 @@ class Ranked:
     recency: np.ndarray
     revision: np.ndarray
     working_set: np.ndarray
+    older_matches: int = 0  # with an age gate: matching memories older than it (shown only if relevant)
 
     @classmethod
     def empty(cls) -> "Ranked":
@@ -107,6 +108,25 @@ AGE_GATE_RELEVANCE = 0.70
 def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
                project: int | None, limit: int, working_set: WorkingSet | None = None,
                updated_after: float | None = None, kind: int | None = None) -> Ranked:
+    """Rank the live memories of one user (and project) that the query or their context match;
+    with an age gate, also count the matching memories older than it (for the user to see)."""
+    ranked = _rank_index(index, cs, cfg, now=now, user=user, project=project, limit=limit,
+                         working_set=working_set, updated_after=updated_after, kind=kind)
+    if updated_after is not None and cs.bm25 is not None:
+        t = index.docs
+        own = np.flatnonzero(cs.bm25[: t.size] != 0)
+        keep = t.alive[own] & (t.user[own] == user) & (t.updated[own] < updated_after)
+        if project is not None:
+            keep &= t.project[own] == project
+        if kind is not None:
+            keep &= t.kind[own] == kind
+        ranked.older_matches = int(np.count_nonzero(keep))
+    return ranked
+
+
+def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
+                project: int | None, limit: int, working_set: WorkingSet | None = None,
+                updated_after: float | None = None, kind: int | None = None) -> Ranked:
     """Rank the live memories of one user (and project) that the query or their context match.
 
     Exact, with safe pruning: the full score of a few promising memories gives a bar θ that

@@ -143,6 +143,11 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
     return cols
 
 
+def indexed_text(content: str, title: str | None) -> str:
+    """What a memory is found by: its title (if any) and its content."""
+    return f"{title}\n{content}" if title else content
+
+
 @dataclass
 class Postings:
     """The index terms of a batch of memories, flat: what the file stores per memory as two

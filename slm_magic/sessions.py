@@ -136,6 +136,9 @@ class SessionLifecycle:
         answered = any(m.relevance >= ABSTAIN_RELEVANCE for m in kept)
         if not q:
             reason = "no query: give a query or a project path"
+        elif not answered and res is not None and not res.memories and res.older_matches:
+            reason = (f"{res.older_matches} matching memor{'y is' if res.older_matches == 1 else 'ies are'} older "
+                      f"than the age gate ({max_age_days} days) and below relevance {AGE_GATE_RELEVANCE:.2f}")
         elif not answered:
             reason = "no stored memory is relevant to the query" if not res or not res.memories else \
                 f"no memory within the age gate reaches relevance {ABSTAIN_RELEVANCE}"
@@ -157,6 +160,8 @@ class SessionLifecycle:
             SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
             for s, d, t, a in self.store.recent_summaries(self.user_id, RECENT_SESSIONS, exclude=session_id)]
         init._is_new = is_new
+        if res is not None and max_age_days:
+            init._age_gate = (max_age_days, res.older_matches)
         return init
 
     def _live_slm_session(self: "Memory", now: datetime) -> str | None:

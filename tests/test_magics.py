@@ -135,3 +135,10 @@ def test_export_import_magics(ip, tmp_path):
     assert isinstance(err, UsageError) and "not a file" in str(err)
     _, err = cell(ip, "%slm_export")
     assert isinstance(err, UsageError)
+
+
+def test_quoted_option_values_lose_their_quotes(ip):
+    fact, err = cell(ip, '%%remember --title "Screening threshold" --tags "a,b"\nFlag tumours at P >= 0.3.')
+    assert err is None and fact.title == "Screening threshold" and fact.tags == ("a", "b")
+    init, err = cell(ip, "%slm_start --query 'screening threshold'")
+    assert err is None and init.memories and init.memories[0].content == "Flag tumours at P >= 0.3."

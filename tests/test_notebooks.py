@@ -4,7 +4,9 @@ import re
 
 import nbformat
 
-from slm_magic.demo import DEFAULT_NOTEBOOK, outputs_text, run_notebook
+from slm_magic.demo import DEFAULT_NOTEBOOK, REPO, outputs_text, run_notebook
+
+DATA_SCIENCE_NOTEBOOK = REPO / "notebooks" / "data_science_session.ipynb"
 
 
 def test_quickstart_runs_and_remembers_and_recalls(tmp_path):
@@ -34,3 +36,40 @@ def widget_html(nb) -> list[str]:
     """The values of every HTML widget in the notebook's saved widget state."""
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     return [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
+
+
+def visible_html(nb) -> list[str]:
+    """The values of the HTML widgets that are not hidden (their layout's display is not none)."""
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    hidden = {f"IPY_MODEL_{k}" for k, m in state.items()
+              if m["model_name"] == "LayoutModel" and m["state"].get("display") == "none"}
+    return [m["state"].get("value", "") for m in state.values()
+            if m["model_name"] == "HTMLModel" and m["state"].get("layout") not in hidden]
+
+
+def test_data_science_session_comes_back_in_a_fresh_kernel(tmp_path):
+    executed = run_notebook(DATA_SCIENCE_NOTEBOOK, tmp_path)
+    nb = nbformat.read(executed, as_version=4)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert errors == []
+    texts = outputs_text(executed)
+    restart = next(i for i, c in enumerate(c for c in nb.cells if c.cell_type == "code")
+                   if "restart-kernel" in c.metadata.get("tags", []))
+    first, second = "\n".join(texts[:restart]), "\n".join(texts[restart:])
+    assert "imported 4 memories" in first
+    # session one: the pilot's notes match but are months old: the age gate holds them back
+    assert "abstained: 1 matching memory is older than the age gate (30 days)" in first
+    # session two, in a fresh kernel: a new session with yesterday's findings, the pinned decision,
+    # and the first session's summary in the timeline
+    start = next(t for t in texts[restart:] if t.startswith("session slm-"))
+    assert "abstained" not in start.splitlines()[1]
+    assert "📌 Decided with the clinic" in start and "mean perimeter" in start
+    recall = next(t for t in texts[restart:] if t.startswith("recall 'why drop mean perimeter'"))
+    assert "mean radius, mean perimeter and mean area" in recall.splitlines()[2]
+    assert "Pilot: logistic regression without scaling" in second  # old, but what was asked
+    shown = visible_html(nb)
+    assert any("new session" in h for h in shown) and not any("continued session" in h for h in shown)
+    assert any("earlier sessions" in h and "Breast-cancer screening: collinear size features" in h for h in shown)
+    assert any("age gate" in h and "older, shown only with relevance" in h for h in shown)
+    assert any(">core<" in h and "Flag a tumour as malignant" in h for h in shown)
+    assert any("abstained" in h and "older than the age gate" in h for h in shown)  # session one's banner

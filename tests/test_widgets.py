@@ -173,3 +173,16 @@ def test_live_search_ranks_as_the_user_types_and_is_debounced(filled):
     assert "customer_id" in search.view.rows[0].text.value
     search.box.value = "  "
     assert search.results.children == () and search.view is None
+
+
+def test_context_view_shows_the_age_gate(db_path, clock):
+    with Memory(db_path, clock=clock) as mem:
+        mem.remember("pilot: mean area alone as the size feature", type="decision")
+        clock.now += timedelta(days=200)
+        mem.remember("collinear size features: keep mean radius")
+        init = mem.session_init(query="size feature pilot", max_age_days=30)
+        assert init.age_gate == (30, 1)
+        view = ContextView(init, memory=mem)
+        assert view.age_gate_note.layout.display is None and "30 days: 1 matching memory is older" in view.age_gate_note.value
+        off = mem.session_init(query="size feature pilot", max_age_days=0)
+        assert off.age_gate is None and ContextView(off, memory=mem).age_gate_note.layout.display == "none"

@@ -46,6 +46,12 @@ class ContextView(PlainTextFallback, W.VBox):
             init.degraded_mode, "#b00", "#fdecea")
         self.abstained_banner = _banner(
             f"<b>abstained</b>: {html.escape(init.abstention_reason or '')}", init.abstained, "#d97706", "#fff7e6")
+        gate = init.age_gate
+        self.age_gate_note = W.HTML(
+            "" if gate is None else
+            f"<div style='color:#555;font-size:12px'><b>age gate</b> {gate[0]} days: {gate[1]} matching "
+            f"memor{'y is' if gate[1] == 1 else 'ies are'} older, shown only with relevance ≥ 0.70</div>",
+            layout=W.Layout(display=None if gate else "none", width="100%"))
         recent = init.recent_sessions
         self.timeline = W.HTML(
             "<div style='color:#444;font-size:12px'><b>earlier sessions</b>" + "".join(
@@ -66,7 +72,8 @@ class ContextView(PlainTextFallback, W.VBox):
         self.search: LiveSearch | None = None
         self.search_area = W.VBox(layout=W.Layout(width="100%"))
         self._limit = limit
-        super().__init__([self.header, self.degraded_banner, self.abstained_banner, self.timeline, self.tabs,
+        super().__init__([self.header, self.degraded_banner, self.abstained_banner, self.age_gate_note,
+                          self.timeline, self.tabs,
                           self.search_button, self.search_area], layout=W.Layout(width="100%"))
 
     def open_search(self) -> LiveSearch | None:
