@@ -1,8 +1,8 @@
 """Score bars as HTML: a stacked SearchScore bar per memory, and its parts side by side.
 
 Pure functions of `SearchScore`, so the widths a view shows can be checked against the
-engine's numbers without a browser. Every bar is drawn on the score's own 0-1 axis; a
-ContextScore gets its own function and label and is never drawn on a SearchScore's axis.
+engine's numbers without a browser. Every bar is drawn on SearchScore's own 0-1 axis and
+labelled as SearchScore (API B's ContextScore is another formula on another scale).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from slm_magic.models import SEARCH_WEIGHTS, SearchScore
 
 # One colour per part, the same in the stacked bar and in the breakdown.
 COLOURS = {"relevance": "#4c78a8", "bm25": "#4c78a8", "tfidf": "#9ecae9", "recency": "#72b7b2",
-           "revision": "#f58518", "working_set": "#b279a2", "context": "#54a24b"}
+           "revision": "#f58518", "working_set": "#b279a2"}
 LABELS = {"relevance": "relevance", "bm25": "bm25", "tfidf": "tfidf", "recency": "recency",
           "revision": "revision", "working_set": "working set"}
 BAR_PX = 96  # the full 0-1 axis of a stacked bar
@@ -78,13 +78,3 @@ def breakdown(score: SearchScore) -> str:
     return (f"<div class='slm-breakdown' style='font-size:11px;padding:2px 0 6px 34px;display:flex;flex-wrap:wrap'>"
             f"{parts}<span style='color:#555'>= SearchScore {score.value:.3f}</span></div>")
 
-
-def context_bar(value: float) -> str:
-    """A ContextScore (recency, revision, type priority; no query): its own label and axis."""
-    width = round(100.0 * max(0.0, min(value, 1.0)), 1)
-    return (f"<div title='ContextScore = 0.50×recency + 0.30×revision + 0.20×type priority' "
-            f"style='display:flex;align-items:center;gap:6px'><span style='font-variant-numeric:tabular-nums;"
-            f"width:38px;text-align:right'>{value:.3f}</span><span style='display:inline-flex;width:{BAR_PX}px;"
-            f"height:10px;background:#eee;border-radius:2px;overflow:hidden'><span class='slm-context' "
-            f"style='display:inline-block;height:10px;width:{width}%;background:{COLOURS['context']}'></span>"
-            f"</span></div>")
