@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -382,7 +382,7 @@ class SparseIndex:
         ideal = float(np.sum(qtf_a * idf_b * qtf_a * (k1 + 1) / (qtf_a + k1 * (1 - b + b * query_len / avgdl))))
         q_w = (1.0 + np.log(qtf_a)) * idf_t if qtf_a.size else qtf_a
         q_norm = float(np.sqrt(np.sum(q_w * q_w)))
-        all_d, all_b, all_t = [], [], []
+        all_d, all_b, all_t, used_idf = [], [], [], []
         for c, qf, ib, qw, it in zip(q_cols, qtf_a, idf_b, q_w, idf_t):
             if c < 0:
                 continue
@@ -390,14 +390,16 @@ class SparseIndex:
             if not d.size:
                 continue
             all_d.append(d)
+            used_idf.append(ib)
             all_b.append((qf * ib * (k1 + 1)) * f / (f + K[d]))
             all_t.append((qw * it) * (1.0 + np.log(f)))
         if not all_d:
-            return ChannelScores(None, None, ideal, q_norm)
+            return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms))
         d = np.concatenate(all_d).astype(np.intp)  # once, not inside each bincount
         bm = np.bincount(d, weights=np.concatenate(all_b), minlength=n + 1)
         dot = np.bincount(d, weights=np.concatenate(all_t), minlength=n + 1)
-        return ChannelScores(bm, dot, ideal, q_norm)
+        return ChannelScores(bm, dot, ideal, q_norm, term_docs=all_d, term_idf=np.array(used_idf),
+                             n_terms=len(terms), idf_total=float(idf_b.sum()))
 
 
 @dataclass
@@ -408,3 +410,19 @@ class ChannelScores:
     dot: np.ndarray | None
     ideal_bm25: float
     query_norm: float
+    # Kept for the learned ranker's coverage features (references, not copies): the postings'
+    # documents of each query term that occurs, its BM25 idf, and the query's terms and idf sum.
+    term_docs: list = field(default_factory=list)
+    term_idf: np.ndarray = field(default_factory=lambda: np.empty(0))
+    n_terms: int = 0
+    idf_total: float = 0.0
+
+    def coverage(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per document: the share of the query's terms it contains, plain and idf-weighted."""
+        hits = np.zeros(docs.size)
+        weighted = np.zeros(docs.size)
+        for d, idf in zip(self.term_docs, self.term_idf):
+            found = np.isin(docs, d)
+            hits += found
+            weighted += idf * found
+        return hits / max(1, self.n_terms), weighted / (self.idf_total or 1.0)

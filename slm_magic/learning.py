@@ -1,29 +1,88 @@
-"""Feedback signals: what the user said (or showed) about a recalled memory.
+"""Feedback signals and the learning phases they unlock.
 
-Signals are stored per session and per memory, with the query and the rank it was shown at;
-the learning phases read their count (phase 1 under 50, 2 from 50, 3 from 200).
+Signals are stored per session and per memory, with the query and the rank the memory was
+shown at. Explicit: `feedback(fact_id, "up" | "down")` (the magic and the widgets' buttons).
+Implicit, from what the user does with a memory a recall showed in a real session (synthetic
+`http:` / `mcp:` / `cli:` / `probe:` sessions record no showings, so they give none):
+
+- pinned after being shown: useful (+1);
+- revised after being shown: useful (+0.5);
+- used by a `remember` of the same session (the new memory contains at least half of its
+  index terms): useful (+0.5);
+- shown three times or more in a session that gave it no positive signal, when the session
+  closes: a weak negative (-0.25).
+
+Phases, by the user's number of signals: 1 (< 50) the default fusion; 2 (50-199) a bounded
+per-memory usefulness prior, `learned = 0.10 · tanh(sum of its signals / 2)`; 3 (>= 200) a
+logistic regression on the signals (see `reranker.py`) re-ranks the top 50. The model is
+retrained when the signals have grown by a quarter (and at least 50) since it was fitted; if
+it cannot be fitted or loaded, phase 2 ranks and the status says why.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .errors import InvalidInput
+from .models import LearningStatus
+from .reranker import CANDIDATES, LinearRanker, Usage, feature_matrix, prior
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .index import ChannelScores
     from .memory import Memory
+    from .ranking import Ranked
 
 #: Explicit signals and their value: +1 useful, -1 not useful.
 EXPLICIT_SIGNALS = {"up": 1.0, "down": -1.0}
+#: Implicit signals (see the module docstring) and their value.
+IMPLICIT_SIGNALS = {"pinned": 1.0, "revised": 0.5, "used": 0.5, "ignored": -0.25}
+PHASE_2_SIGNALS, PHASE_3_SIGNALS = 50, 200
+PRIOR_CAP = 0.10          # the most a phase-2 prior moves a score, either way
+LEARNED_WEIGHT = 1.0      # scales the phase-3 model's part (see reranker.py)
+RETRAIN_GROWTH, RETRAIN_MIN_NEW = 1.25, 50
+USED_OVERLAP = 0.5        # share of a shown memory's terms a new memory must contain to "use" it
+IGNORED_AFTER = 3         # showings in one session with no positive signal: a weak negative
+
+
+@dataclass
+class Learner:
+    """What recall needs to apply one user's learning: the phase, the usage arrays, the model."""
+
+    phase: int
+    usage: Usage
+    ranker: LinearRanker | None
+
+    @property
+    def active(self) -> bool:
+        return self.phase >= 2
+
+    def rerank(self, ranked: "Ranked", cs: "ChannelScores", index, limit: int) -> "Ranked":
+        """Add the learned part to the default fusion's candidates, re-order, keep `limit`."""
+        if not ranked.doc_ids.size:
+            return ranked
+        sums, shown = self.usage.lookup(ranked.doc_ids)
+        if self.ranker is not None:
+            learned = self.ranker.learned(feature_matrix(ranked, cs, index, sums, shown))
+        else:
+            learned = PRIOR_CAP * prior(sums)
+        score = ranked.score + learned
+        order = np.lexsort((ranked.doc_ids, -score))[:limit]
+        return ranked.take(order, score=score[order], learned=learned[order])
 
 
 class FeedbackSignals:
-    """A mixin of `Memory`: `feedback(fact_id, "up" | "down", ...)`."""
+    """A mixin of `Memory`: explicit feedback, the implicit signals, the learner of a user."""
 
     def feedback(self: "Memory", fact_id: str, signal: str, *, session_id: str | None = None,
-                 query: str | None = None, rank: int | None = None) -> str:
-        """Record that a memory was useful ("up") or not ("down"); returns the signal's id."""
+                 query: str | None = None, rank: int | None = None, project: str | None = None) -> str:
+        """Record that a memory was useful ("up") or not ("down") for `query` (recalled with
+        the `project` filter, if any); returns the signal's id."""
         if signal not in EXPLICIT_SIGNALS:
             raise InvalidInput(f"signal must be one of {', '.join(EXPLICIT_SIGNALS)}; got {signal!r}")
         fact = self.get(fact_id) if isinstance(fact_id, str) else None
@@ -31,10 +90,169 @@ class FeedbackSignals:
             raise InvalidInput(f"no memory with id {fact_id!r}")
         if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
             raise InvalidInput(f"rank must be a positive integer; got {rank!r}")
+        for name, value in (("session_id", session_id), ("query", query), ("project", project)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
+        if query is None and session_id:  # from a magic: the query the session last showed it for
+            shown = self.store.last_showing(fact_id, self.now() - timedelta(hours=self.session_timeout_hours))
+            if shown is not None and shown[0] == session_id:
+                query, rank = shown[1], rank or shown[2]
         signal_id = uuid.uuid4().hex[:16]
         self.store.add_feedback(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
-                                self.now(), fact.user_id)
+                                self.now(), fact.user_id, project)
+        self._maybe_retrain(fact.user_id)
         return signal_id
 
     def feedback_count(self: "Memory", user_id: str | None = None) -> int:
         return self.store.feedback_count(self.user_id if user_id is None else user_id)
+
+    # --- implicit signals ------------------------------------------------------------------
+    def _implicit_after_showing(self: "Memory", fact_id: str, signal: str, user_id: str) -> None:
+        """Pinned or revised: a signal if a real session's recall showed it lately."""
+        self._flush_events()
+        shown = self.store.last_showing(fact_id, self.now() - timedelta(hours=self.session_timeout_hours))
+        if shown is None:
+            return
+        session_id, query, rank = shown
+        if (fact_id, signal) in set(self.store.session_signals(session_id)):
+            return
+        self.store.add_feedback(uuid.uuid4().hex[:16], session_id, fact_id, signal, IMPLICIT_SIGNALS[signal],
+                                query, rank, self.now(), user_id)
+        self._maybe_retrain(user_id)
+
+    def _implicit_used(self: "Memory", session_id: str | None, new_terms: list[int], new_fact: str,
+                       user_id: str) -> None:
+        """A remember in a session that showed memories: the shown ones it repeats were used."""
+        if not session_id or not self._working_sets.get(session_id):
+            return
+        self._flush_events()
+        terms = set(new_terms)
+        given = {f for f, s in self.store.session_signals(session_id) if s == "used"}
+        rows = []
+        for fact_id, _, query, rank, shown_terms in self.store.session_showings(session_id):
+            if fact_id == new_fact or fact_id in given or not shown_terms:
+                continue
+            if len(terms.intersection(shown_terms)) >= USED_OVERLAP * len(set(shown_terms)):
+                rows.append((uuid.uuid4().hex[:16], session_id, fact_id, "used", IMPLICIT_SIGNALS["used"], query,
+                             rank, self.now(), user_id))
+        if rows:
+            self.store.add_feedback_many(rows)
+            self._maybe_retrain(user_id)
+
+    def _implicit_ignored(self: "Memory", session_id: str, user_id: str) -> None:
+        """At a session's close: what it was shown often and never found useful."""
+        self._flush_events()
+        signals = self.store.session_signals(session_id)
+        positive = {f for f, s in signals if EXPLICIT_SIGNALS.get(s, IMPLICIT_SIGNALS.get(s, 0)) > 0}
+        already = {f for f, s in signals if s == "ignored"}
+        rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "ignored", IMPLICIT_SIGNALS["ignored"], query, rank,
+                 self.now(), user_id)
+                for fact_id, times, query, rank, _ in self.store.session_showings(session_id)
+                if times >= IGNORED_AFTER and fact_id not in positive and fact_id not in already]
+        if rows:
+            self.store.add_feedback_many(rows)
+            self._maybe_retrain(user_id)
+
+    # --- phases and the learner --------------------------------------------------------------
+    def learning_status(self: "Memory", user_id: str | None = None) -> LearningStatus:
+        user = self.user_id if user_id is None else user_id
+        signals = self.store.feedback_count(user)
+        if signals < PHASE_2_SIGNALS:
+            return LearningStatus(feedback_signals=signals, phase=1, status="collecting")
+        out = LearningStatus(feedback_signals=signals, phase=2 if signals < PHASE_3_SIGNALS else 3,
+                             status="active learning")
+        out._ranking = "usefulness prior"
+        if out.phase == 3:
+            ranker, model_id, why = self._ranker(user)
+            if ranker is None:
+                out = LearningStatus(feedback_signals=signals, phase=3, status=f"phase 2 ranking used: {why}")
+                out._ranking = "usefulness prior"
+            else:
+                out = LearningStatus(feedback_signals=signals, phase=3, status="learned ranking")
+                out._ranking, out._model_id = "learned model", model_id
+        return out
+
+    def _learner(self: "Memory", user_id: str) -> Learner | None:
+        """The learning to apply to this user's recalls (None in phase 1 or when switched off)."""
+        if not self.config.learning:
+            return None
+        signals = self.store.feedback_count(user_id)
+        if signals < PHASE_2_SIGNALS:
+            return None
+        ranker = self._ranker(user_id)[0] if signals >= PHASE_3_SIGNALS else None
+        return Learner(3 if ranker is not None else 2, Usage(*self.store.signal_sums(user_id)), ranker)
+
+    def _ranker(self: "Memory", user_id: str) -> tuple[LinearRanker | None, str | None, str | None]:
+        """(the stored model, its id, None) or (None, None, why there is none)."""
+        why = self._training_errors.get(user_id)
+        row = self.store.latest_model(user_id, "ranker")
+        if row is None:
+            return None, None, why or "no model trained yet"
+        model_id, _, _, params = row
+        cached = self._rankers.get(model_id)
+        if cached is None:
+            try:
+                cached = LinearRanker.from_json(params)
+            except ValueError as exc:
+                return None, None, f"model {model_id} could not be loaded: {exc}"
+            self._rankers[model_id] = cached
+        return cached, model_id, None
+
+    def _maybe_retrain(self: "Memory", user_id: str) -> None:
+        """Fit a new ranker when the signals reach phase 3 or have grown enough since the last."""
+        if not self.config.learning:
+            return
+        signals = self.store.feedback_count(user_id)
+        if signals < PHASE_3_SIGNALS:
+            return
+        row = self.store.latest_model(user_id, "ranker")
+        if row is not None and signals < max(row[2] + RETRAIN_MIN_NEW, RETRAIN_GROWTH * row[2]):
+            return
+        self.train_ranker(user_id)
+
+    def train_ranker(self: "Memory", user_id: str | None = None) -> str | None:
+        """Fit the phase-3 ranker on a user's signals now and store it; returns its id, or None
+        (the reason is then in `learning_status().status`)."""
+        user = self.user_id if user_id is None else user_id
+        try:
+            X, y = self._training_rows(user)
+            ranker = LinearRanker.fit(X, y, weight=LEARNED_WEIGHT)
+        except Exception as exc:  # noqa: BLE001 - the ranking falls back to phase 2 and says why
+            self._training_errors[user] = f"training failed: {exc}"
+            return None
+        self._training_errors.pop(user, None)
+        row = self.store.latest_model(user, "ranker")
+        version = 1 if row is None else row[1] + 1
+        model_id = f"ranker-v{version}"
+        self.store.save_model(f"{model_id}-{uuid.uuid4().hex[:8]}", user, "ranker", version, self.now(), len(y),
+                              ranker.to_json())
+        return self.store.latest_model(user, "ranker")[0]
+
+    def _training_rows(self: "Memory", user: str) -> tuple[np.ndarray, np.ndarray]:
+        """Each signal with a query becomes a row: the features its memory has among that
+        query's default candidates now (its own query's signals left out of the prior)."""
+        if self.index is None:
+            raise RuntimeError("the in-process index is not available")
+        by_query: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
+        for query, project, doc, value in self.store.training_signals(user):
+            by_query[(query, project)].append((int(doc), float(value)))
+        usage = Usage(*self.store.signal_sums(user))
+        X, y = [], []
+        for (query, project), items in by_query.items():
+            ranked, cs = self._candidates(query, user, CANDIDATES, project)
+            if not ranked.doc_ids.size:
+                continue
+            sums, shown = usage.lookup(ranked.doc_ids)
+            own = defaultdict(float)
+            for doc, value in items:
+                own[doc] += value
+            sums = sums - np.array([own.get(int(d), 0.0) for d in ranked.doc_ids])
+            feats = feature_matrix(ranked, cs, self.index, sums, shown)
+            row_of = {int(d): i for i, d in enumerate(ranked.doc_ids)}
+            for doc, value in items:
+                if doc in row_of:
+                    X.append(feats[row_of[doc]])
+                    y.append(value > 0)
+        if not X:
+            raise ValueError("no signal's memory is among its query's candidates")
+        return np.array(X), np.array(y)

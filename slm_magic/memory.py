@@ -19,31 +19,28 @@ from . import text
 from .errors import InvalidInput, SlmMagicError
 from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact, RecallResult, ScoredMemory, SearchScore
+from .reranker import CANDIDATES
 from .ranking import Ranked, RankingConfig, WorkingSet, fuse, rank_index, recency, revision, search_score
 from .exchange import Exchange
+from .calibration import Calibrating, Judge
 from .learning import FeedbackSignals
 from .observations import ObservationsAPI
-from .sessions import SessionLifecycle
+from .sessions import SYNTHETIC_SESSION_PREFIXES, SessionLifecycle, is_synthetic_session  # noqa: F401
 from .temporal import temporal_terms
 from .rows import FactRows
 from .records import Postings, content_hash, indexed_text, normalise_tags, to_utc_naive, validate
 from .store import FACT_COLUMNS, Store, utcnow
 
-SYNTHETIC_SESSION_PREFIXES = ("http:", "mcp:", "cli:", "probe:")
 _KINDS = {"memory": 0, "summary_event": 1}
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 _TYPE_CODE = {t: i for i, t in enumerate(MEMORY_TYPES)} | {"summary": len(MEMORY_TYPES)}
-
-
-def is_synthetic_session(session_id: str | None) -> bool:
-    return bool(session_id) and session_id.startswith(SYNTHETIC_SESSION_PREFIXES)
 
 
 def _epoch(dt: datetime) -> float:
     return dt.replace(tzinfo=timezone.utc).timestamp()
 
 
-class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
+class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Exchange):
     """Long-term memory on one DuckDB file.
 
     `Memory(path)` opens (or creates) the file; ``":memory:"`` keeps everything in RAM;
@@ -52,8 +49,12 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, user_id: str = "",
                  clock: Callable[[], datetime] | None = None, session_timeout_hours: float = 24.0,
-                 **ranking: Any):
+                 judge: Judge | None = None, abstain_below: float = 0.5, **ranking: Any):
         self.config = RankingConfig(**ranking)
+        if not isinstance(abstain_below, (int, float)) or not 0 <= abstain_below <= 1:
+            raise InvalidInput(f"abstain_below must be a probability in [0, 1]; got {abstain_below!r}")
+        self.abstain_below = float(abstain_below)
+        self.set_judge(judge)
         if not isinstance(session_timeout_hours, (int, float)) or session_timeout_hours <= 0:
             raise InvalidInput(f"session_timeout_hours must be a positive number; got {session_timeout_hours!r}")
         self.session_timeout_hours = float(session_timeout_hours)
@@ -68,6 +69,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         self._working_sets: dict[str, dict[int, int]] = {}
         self._pending_events: list[tuple] = []
         self._live_sessions: dict[str, str] = {}  # user -> mem session id last seen open
+        self._rankers: dict[str, object] = {}       # model id -> its parsed ranker
+        self._training_errors: dict[str, str] = {}  # user -> why the last training failed
         self._load_index()
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -293,6 +296,9 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
              "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]]},
             np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
+        sid = row["session_id"]
+        if sid and not is_synthetic_session(sid) and self._working_set(sid):
+            self._implicit_used(sid, list(counts.keys()), fact.fact_id, fact.user_id)
         return fact
 
     def remember_many(self, records: Iterable[Mapping[str, Any]], *, batch_size: int = 20_000) -> list[str]:
@@ -357,6 +363,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
             "title": cols["title"][0], "type": cols["type"][0], "terms": list(counts.keys()),
             "tfs": list(counts.values()), "doc_len": sum(counts.values()), "updated_at": now})
         self._sync()
+        self._implicit_after_showing(fact_id, "revised", current.user_id)
         return self.get(fact_id)
 
     def pin(self, fact_id: str, core: bool = True) -> Fact:
@@ -364,7 +371,10 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         if not isinstance(fact_id, str) or not self.store.set_core(fact_id, bool(core)):
             raise InvalidInput(f"no memory with id {fact_id!r}")
         self._sync()
-        return self.get(fact_id)
+        fact = self.get(fact_id)
+        if core:
+            self._implicit_after_showing(fact_id, "pinned", fact.user_id)
+        return fact
 
     def forget(self, fact_id: str) -> Fact:
         """Delete a memory for good; returns what was deleted."""
@@ -441,20 +451,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         user = self.user_id if user_id is None else str(user_id)
         now_dt = self.now()
         updated_after = _epoch(now_dt) - max_age_days * 86_400 if max_age_days else None
-        # Dates the query speaks of ("yesterday", "last Tuesday") become day terms that
-        # session summaries carry: the temporal channel.
-        expanded = query.replace("\x00", "")
-        days = temporal_terms(expanded, now_dt)
-        if days and self.index is not None:  # only days something was written about
-            days = [d for d in days if text.term_hash(d) in self.index.cols]
-        if days:
-            expanded = f"{expanded} {' '.join(days)}"
-        if kind == "auto":  # session summaries answer questions about days and sessions only
-            kind = None if days or _ASKS_ABOUT_SESSIONS.search(query) else "memory"
-        counts = text.term_counts(expanded)
-        terms = list(counts.keys())
-        qtf = list(counts.values())
-        qlen = sum(qtf)
+        terms, qtf, qlen, kind = self._analyse_query(query, now_dt, kind)
         now = _epoch(now_dt)
         tracked = bool(session_id) and not is_synthetic_session(session_id)
         mode = "full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"
@@ -470,9 +467,13 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
                 if terms and user_code >= 0 and (project_code is None or project_code >= 0):
                     cs = index.channel_scores(terms, qtf, qlen)
                     ws = WorkingSet(self._working_set(session_id), self.config) if tracked else None
+                    learner = self._learner(user) if limit > 0 else None
                     ranked = rank_index(index, cs, self.config, now=now, user=user_code,
-                                        project=project_code, limit=limit, working_set=ws,
-                                        updated_after=updated_after, kind=None if kind is None else _KINDS[kind])
+                                        project=project_code, limit=max(limit, CANDIDATES) if learner else limit,
+                                        working_set=ws, updated_after=updated_after,
+                                        kind=None if kind is None else _KINDS[kind])
+                    if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
+                        ranked = learner.rerank(ranked, cs, index, limit)
                 memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()))
             except Exception as exc:  # noqa: BLE001 - degrade to SQL rather than fail the user
                 self.index = None
@@ -504,6 +505,36 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
                               older_matches=ranked.older_matches if max_age_days else 0)
         result._doc_ids = [doc_of[m.fact_id] for m in memories]
         return result
+
+    def _analyse_query(self, query: str, now_dt: datetime, kind: str | None):
+        """(terms, their counts, length, kind to keep) of a query. Dates it speaks of
+        ("yesterday", "last Tuesday") become the day terms session summaries carry (the temporal
+        channel); "auto" keeps summaries only for questions about days or sessions."""
+        expanded = query.replace("\x00", "")
+        days = temporal_terms(expanded, now_dt)
+        if days and self.index is not None:  # only days something was written about
+            days = [d for d in days if text.term_hash(d) in self.index.cols]
+        if days:
+            expanded = f"{expanded} {' '.join(days)}"
+        if kind == "auto":
+            kind = None if days or _ASKS_ABOUT_SESSIONS.search(query) else "memory"
+        counts = text.term_counts(expanded)
+        qtf = list(counts.values())
+        return list(counts.keys()), qtf, sum(qtf), kind
+
+    def _candidates(self, query: str, user: str, k: int, project: str | None = None):
+        """The default fusion's best k for a query (no session, no learning), with the channel
+        scores they came from: what the learned ranker is trained on."""
+        now_dt = self.now()
+        terms, qtf, qlen, kind = self._analyse_query(query, now_dt, "auto")
+        index = self.index
+        user_code = index.lookup_code("user", user)
+        project_code = None if project is None else index.lookup_code("project", project)
+        if not terms or user_code < 0 or (project_code is not None and project_code < 0):
+            return Ranked.empty(), None
+        cs = index.channel_scores(terms, qtf, qlen)
+        return rank_index(index, cs, self.config, now=_epoch(now_dt), user=user_code, project=project_code, limit=k,
+                          kind=None if kind is None else _KINDS[kind]), cs
 
     # --- the session working set ------------------------------------------------------------
     def _working_set(self, session_id: str) -> dict[int, int]:
@@ -574,7 +605,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
             out.append(ScoredMemory(fact=fact, score=SearchScore(
                 value=float(ranked.score[i]), relevance=float(ranked.relevance[i]), bm25=float(ranked.bm25[i]),
                 tfidf=float(ranked.tfidf[i]), recency=float(ranked.recency[i]), revision=float(ranked.revision[i]),
-                working_set=float(ranked.working_set[i]))))
+                working_set=float(ranked.working_set[i]),
+                learned=0.0 if ranked.learned is None else float(ranked.learned[i]))))
         return out
 
     def get(self, fact_id: str) -> Fact | None:
@@ -585,14 +617,12 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
 
     def status(self, session_id: str | None = None) -> "StatusReport":
         from .models import StatusReport
-        from .sessions import learning_status
-
         st = self.store.user_stats(self.user_id)
         signals = self.store.feedback_count(self.user_id)
         return StatusReport(
             database=self.path, user_id=self.user_id, session_id=session_id, memories=st["observations"],
             core_memories=len(self.core_memories()), sessions=st["sessions"], feedback_signals=signals,
-            learning_phase=learning_status(signals).phase,
+            learning_phase=self.learning_status().phase,
             retrieval_mode="bm25_sql_fallback" if self.index is None else
             ("full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"))
 

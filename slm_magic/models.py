@@ -97,13 +97,14 @@ class SearchScore(BaseModel):
     recency: float
     revision: float
     working_set: float = 0.0  # the session boost (capped), added on top; 0 outside a session
+    learned: float = 0.0      # from the learning loop (phase 2 prior or phase 3 model), either sign
 
     def contributions(self) -> dict[str, float]:
         """How much each part adds to `value` (weight × part, at the documented weights):
         what a stacked score bar draws."""
         w_rel, w_rec, w_rev = SEARCH_WEIGHTS
         return {"relevance": w_rel * self.relevance, "recency": w_rec * self.recency,
-                "revision": w_rev * self.revision, "working_set": self.working_set}
+                "revision": w_rev * self.revision, "working_set": self.working_set, "learned": self.learned}
 
 
 class ScoredMemory(BaseModel):
@@ -213,6 +214,19 @@ class LearningStatus(BaseModel):
     feedback_signals: int
     phase: Literal[1, 2, 3]
     status: str
+    # Beyond the documented fields: what ranks the recalls now (the default fusion, the
+    # per-memory usefulness prior, or a learned model, then its id). Phase 3 with no usable
+    # model ranks as phase 2, and `status` says why.
+    _ranking: str = PrivateAttr(default="default fusion")
+    _model_id: str | None = PrivateAttr(default=None)
+
+    @property
+    def ranking(self) -> str:
+        return self._ranking
+
+    @property
+    def model_id(self) -> str | None:
+        return self._model_id
 
 
 class SessionInit(BaseModel):

@@ -44,6 +44,8 @@ class RankingConfig(BaseModel):
     # per earlier showing, never more than the cap: a conversation builds on itself, boundedly.
     working_set_step: float = Field(0.03, ge=0, le=0.1)
     working_set_cap: float = Field(0.09, ge=0, le=0.2)
+    # The learning loop (phases 2 and 3): off, recalls rank by the default fusion whatever the signals.
+    learning: bool = True
 
 
 @dataclass
@@ -59,6 +61,13 @@ class Ranked:
     revision: np.ndarray
     working_set: np.ndarray
     older_matches: int = 0  # with an age gate: matching memories older than it (shown only if relevant)
+    learned: np.ndarray | None = None  # the learning loop's part, already inside `score`
+
+    def take(self, order: np.ndarray, *, score: np.ndarray, learned: np.ndarray) -> "Ranked":
+        """The rows `order` picks, with new scores and their learned parts."""
+        return Ranked(self.doc_ids[order], score, self.relevance[order], self.bm25[order], self.tfidf[order],
+                      self.recency[order], self.revision[order], self.working_set[order],
+                      older_matches=self.older_matches, learned=learned)
 
     @classmethod
     def empty(cls) -> "Ranked":

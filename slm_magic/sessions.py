@@ -16,8 +16,9 @@ from datetime import datetime, timedelta
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
+from .calibration import RELEVANCE_FLOOR, AnswerConfidence
 from .errors import InvalidInput
-from .models import (CloseSessionResult, Fact, LearningStatus, RecallResult, ScoredMemory, SearchScore,
+from .models import (CloseSessionResult, Fact, RecallResult, ScoredMemory, SearchScore,
                      SessionInit, SessionMemory, SessionSummaryCompact)
 from .ranking import recency, revision, search_score
 from .temporal import day_term
@@ -26,8 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .memory import Memory
 
 AGE_GATE_RELEVANCE = 0.70       # an old memory survives the age gate only this relevant
-ABSTAIN_RELEVANCE = 0.05        # below this, nothing "answers" the query
-PHASE_2_SIGNALS, PHASE_3_SIGNALS = 50, 200
 _GENERIC_DIRS = frozenset("home users user root projects project src code work repos repo git dev "
                           "documents desktop notebooks tmp var opt mnt".split())
 _IDENTIFIER = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]+|"
@@ -38,6 +37,15 @@ RECENT_SESSIONS = 5             # summaries of earlier sessions shown when one o
 _NOT_NAMES = frozenset("january february march april may june july august september october november december "
                        "monday tuesday wednesday thursday friday saturday sunday the this that these those "
                        "then there when what which while after before".split())
+
+
+#: Sessions opened by tools, not people: accepted, but they never enter a working set or give
+#: implicit feedback signals.
+SYNTHETIC_SESSION_PREFIXES = ("http:", "mcp:", "cli:", "probe:")
+
+
+def is_synthetic_session(session_id: str | None) -> bool:
+    return bool(session_id) and session_id.startswith(SYNTHETIC_SESSION_PREFIXES)
 
 
 def new_session_id(now: datetime) -> str:
@@ -74,14 +82,6 @@ def entities_of(fact: Fact) -> list[str]:
         if e and e.lower() not in (x.lower() for x in out):
             out.append(e)
     return out[:8]
-
-
-def learning_status(signals: int) -> LearningStatus:
-    if signals >= PHASE_3_SIGNALS:
-        return LearningStatus(feedback_signals=signals, phase=3, status="learned ranking")
-    if signals >= PHASE_2_SIGNALS:
-        return LearningStatus(feedback_signals=signals, phase=2, status="active learning")
-    return LearningStatus(feedback_signals=signals, phase=1, status="collecting")
 
 
 def _first_line(text: str, width: int = 160) -> str:
@@ -133,17 +133,20 @@ class SessionLifecycle:
                       for m in core]
         dates = {m.fact_id: m.fact.updated_at for m in scored}
 
-        answered = any(m.relevance >= ABSTAIN_RELEVANCE for m in kept)
+        if res is not None:
+            conf = self.answer_confidence(res)
+            self._judge(q, res)
+        else:
+            conf = AnswerConfidence(calibration_status="uncalibrated", calibration_id=None, answer_confidence=None,
+                                    abstained=True, abstention_reason=None)
+        reason = conf.abstention_reason
         if not q:
             reason = "no query: give a query or a project path"
-        elif not answered and res is not None and not res.memories and res.older_matches:
+        elif conf.abstained and not res.memories and res.older_matches:
             reason = (f"{res.older_matches} matching memor{'y is' if res.older_matches == 1 else 'ies are'} older "
                       f"than the age gate ({max_age_days} days) and below relevance {AGE_GATE_RELEVANCE:.2f}")
-        elif not answered:
-            reason = "no stored memory is relevant to the query" if not res or not res.memories else \
-                f"no memory within the age gate reaches relevance {ABSTAIN_RELEVANCE}"
-        else:
-            reason = None
+        elif conf.abstained and conf.calibration_status == "uncalibrated" and res.memories:
+            reason = f"no memory within the age gate reaches relevance {RELEVANCE_FLOOR}"
         init = SessionInit(
             success=True, session_id=session_id, context=render_context(merged, dates),
             memories=merged, memory_count=len(merged), core_memory=core_items,
@@ -151,9 +154,9 @@ class SessionLifecycle:
             retrieval_mode=res.retrieval_mode if res else
             ("bm25_sql_fallback" if self.index is None else
              "full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"),
-            calibration_status="uncalibrated", calibration_id=None, answer_confidence=None,
-            abstained=not answered, abstention_reason=reason,
-            learning=learning_status(self.store.feedback_count(self.user_id)),
+            calibration_status=conf.calibration_status, calibration_id=conf.calibration_id,
+            answer_confidence=conf.answer_confidence, abstained=conf.abstained, abstention_reason=reason,
+            learning=self.learning_status(),
         )
         init._scored = scored
         init._recent_sessions = [
@@ -237,6 +240,8 @@ class SessionLifecycle:
         if records:
             ids = self._write_many(records, kind="summary_event", type_override="summary")
             self.store.add_summary_events(sid, list(zip(entities, ids)), self.now())
+        if not is_synthetic_session(sid):
+            self._implicit_ignored(sid, self.user_id)
         if summary is None and facts:
             topics = ", ".join(labels[k] for k in list(groups)[:4])
             summary, auto = f"{len(facts)} memor{'y' if len(facts) == 1 else 'ies'} about {topics}", True

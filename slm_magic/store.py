@@ -120,7 +120,38 @@ def _v2(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2]
+def _v3(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        """
+        -- Fitted learning models per user: the phase-3 ranker and the answer calibration.
+        -- Parameters are JSON numbers, never pickled code: a memory file may come from elsewhere.
+        CREATE TABLE models (
+            model_id VARCHAR PRIMARY KEY,
+            user_id VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,           -- 'ranker' or 'calibration'
+            version INTEGER NOT NULL,
+            created_at TIMESTAMP NOT NULL,
+            trained_on INTEGER NOT NULL,     -- how many signals (or outcomes) it was fitted on
+            params VARCHAR NOT NULL
+        );
+        -- Whether a recall answered its query, from the user's judge or fed in as labels:
+        -- the calibration's training data. `evidence` is the ranking's top relevance.
+        -- The project filter of the recall a signal judged, so training re-ranks the same candidates.
+        ALTER TABLE feedback ADD COLUMN project VARCHAR;
+        CREATE TABLE outcomes (
+            outcome_id VARCHAR PRIMARY KEY,
+            user_id VARCHAR NOT NULL,
+            query VARCHAR NOT NULL,
+            evidence DOUBLE NOT NULL,
+            answered BOOLEAN NOT NULL,
+            source VARCHAR NOT NULL,         -- 'judge' or 'label'
+            created_at TIMESTAMP NOT NULL
+        );
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What a caller provides for a new memory (doc_id and changed come from the sequences).
@@ -641,10 +672,11 @@ class Store:
         self._meta("INSERT INTO summary_events SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?",
                    [session_id, [e for e, _ in pairs], [f for _, f in pairs], now])
 
-    def add_feedback(self, signal_id, session_id, fact_id, signal, value, query, rank, now, user_id) -> None:
+    def add_feedback(self, signal_id, session_id, fact_id, signal, value, query, rank, now, user_id,
+                     project=None) -> None:
         self._meta("INSERT INTO feedback (signal_id, session_id, fact_id, signal, value, query, rank, created_at, "
-                   "user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   [signal_id, session_id, fact_id, signal, value, query, rank, now, user_id])
+                   "user_id, project) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   [signal_id, session_id, fact_id, signal, value, query, rank, now, user_id, project])
 
     def feedback_count(self, user_id: str) -> int:
         def count() -> int:
@@ -652,6 +684,90 @@ class Store:
                 return self.con.execute("SELECT count(*) FROM feedback WHERE user_id = ?", [user_id]).fetchall()[0][0]
 
         return self._cached(("feedback_count", user_id), count)
+
+    def add_feedback_many(self, rows: list[tuple]) -> None:
+        """(signal_id, session_id, fact_id, signal, value, query, rank, created_at, user_id) rows."""
+        if rows:
+            cols = [list(c) for c in zip(*rows)]
+            self._meta("INSERT INTO feedback (signal_id, session_id, fact_id, signal, value, query, rank, created_at, "
+                       "user_id) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+                       "unnest(?::VARCHAR[]), unnest(?::DOUBLE[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), "
+                       "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[])", cols)
+
+    # --- learning ---------------------------------------------------------------------------
+    def signal_sums(self, user_id: str):
+        """Per live memory of a user: (doc_ids, sum of signal values, times shown), cached."""
+        def read():
+            with self.lock:
+                rows = self.con.execute(
+                    "WITH s AS (SELECT fact_id, sum(value) AS v FROM feedback WHERE user_id = ? GROUP BY fact_id), "
+                    "e AS (SELECT fact_id, count(*) AS n FROM recall_events GROUP BY fact_id) "
+                    "SELECT m.doc_id, coalesce(s.v, 0), coalesce(e.n, 0) FROM memories m "
+                    "LEFT JOIN s USING (fact_id) LEFT JOIN e USING (fact_id) "
+                    "WHERE m.user_id = ? AND (s.v IS NOT NULL OR e.n IS NOT NULL)", [user_id, user_id]).fetchall()
+            return (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.float64),
+                    np.array([r[2] for r in rows], dtype=np.float64))
+        return self._cached(("signal_sums", user_id), read)
+
+    def training_signals(self, user_id: str) -> list[tuple]:
+        """(query, project filter, doc_id, value) of every signal with a query, on a live memory."""
+        with self.lock:
+            return self.con.execute(
+                "SELECT f.query, f.project, m.doc_id, f.value FROM feedback f JOIN memories m USING (fact_id) "
+                "WHERE f.user_id = ? AND f.query IS NOT NULL ORDER BY f.created_at", [user_id]).fetchall()
+
+    def latest_model(self, user_id: str, kind: str):
+        """(model_id, version, trained_on, params JSON) of the newest model, or None; cached."""
+        def read():
+            with self.lock:
+                rows = self.con.execute(
+                    "SELECT model_id, version, trained_on, params FROM models WHERE user_id = ? AND kind = ? "
+                    "ORDER BY version DESC LIMIT 1", [user_id, kind]).fetchall()
+            return rows[0] if rows else None
+        return self._cached(("latest_model", user_id, kind), read)
+
+    def save_model(self, model_id: str, user_id: str, kind: str, version: int, now, trained_on: int,
+                   params: str) -> None:
+        self._meta("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   [model_id, user_id, kind, version, now, trained_on, params])
+
+    def last_showing(self, fact_id: str, not_before):
+        """The latest (session_id, query, rank) a recall showed a memory at, since `not_before`."""
+        with self.lock:
+            rows = self.con.execute(
+                "SELECT session_id, query, rank FROM recall_events WHERE fact_id = ? AND created_at >= ? "
+                "ORDER BY created_at DESC LIMIT 1", [fact_id, not_before]).fetchall()
+        return rows[0] if rows else None
+
+    def session_showings(self, session_id: str) -> list[tuple]:
+        """Per memory a session's recalls showed: (fact_id, times, last query, best rank, terms)."""
+        with self.lock:
+            return self.con.execute(
+                "SELECT e.fact_id, count(*), arg_max(e.query, e.created_at), min(e.rank), any_value(m.terms) "
+                "FROM recall_events e JOIN memories m USING (fact_id) WHERE e.session_id = ? "
+                "GROUP BY e.fact_id", [session_id]).fetchall()
+
+    def session_signals(self, session_id: str) -> list[tuple]:
+        """(fact_id, signal) already given in a session (an implicit signal is given once)."""
+        with self.lock:
+            return self.con.execute("SELECT fact_id, signal FROM feedback WHERE session_id = ?",
+                                    [session_id]).fetchall()
+
+    def add_outcome(self, outcome_id: str, user_id: str, query: str, evidence: float, answered: bool,
+                    source: str, now) -> None:
+        self._meta("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   [outcome_id, user_id, query, evidence, answered, source, now])
+
+    def outcomes(self, user_id: str) -> list[tuple]:
+        with self.lock:
+            return self.con.execute("SELECT evidence, answered FROM outcomes WHERE user_id = ? ORDER BY created_at",
+                                    [user_id]).fetchall()
+
+    def outcome_count(self, user_id: str) -> int:
+        def count() -> int:
+            with self.lock:
+                return self.con.execute("SELECT count(*) FROM outcomes WHERE user_id = ?", [user_id]).fetchall()[0][0]
+        return self._cached(("outcome_count", user_id), count)
 
     def working_set(self, session_id: str) -> list[tuple[int, int]]:
         with self.lock:

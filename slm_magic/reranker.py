@@ -1,0 +1,138 @@
+"""The phase-3 ranker: a logistic regression on features of each (query, memory) pair, fitted
+on the user's feedback signals, that re-ranks the default fusion's top candidates.
+
+Its part of a memory's score is `learned = weight · (p − base_rate)`, where p is the model's
+probability that the memory is useful and base_rate its mean over the training signals: an
+ordinary candidate is moved little, a likely-useful one is lifted, an unlikely one lowered.
+The fitted model is stored as JSON numbers (scaler, coefficients), never as pickled code, and
+applied with numpy: a memory file may come from someone else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .index import ChannelScores, SparseIndex
+from .models import MEMORY_TYPES, TYPE_PRIORITY
+
+#: How many of the default fusion's best a learned ranking re-orders.
+CANDIDATES = 50
+
+FEATURES = (
+    "bm25", "tfidf", "relevance", "recency", "revision", "inv_rank", "coverage", "coverage_idf",
+    "bm25_vs_top", "score_vs_top", "log_length", "bm25_x_tfidf", "context_only", "type_priority",
+    "core", "prior", "log_shown", "working_set",
+)
+_PRIORITY_BY_CODE = np.array([TYPE_PRIORITY.get(t, 0.5) for t in MEMORY_TYPES] + [0.5])
+
+
+@dataclass
+class Usage:
+    """Per memory (index position) of one user: the sum of its signal values and how often
+    recalls showed it; sorted by doc id for lookups."""
+
+    doc_ids: np.ndarray
+    sums: np.ndarray
+    shown: np.ndarray
+
+    def lookup(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not self.doc_ids.size:
+            return np.zeros(docs.size), np.zeros(docs.size)
+        order = np.argsort(self.doc_ids, kind="stable")
+        ids = self.doc_ids[order]
+        pos = np.clip(np.searchsorted(ids, docs), 0, ids.size - 1)
+        hit = ids[pos] == docs
+        return (np.where(hit, self.sums[order][pos], 0.0), np.where(hit, self.shown[order][pos], 0.0))
+
+
+def prior(sums: np.ndarray) -> np.ndarray:
+    """A memory's usefulness from its signals, bounded in (-1, 1): tanh of half their sum."""
+    return np.tanh(np.asarray(sums, dtype=np.float64) / 2.0)
+
+
+def feature_matrix(ranked, cs: ChannelScores, index: SparseIndex, usage_sums: np.ndarray,
+                   shown: np.ndarray) -> np.ndarray:
+    """One row of FEATURES per candidate of `ranked` (in its default order)."""
+    docs = ranked.doc_ids
+    n = docs.size
+    if not n:
+        return np.zeros((0, len(FEATURES)))
+    t = index.docs
+    cov, cov_idf = cs.coverage(docs)
+    top_bm25 = float(ranked.bm25.max()) or 1.0
+    top_score = float(ranked.score.max()) or 1.0
+    cols = {
+        "bm25": ranked.bm25, "tfidf": ranked.tfidf, "relevance": ranked.relevance,
+        "recency": ranked.recency, "revision": ranked.revision,
+        "inv_rank": 1.0 / (np.arange(n) + 1.0), "coverage": cov, "coverage_idf": cov_idf,
+        "bm25_vs_top": ranked.bm25 / top_bm25, "score_vs_top": ranked.score / top_score,
+        "log_length": np.log1p(t.dl[docs].astype(np.float64)), "bm25_x_tfidf": ranked.bm25 * ranked.tfidf,
+        "context_only": (ranked.bm25 == 0).astype(np.float64),
+        "type_priority": _PRIORITY_BY_CODE[np.clip(t.type[docs], 0, len(_PRIORITY_BY_CODE) - 1)],
+        "core": t.core[docs].astype(np.float64), "prior": prior(usage_sums),
+        "log_shown": np.log1p(shown), "working_set": ranked.working_set,
+    }
+    return np.column_stack([np.asarray(cols[f], dtype=np.float64) for f in FEATURES])
+
+
+@dataclass
+class LinearRanker:
+    """A fitted ranker: standardisation, logistic coefficients, and how its part is scaled."""
+
+    features: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    base_rate: float
+    weight: float
+
+    def probability(self, X: np.ndarray) -> np.ndarray:
+        z = ((X - self.mean) / self.scale) @ self.coef + self.intercept
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
+
+    def learned(self, X: np.ndarray) -> np.ndarray:
+        return self.weight * (self.probability(X) - self.base_rate)
+
+    @classmethod
+    def fit(cls, X: np.ndarray, y: np.ndarray, *, weight: float, seed: int = 0) -> "LinearRanker":
+        """Fit on labelled rows (y: useful or not); both classes must be present."""
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.preprocessing import StandardScaler
+
+        y = np.asarray(y, dtype=bool)
+        if y.all() or not y.any():
+            raise ValueError("the signals are all useful or all not useful: nothing to tell apart yet")
+        scaler = StandardScaler().fit(X)
+        model = LogisticRegression(C=1.0, class_weight="balanced", max_iter=2000, random_state=seed)
+        model.fit(scaler.transform(X), y)
+        scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
+        out = cls(FEATURES, scaler.mean_.copy(), scale, model.coef_[0].copy(), float(model.intercept_[0]), 0.0, weight)
+        out.base_rate = float(out.probability(X).mean())
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps({"features": list(self.features), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
+                           "coef": self.coef.tolist(), "intercept": self.intercept, "base_rate": self.base_rate,
+                           "weight": self.weight})
+
+    @classmethod
+    def from_json(cls, text: str) -> "LinearRanker":
+        """Parse and check a stored model; ValueError if it is not one this version can apply."""
+        try:
+            d = json.loads(text)
+            features = tuple(d["features"])
+            arrays = [np.asarray(d[k], dtype=np.float64) for k in ("mean", "scale", "coef")]
+            numbers = [float(d[k]) for k in ("intercept", "base_rate", "weight")]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"unreadable ranker parameters ({exc})") from None
+        if features != FEATURES:
+            raise ValueError("it was fitted on other features (made by another slm_magic version)")
+        if any(a.shape != (len(FEATURES),) or not np.isfinite(a).all() for a in arrays) or not all(
+                math.isfinite(x) for x in numbers) or (arrays[1] <= 0).any():
+            raise ValueError("its parameters are malformed")
+        return cls(features, *arrays, *numbers)
