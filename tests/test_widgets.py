@@ -186,3 +186,16 @@ def test_context_view_shows_the_age_gate(db_path, clock):
         assert view.age_gate_note.layout.display is None and "30 days: 1 matching memory is older" in view.age_gate_note.value
         off = mem.session_init(query="size feature pilot", max_age_days=0)
         assert off.age_gate is None and ContextView(off, memory=mem).age_gate_note.layout.display == "none"
+
+
+def test_the_learned_part_is_drawn_and_a_negative_one_shortens_the_bar():
+    from slm_magic.models import SearchScore
+
+    up = SearchScore(value=0.75, relevance=0.5, bm25=0.5, tfidf=0.0, recency=1.0, revision=0.0, learned=0.2)
+    w = widths(stacked_bar(up))
+    assert w["learned"] == pytest.approx(20.0) and sum(w.values()) == pytest.approx(75.0, abs=0.2)
+    assert "learned" in breakdown(up) and ">0.200<" in breakdown(up)
+    down = SearchScore(value=0.45, relevance=0.5, bm25=0.5, tfidf=0.0, recency=1.0, revision=0.0, learned=-0.1)
+    w = widths(stacked_bar(down))
+    assert "learned" not in w and sum(w.values()) == pytest.approx(45.0, abs=0.2)
+    assert ">-0.100<" in breakdown(down) and "#d62728" in breakdown(down)

@@ -14,9 +14,9 @@ from slm_magic.models import SEARCH_WEIGHTS, SearchScore
 
 # One colour per part, the same in the stacked bar and in the breakdown.
 COLOURS = {"relevance": "#4c78a8", "bm25": "#4c78a8", "tfidf": "#9ecae9", "recency": "#72b7b2",
-           "revision": "#f58518", "working_set": "#b279a2"}
+           "revision": "#f58518", "working_set": "#b279a2", "learned": "#54a24b"}
 LABELS = {"relevance": "relevance", "bm25": "bm25", "tfidf": "tfidf", "recency": "recency",
-          "revision": "revision", "working_set": "working set"}
+          "revision": "revision", "working_set": "working set", "learned": "learned"}
 BAR_PX = 96  # the full 0-1 axis of a stacked bar
 
 
@@ -28,12 +28,14 @@ class Segment:
 
 
 def segments(score: SearchScore) -> list[Segment]:
-    """The stacked bar: each part's contribution, in order; they add up to `score.value`."""
-    out = []
-    for part, amount in score.contributions().items():
-        amount = max(0.0, amount)
-        out.append(Segment(part, amount, round(100.0 * min(amount, 1.0), 1)))
-    return out
+    """The stacked bar: each part's contribution, in order; they add up to `score.value`. A
+    negative learned part (the learning loop lowering a memory) draws no piece of its own: it
+    shortens the others, so the bar still ends at the score."""
+    parts = score.contributions()
+    positive = sum(max(0.0, a) for a in parts.values())
+    shrink = 1.0 if positive <= score.value else max(0.0, score.value) / positive
+    return [Segment(part, amount, round(100.0 * min(max(0.0, amount) * shrink, 1.0), 1))
+            for part, amount in parts.items()]
 
 
 def _tip(score: SearchScore) -> str:
@@ -42,6 +44,8 @@ def _tip(score: SearchScore) -> str:
            f"{w_rec:.2f}×recency {score.recency:.3f} + {w_rev:.2f}×revision {score.revision:.3f}")
     if score.working_set:
         tip += f" + working set {score.working_set:.3f}"
+    if score.learned:
+        tip += f" {'+' if score.learned > 0 else '−'} learned {abs(score.learned):.3f}"
     return tip
 
 
@@ -57,12 +61,12 @@ def stacked_bar(score: SearchScore) -> str:
 
 
 def _part_bar(name: str, value: float, note: str = "") -> str:
-    width = round(100.0 * max(0.0, min(value, 1.0)), 1)
+    width = round(100.0 * min(abs(value), 1.0), 1)
     return (f"<span style='display:inline-flex;align-items:center;gap:4px;margin-right:14px'>"
             f"<span style='color:#555'>{LABELS.get(name, name)}</span>"
             f"<span style='display:inline-block;width:60px;height:8px;background:#eee;border-radius:2px'>"
             f"<span class='slm-part slm-{name}' style='display:block;height:8px;width:{width}%;"
-            f"background:{COLOURS.get(name, '#888')}'></span></span>"
+            f"background:{COLOURS.get(name, '#888') if value >= 0 else '#d62728'}'></span></span>"
             f"<span style='font-variant-numeric:tabular-nums'>{value:.3f}</span>{note}</span>")
 
 
@@ -75,6 +79,8 @@ def breakdown(score: SearchScore) -> str:
              + _part_bar("revision", score.revision, f"<span style='color:#888'> ×{w_rev:.2f}</span>"))
     if score.working_set:
         parts += _part_bar("working_set", score.working_set, "<span style='color:#888'> added</span>")
+    if score.learned:
+        parts += _part_bar("learned", score.learned, "<span style='color:#888'> added (learning loop)</span>")
     return (f"<div class='slm-breakdown' style='font-size:11px;padding:2px 0 6px 34px;display:flex;flex-wrap:wrap'>"
             f"{parts}<span style='color:#555'>= SearchScore {score.value:.3f}</span></div>")
 
