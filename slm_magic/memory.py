@@ -349,9 +349,11 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                           rows_table=table)
         return fact_ids
 
-    def revise(self, fact_id: str, *, content: str, title: str | None = None, type: str | None = None) -> Fact:
-        """New content for a stored memory: revision_count + 1, created_at kept, updated now."""
-        current = self.get(fact_id) if isinstance(fact_id, str) else None
+    def revise(self, fact_id: str, *, content: str, title: str | None = None, type: str | None = None,
+               user_id: str | None = None) -> Fact:
+        """New content for a stored memory (of this Memory's user, or `user_id`): revision_count
+        + 1, created_at kept, updated now."""
+        current = self.get(fact_id, user_id=user_id)
         if current is None:
             raise InvalidInput(f"no memory with id {fact_id!r}")
         now = self.now()
@@ -364,7 +366,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             "tfs": list(counts.values()), "doc_len": sum(counts.values()), "updated_at": now})
         self._sync()
         self._implicit_after_showing(fact_id, "revised", current.user_id)
-        return self.get(fact_id)
+        return self.get(fact_id, user_id=current.user_id)
 
     def pin(self, fact_id: str, core: bool = True) -> Fact:
         """Make a memory a core memory (always in a session's context), or stop it being one."""
@@ -609,10 +611,16 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                 learned=0.0 if ranked.learned is None else float(ranked.learned[i]))))
         return out
 
-    def get(self, fact_id: str) -> Fact | None:
+    def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:
+        """One memory of this Memory's user (or of `user_id`) by id; None if there is none:
+        another user's memory is as absent as one never written."""
+        if not isinstance(fact_id, str):
+            return None
+        user = self.user_id if user_id is None else user_id
         with self.store.lock:
             row = self.store.con.execute(
-                f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE fact_id = ?", [fact_id]).fetchall()
+                f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE fact_id = ? AND user_id = ?",
+                [fact_id, user]).fetchall()
         return _fact(row[0]) if row else None
 
     def status(self, session_id: str | None = None) -> "StatusReport":

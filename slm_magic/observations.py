@@ -161,7 +161,7 @@ class ObservationsAPI:
         if topic_key is not None:
             existing = self.store.find_live(user, topic_key=topic_key)
             if existing is not None:
-                self.revise(existing, content=content, title=title, type=type)
+                self.revise(existing, content=content, title=title, type=type, user_id=user)
                 return SaveResult(id=existing, outcome="updated", session_id=sid, topic_key=topic_key)
         same = self.store.find_live(user, content_hash=content_hash(content))
         if same is not None:
@@ -220,14 +220,14 @@ class ObservationsAPI:
 
     def mem_get_observation(self: "Memory", user_id: str, observation_id: str) -> Observation | None:
         user = _user(user_id)
-        fact = self.get(observation_id) if isinstance(observation_id, str) else None
-        return _observation(fact) if fact is not None and fact.user_id == user else None
+        fact = self.get(observation_id, user_id=user)
+        return _observation(fact) if fact is not None else None
 
     def mem_timeline(self: "Memory", user_id: str, observation_id: str) -> list[Observation]:
         """The observation among its session's neighbours, in time order."""
         user = _user(user_id)
-        fact = self.get(observation_id) if isinstance(observation_id, str) else None
-        if fact is None or fact.user_id != user:
+        fact = self.get(observation_id, user_id=user)
+        if fact is None:
             return []
         if fact.session_id is None:
             return [_observation(fact)]

@@ -206,8 +206,11 @@ class Store:
             if p.is_dir():
                 raise StoreError(f"{p} is a directory, not a DuckDB memory file")
             if not p.parent.exists():  # a new folder for memories is private to its owner
-                p.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
-                p.parent.chmod(0o700)
+                try:
+                    p.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
+                    p.parent.chmod(0o700)
+                except OSError as exc:
+                    raise StoreError(f"cannot create the folder for {p}: {exc.strerror or exc}") from None
             self.path = str(p)
         self._con: duckdb.DuckDBPyConnection | None = None
         self.connect()

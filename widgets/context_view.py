@@ -39,8 +39,12 @@ class ContextView(PlainTextFallback, W.VBox):
             f"<div style='display:flex;gap:14px;align-items:baseline;flex-wrap:wrap'>"
             f"<span style='font-size:14px'><b>{state}</b> <code>{html.escape(init.session_id)}</code></span>"
             f"<span style='color:#555'>{init.memory_count} memories · {html.escape(init.retrieval_mode)}</span>"
-            f"<span style='color:#555' title='{learn.feedback_signals} feedback signals so far'>learning phase "
-            f"{learn.phase}: {html.escape(learn.status)} ({learn.feedback_signals} signals)</span></div>")
+            f"<span style='color:#555' title='ranked by: {html.escape(learn.ranking)}'>learning phase "
+            f"{learn.phase}: {html.escape(learn.status)} ({learn.feedback_signals} signals"
+            f"{', ' + html.escape(learn.model_id) if learn.model_id else ''})</span>"
+            + (f"<span style='color:#555'>answer confidence {init.answer_confidence:.2f} "
+               f"({html.escape(init.calibration_id or '')})</span>" if init.answer_confidence is not None else "")
+            + "</div>")
         self.degraded_banner = _banner(
             "<b>degraded mode</b>: the in-process index could not run; BM25 from the SQL fallback answered.",
             init.degraded_mode, "#b00", "#fdecea")
