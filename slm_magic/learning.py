@@ -83,7 +83,7 @@ class FeedbackSignals:
                  query: str | None = None, rank: int | None = None, project: str | None = None) -> str:
         """Record that a memory was useful ("up") or not ("down") for `query` (recalled with
         the `project` filter, if any); returns the signal's id."""
-        if signal not in EXPLICIT_SIGNALS:
+        if not isinstance(signal, str) or signal not in EXPLICIT_SIGNALS:
             raise InvalidInput(f"signal must be one of {', '.join(EXPLICIT_SIGNALS)}; got {signal!r}")
         fact = self.get(fact_id) if isinstance(fact_id, str) else None
         if fact is None:

@@ -32,7 +32,10 @@ def _unquote(value):
 def parse_argstring(magic, line: str):
     """IPython's parser keeps the quotes around a quoted value (`--title "a b"` gives '"a b"'):
     the same parse, with one layer of matching quotes taken off each value."""
-    args = _parse_argstring(magic, line)
+    try:
+        args = _parse_argstring(magic, line)
+    except ValueError as exc:  # shlex: an unmatched quote
+        raise UsageError(f"cannot read the options: {exc}") from None
     for name, value in vars(args).items():
         setattr(args, name, _unquote(value))
     return args

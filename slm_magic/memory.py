@@ -370,7 +370,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
 
     def pin(self, fact_id: str, core: bool = True) -> Fact:
         """Make a memory a core memory (always in a session's context), or stop it being one."""
-        if not isinstance(fact_id, str) or not self.store.set_core(fact_id, bool(core)):
+        if self.get(fact_id) is None or not self.store.set_core(fact_id, bool(core)):
             raise InvalidInput(f"no memory with id {fact_id!r}")
         self._sync()
         fact = self.get(fact_id)

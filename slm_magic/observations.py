@@ -206,7 +206,7 @@ class ObservationsAPI:
         allowed = set(MEMORY_TYPES) | {"summary"}
         for name, given in (("types", types), ("types_exclude", types_exclude)):
             if given is not None:
-                if isinstance(given, str) or not all(isinstance(x, str) for x in given):
+                if not isinstance(given, (list, tuple, set, frozenset)) or not all(isinstance(x, str) for x in given):
                     raise InvalidInput(f"{name} must be a list of type names")
                 unknown = set(given) - allowed
                 if unknown:

@@ -31,10 +31,12 @@ _NONE = type(None)
 
 def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
     """Tags as the seed's "auth,decision" string or a sequence; both mean the same tags."""
-    if not tags:
+    if tags is None or isinstance(tags, str) and not tags:
         return ()
     if isinstance(tags, str):
         tags = tags.split(",")
+    elif not isinstance(tags, (list, tuple, set, frozenset)):
+        raise InvalidInput(f"tags must be a string or a list of strings, not {type(tags).__name__}")
     out: list[str] = []
     for tag in tags:
         if not isinstance(tag, str):
@@ -119,9 +121,8 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
     cols["session_id"] = [s or None for s in cols["session_id"]]
 
     types = [r.get("type") or "discovery" for r in records]
-    bad = set(types) - set(MEMORY_TYPES)
-    if bad:
-        i = next(i for i, t in enumerate(types) if t in bad)
+    if not all(isinstance(t, str) and t in MEMORY_TYPES for t in types):
+        i = next(i for i, t in enumerate(types) if not isinstance(t, str) or t not in MEMORY_TYPES)
         raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}; got {types[i]!r}{_where(n, i)}")
     cols["type"] = types
 
@@ -139,7 +140,11 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
     cols["created_at"] = created
     cols["updated_at"] = list(created)
     cols["tags"] = [list(normalise_tags(r.get("tags"))) for r in records]
-    cols["is_core"] = [bool(r.get("core", False)) for r in records]
+    cores = [r.get("core") for r in records]
+    if not set(map(type, cores)) <= {bool, _NONE}:
+        i = next(i for i, c in enumerate(cores) if not isinstance(c, (bool, _NONE)))
+        raise InvalidInput(f"core must be True or False, not {type(cores[i]).__name__}{_where(n, i)}")
+    cols["is_core"] = [bool(c) for c in cores]
     return cols
 
 

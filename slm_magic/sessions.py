@@ -142,6 +142,8 @@ class SessionLifecycle:
         reason = conf.abstention_reason
         if not q:
             reason = "no query: give a query or a project path"
+        elif res is None:
+            reason = "max_results is 0: no memory was looked up"
         elif conf.abstained and not res.memories and res.older_matches:
             reason = (f"{res.older_matches} matching memor{'y is' if res.older_matches == 1 else 'ies are'} older "
                       f"than the age gate ({max_age_days} days) and below relevance {AGE_GATE_RELEVANCE:.2f}")
