@@ -15,7 +15,15 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_NOTEBOOK = REPO / "notebooks" / "quickstart.ipynb"
+
+
+def notebooks_folder() -> Path:
+    """The notebooks: installed inside the package (from a wheel), else the repository's folder."""
+    installed = Path(__file__).resolve().parent / "notebooks"
+    return installed if (installed / "quickstart.ipynb").is_file() else REPO / "notebooks"
+
+
+DEFAULT_NOTEBOOK = notebooks_folder() / "quickstart.ipynb"
 
 
 RESTART_TAG = "restart-kernel"  # a cell with this tag runs in a fresh kernel, as after Kernel → Restart

@@ -21,6 +21,8 @@ from .models import MEMORY_TYPES, TYPE_PRIORITY
 
 #: How many of the default fusion's best a learned ranking re-orders.
 CANDIDATES = 50
+#: Inverse regularisation strength: a first model sees only ~200 signals (RESULTS.md, section 5).
+REGULARISATION_C = 0.1
 
 FEATURES = (
     "bm25", "tfidf", "relevance", "recency", "revision", "inv_rank", "coverage", "coverage_idf",
@@ -108,7 +110,7 @@ class LinearRanker:
         if y.all() or not y.any():
             raise ValueError("the signals are all useful or all not useful: nothing to tell apart yet")
         scaler = StandardScaler().fit(X)
-        model = LogisticRegression(C=1.0, class_weight="balanced", max_iter=2000, random_state=seed)
+        model = LogisticRegression(C=REGULARISATION_C, class_weight="balanced", max_iter=2000, random_state=seed)
         model.fit(scaler.transform(X), y)
         scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
         out = cls(FEATURES, scaler.mean_.copy(), scale, model.coef_[0].copy(), float(model.intercept_[0]), 0.0, weight)

@@ -212,8 +212,11 @@ class Store:
                 except OSError as exc:
                     raise StoreError(f"cannot create the folder for {p}: {exc.strerror or exc}") from None
             self.path = str(p)
+        new_file = self.path != ":memory:" and not os.path.exists(self.path)
         self._con: duckdb.DuckDBPyConnection | None = None
         self.connect()
+        if new_file and os.path.exists(self.path):
+            os.chmod(self.path, 0o600)  # memories are private: only their owner reads the file
         self._migrate(SCHEMA_VERSION if upgrade_to is None else upgrade_to)
 
     # --- the connection ---------------------------------------------------------------------

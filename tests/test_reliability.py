@@ -218,6 +218,8 @@ SECRET = "sk-live-4242-ZEBRA-TOKEN"
 
 def test_private_spans_never_reach_the_file(tmp_path):
     db = tmp_path / "private.duckdb"
+    Memory(db).close()
+    assert db.stat().st_mode & 0o777 == 0o600  # a new memory file is readable by its owner only
     with Memory(db, user_id="ana") as mem:
         fact = mem.remember(f"The API key is <private>{SECRET}</private>; rotate it monthly.",
                             title=f"key <private>{SECRET}</private>", tags="secrets")

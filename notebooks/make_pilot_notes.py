@@ -1,7 +1,7 @@
 """Writes pilot_notes.jsonl: a colleague's memories from a spring 2026 pilot, as `%slm_export`
 writes them, for data_science_session.ipynb to import (their dates make the age gate visible).
 
-    python notebooks/data/make_pilot_notes.py
+    python notebooks/make_pilot_notes.py
 """
 
 from datetime import datetime
@@ -22,7 +22,7 @@ NOTES = [
 
 
 def main() -> None:
-    out = Path(__file__).with_name("pilot_notes.jsonl")
+    out = Path(__file__).parent / "data" / "pilot_notes.jsonl"
     clock = {"now": NOTES[0][0]}
     with Memory(":memory:", clock=lambda: clock["now"]) as mem:
         for when, kind, tags, text in NOTES:
