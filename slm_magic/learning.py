@@ -94,6 +94,7 @@ class FeedbackSignals:
             if value is not None and not isinstance(value, str):
                 raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
         if query is None and session_id:  # from a magic: the query the session last showed it for
+            self._flush_events()
             shown = self.store.last_showing(fact_id, self.now() - timedelta(hours=self.session_timeout_hours))
             if shown is not None and shown[0] == session_id:
                 query, rank = shown[1], rank or shown[2]

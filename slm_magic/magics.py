@@ -288,26 +288,26 @@ class SLMMagic(Magics, Configurable):
             mem.feedback(parts[0], parts[1], session_id=self.session_id)
         return f"feedback {parts[1]} recorded for {parts[0]}"
 
+    @staticmethod
+    def _path(magic: str, line: str) -> str:
+        path = line.strip().strip("'\"")
+        if not path:
+            raise UsageError(f"usage: %{magic} PATH.jsonl|PATH.parquet")
+        return path
 
     @line_magic
     def slm_export(self, line: str) -> str:
         """%slm_export PATH: write your memories to PATH (.jsonl or .parquet), every field kept."""
-        path = line.strip().strip("'\"")
-        if not path:
-            raise UsageError("usage: %slm_export PATH.jsonl|PATH.parquet")
+        path = self._path("slm_export", line)
         with self._engine() as mem:
-            n = mem.export(path)
-        return f"exported {n} memories to {path}"
+            return f"exported {mem.export(path)} memories to {path}"
 
     @line_magic
     def slm_import(self, line: str) -> str:
         """%slm_import PATH: add the memories of an exported file (ones already here are skipped)."""
-        path = line.strip().strip("'\"")
-        if not path:
-            raise UsageError("usage: %slm_import PATH.jsonl|PATH.parquet")
+        path = self._path("slm_import", line)
         with self._engine() as mem:
-            n = mem.import_file(path)
-        return f"imported {n} memories from {path}"
+            return f"imported {mem.import_file(path)} memories from {path}"
 
 
 def load_ipython_extension(ipython) -> None:

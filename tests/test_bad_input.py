@@ -113,9 +113,14 @@ def test_actions_on_ids_fail_only_as_documented(store, fact_id, signal, content,
                                      ANY), obs=ANY, summary=ANY)
 def test_the_observations_api_fails_only_as_documented(store, user, content, type_, title, topic, query, limit, types,
                                                         obs, summary):
-    for call in (lambda: store.mem_save(user, content, type=type_, title=title, topic_key=topic),
-                 lambda: store.mem_search(user, query, limit=limit, types=types),
-                 lambda: store.mem_search(user, query, types_exclude=types),
+    saved = documented(lambda: store.mem_save(user, content, type=type_, title=title, topic_key=topic))
+    if not isinstance(saved, Exception):
+        assert saved.outcome in ("created", "updated", "deduped")
+        assert store.mem_get_observation(user, saved.id).content.strip()
+    found = documented(lambda: store.mem_search(user, query, limit=limit, types=types))
+    if not isinstance(found, Exception):
+        assert len(found) <= limit and all(o.type in (*MEMORY_TYPES, "summary") for o in found)
+    for call in (lambda: store.mem_search(user, query, types_exclude=types),
                  lambda: store.mem_get_observation(user, obs), lambda: store.mem_timeline(user, obs),
                  lambda: store.mem_stats(user), lambda: store.mem_session_start(user),
                  lambda: store.mem_session_summary(user, summary), lambda: store.session_init(

@@ -142,3 +142,15 @@ def test_quoted_option_values_lose_their_quotes(ip):
     assert err is None and fact.title == "Screening threshold" and fact.tags == ("a", "b")
     init, err = cell(ip, "%slm_start --query 'screening threshold'")
     assert err is None and init.memories and init.memories[0].content == "Flag tumours at P >= 0.3."
+
+
+def test_feedback_from_the_magic_carries_the_query_and_rank_it_was_shown_at(ip, tmp_path):
+    cell(ip, "%%remember\nthe holdout is March; never tune on it")
+    cell(ip, "%%remember\nthe seed is fixed at 42 for every split")
+    res, _ = cell(ip, "%recall which seed for the split")
+    target = res[0].fact_id
+    msg, err = cell(ip, f"%slm_feedback {target} up")
+    assert err is None
+    with Memory(tmp_path / "memory.duckdb") as mem:
+        got = mem.store.con.execute("SELECT signal, query, rank, session_id FROM feedback").fetchall()
+    assert got == [("up", "which seed for the split", 1, ip.magics_manager.registry["SLMMagic"].session_id)]
