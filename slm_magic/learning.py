@@ -8,7 +8,7 @@ Implicit, from what the user does with a memory a recall showed in a real sessio
 - pinned after being shown: useful (+1);
 - revised after being shown: useful (+0.5);
 - used by a `remember` of the same session (the new memory contains at least half of its
-  index terms): useful (+0.5);
+  indexed words, counted with repeats): useful (+0.5);
 - shown three times or more in a session that gave it no positive signal, when the session
   closes: a weak negative (-0.25).
 
@@ -121,21 +121,36 @@ class FeedbackSignals:
                                 query, rank, self.now(), user_id)
         self._maybe_retrain(user_id)
 
-    def _implicit_used(self: "Memory", session_id: str | None, new_terms: list[int], new_fact: str,
+    def _implicit_used(self: "Memory", session_id: str | None, new_terms: list[int], new_doc: int,
                        user_id: str) -> None:
-        """A remember in a session that showed memories: the shown ones it repeats were used."""
-        if not session_id or not self._working_sets.get(session_id):
+        """A remember in a session that showed memories: the shown ones it repeats were used.
+        Found in process from the index's postings; the file is asked only when one was."""
+        shown_counts = self._working_sets.get(session_id) if session_id else None
+        index = self.index
+        if not shown_counts or index is None:
+            return
+        shown = np.array(sorted(d for d in shown_counts if d != new_doc and 0 <= d < index.docs.size), dtype=np.int64)
+        shown = shown[index.docs.alive[shown]] if shown.size else shown
+        if not shown.size:
+            return
+        covered = np.zeros(shown.size)  # how many of each shown memory's indexed words the new one has
+        for term in set(new_terms):
+            col = index.cols.get(term)
+            if col is None:
+                continue
+            docs, tfs = index.postings(col)
+            hit = np.isin(docs, shown)
+            if hit.any():
+                covered[np.searchsorted(shown, docs[hit])] += tfs[hit]
+        used = shown[covered >= USED_OVERLAP * np.maximum(index.docs.dl[shown], 1.0)]
+        if not used.size:
             return
         self._flush_events()
-        terms = set(new_terms)
         given = {f for f, s in self.store.session_signals(session_id) if s == "used"}
-        rows = []
-        for fact_id, _, query, rank, shown_terms in self.store.session_showings(session_id):
-            if fact_id == new_fact or fact_id in given or not shown_terms:
-                continue
-            if len(terms.intersection(shown_terms)) >= USED_OVERLAP * len(set(shown_terms)):
-                rows.append((uuid.uuid4().hex[:16], session_id, fact_id, "used", IMPLICIT_SIGNALS["used"], query,
-                             rank, self.now(), user_id))
+        rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "used", IMPLICIT_SIGNALS["used"], query, rank,
+                 self.now(), user_id)
+                for fact_id, _, query, rank in self.store.session_showings(session_id, used.tolist())
+                if fact_id not in given]
         if rows:
             self.store.add_feedback_many(rows)
             self._maybe_retrain(user_id)
@@ -148,7 +163,7 @@ class FeedbackSignals:
         already = {f for f, s in signals if s == "ignored"}
         rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "ignored", IMPLICIT_SIGNALS["ignored"], query, rank,
                  self.now(), user_id)
-                for fact_id, times, query, rank, _ in self.store.session_showings(session_id)
+                for fact_id, times, query, rank in self.store.session_showings(session_id)
                 if times >= IGNORED_AFTER and fact_id not in positive and fact_id not in already]
         if rows:
             self.store.add_feedback_many(rows)

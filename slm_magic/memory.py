@@ -298,7 +298,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         sid = row["session_id"]
         if sid and not is_synthetic_session(sid) and self._working_set(sid):
-            self._implicit_used(sid, list(counts.keys()), fact.fact_id, fact.user_id)
+            self._implicit_used(sid, list(counts.keys()), int(doc_id), fact.user_id)
         return fact
 
     def remember_many(self, records: Iterable[Mapping[str, Any]], *, batch_size: int = 20_000) -> list[str]:

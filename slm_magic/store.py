@@ -745,13 +745,15 @@ class Store:
                 "ORDER BY created_at DESC LIMIT 1", [fact_id, not_before]).fetchall()
         return rows[0] if rows else None
 
-    def session_showings(self, session_id: str) -> list[tuple]:
-        """Per memory a session's recalls showed: (fact_id, times, last query, best rank, terms)."""
+    def session_showings(self, session_id: str, doc_ids: list[int] | None = None) -> list[tuple]:
+        """Per memory a session's recalls showed (only `doc_ids`, if given): (fact_id, times,
+        last query, best rank)."""
+        only = "" if doc_ids is None else "AND doc_id IN (SELECT unnest(?::BIGINT[])) "
         with self.lock:
             return self.con.execute(
-                "SELECT e.fact_id, count(*), arg_max(e.query, e.created_at), min(e.rank), any_value(m.terms) "
-                "FROM recall_events e JOIN memories m USING (fact_id) WHERE e.session_id = ? "
-                "GROUP BY e.fact_id", [session_id]).fetchall()
+                "SELECT fact_id, count(*), arg_max(query, created_at), min(rank) FROM recall_events "
+                f"WHERE session_id = ? {only}GROUP BY fact_id",
+                [session_id] + ([list(doc_ids)] if doc_ids is not None else [])).fetchall()
 
     def session_signals(self, session_id: str) -> list[tuple]:
         """(fact_id, signal) already given in a session (an implicit signal is given once)."""
