@@ -68,7 +68,8 @@ def detach(path: str, con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _release(path: str) -> None:
-    _holders[path] -= 1
-    if _holders[path] == 0:
+    if _holders[path] == 1:
+        _instance.execute(f"DETACH {alias(path)}")  # (if this fails, the file stays counted as held)
         del _holders[path]
-        _instance.execute(f"DETACH {alias(path)}")
+    else:
+        _holders[path] -= 1

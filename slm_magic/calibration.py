@@ -112,14 +112,21 @@ class Calibrating:
     def record_outcome(self: "Memory", query: str, result: "RecallResult", answered: bool,
                        *, source: str = "label") -> None:
         """Feed one labelled outcome: did `result` (a recall of `query`) answer it?"""
-        if not isinstance(query, str) or not isinstance(answered, (bool, np.bool_)):
-            raise InvalidInput("record_outcome needs a query string and answered as a bool")
+        from .models import RecallResult
+
+        if not isinstance(query, str) or not isinstance(answered, (bool, np.bool_)) or not isinstance(
+                result, RecallResult):
+            raise InvalidInput("record_outcome needs a query string, a RecallResult and answered as a bool")
         self.store.add_outcome(uuid.uuid4().hex[:16], self.user_id, query, evidence(result), bool(answered), source,
                                self.now())
         self._maybe_refit()
 
     def answer_confidence(self: "Memory", result: "RecallResult") -> AnswerConfidence:
         """Did this recall answer its query? Calibrated when enough outcomes are known."""
+        from .models import RecallResult
+
+        if not isinstance(result, RecallResult):
+            raise InvalidInput(f"answer_confidence needs a RecallResult, not {type(result).__name__}")
         cal, cal_id = self._calibration()
         top = evidence(result)
         if cal is None:

@@ -419,10 +419,25 @@ class ChannelScores:
 
     def coverage(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per document: the share of the query's terms it contains, plain and idf-weighted."""
+        order = np.argsort(docs, kind="stable")
+        few = docs[order]
         hits = np.zeros(docs.size)
         weighted = np.zeros(docs.size)
         for d, idf in zip(self.term_docs, self.term_idf):
-            found = np.isin(docs, d)
+            slot, _ = locate(few, d)
+            found = np.zeros(docs.size, dtype=bool)
+            found[order[slot]] = True
             hits += found
             weighted += idf * found
         return hits / max(1, self.n_terms), weighted / (self.idf_total or 1.0)
+
+
+def locate(few: np.ndarray, many: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the entries of `many` occur in the sorted small array `few`: (their slots in
+    `few`, a mask over `many`). One binary search per entry of `many`: O(len(many)·log len(few)),
+    where np.isin would sort `many` or compare it against every entry of `few`."""
+    if not few.size or not many.size:
+        return np.empty(0, dtype=np.intp), np.zeros(many.size, dtype=bool)
+    pos = np.minimum(np.searchsorted(few, many), few.size - 1)
+    hit = few[pos] == many
+    return pos[hit], hit

@@ -31,6 +31,7 @@ import numpy as np
 
 from .errors import InvalidInput
 from .models import LearningStatus
+from .index import locate
 from .reranker import CANDIDATES, LinearRanker, Usage, feature_matrix, prior
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,7 +98,7 @@ class FeedbackSignals:
             self._flush_events()
             shown = self.store.last_showing(fact_id, self.now() - timedelta(hours=self.session_timeout_hours))
             if shown is not None and shown[0] == session_id:
-                query, rank = shown[1], rank or shown[2]
+                query, rank, project = shown[1], rank or shown[2], project if project is not None else shown[3]
         signal_id = uuid.uuid4().hex[:16]
         self.store.add_feedback(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
                                 self.now(), fact.user_id, project)
@@ -114,11 +115,11 @@ class FeedbackSignals:
         shown = self.store.last_showing(fact_id, self.now() - timedelta(hours=self.session_timeout_hours))
         if shown is None:
             return
-        session_id, query, rank = shown
-        if (fact_id, signal) in set(self.store.session_signals(session_id)):
+        session_id, query, rank, project = shown
+        if (fact_id, signal) in set(self.store.session_signals(session_id, user_id)):
             return
         self.store.add_feedback(uuid.uuid4().hex[:16], session_id, fact_id, signal, IMPLICIT_SIGNALS[signal],
-                                query, rank, self.now(), user_id)
+                                query, rank, self.now(), user_id, project)
         self._maybe_retrain(user_id)
 
     def _implicit_used(self: "Memory", session_id: str | None, new_terms: list[int], new_doc: int,
@@ -130,7 +131,8 @@ class FeedbackSignals:
         if not shown_counts or index is None:
             return
         shown = np.array(sorted(d for d in shown_counts if d != new_doc and 0 <= d < index.docs.size), dtype=np.int64)
-        shown = shown[index.docs.alive[shown]] if shown.size else shown
+        if shown.size:  # live memories of this user only (a session id is any string)
+            shown = shown[index.docs.alive[shown] & (index.docs.user[shown] == index.lookup_code("user", user_id))]
         if not shown.size:
             return
         covered = np.zeros(shown.size)  # how many of each shown memory's indexed words the new one has
@@ -139,17 +141,16 @@ class FeedbackSignals:
             if col is None:
                 continue
             docs, tfs = index.postings(col)
-            hit = np.isin(docs, shown)
-            if hit.any():
-                covered[np.searchsorted(shown, docs[hit])] += tfs[hit]
+            slot, hit = locate(shown, docs)
+            np.add.at(covered, slot, tfs[hit])
         used = shown[covered >= USED_OVERLAP * np.maximum(index.docs.dl[shown], 1.0)]
         if not used.size:
             return
         self._flush_events()
-        given = {f for f, s in self.store.session_signals(session_id) if s == "used"}
+        given = {f for f, s in self.store.session_signals(session_id, user_id) if s == "used"}
         rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "used", IMPLICIT_SIGNALS["used"], query, rank,
-                 self.now(), user_id)
-                for fact_id, _, query, rank in self.store.session_showings(session_id, used.tolist())
+                 self.now(), user_id, project)
+                for fact_id, _, query, rank, project in self.store.session_showings(session_id, user_id, used.tolist())
                 if fact_id not in given]
         if rows:
             self.store.add_feedback_many(rows)
@@ -158,12 +159,12 @@ class FeedbackSignals:
     def _implicit_ignored(self: "Memory", session_id: str, user_id: str) -> None:
         """At a session's close: what it was shown often and never found useful."""
         self._flush_events()
-        signals = self.store.session_signals(session_id)
+        signals = self.store.session_signals(session_id, user_id)
         positive = {f for f, s in signals if EXPLICIT_SIGNALS.get(s, IMPLICIT_SIGNALS.get(s, 0)) > 0}
         already = {f for f, s in signals if s == "ignored"}
         rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "ignored", IMPLICIT_SIGNALS["ignored"], query, rank,
-                 self.now(), user_id)
-                for fact_id, times, query, rank in self.store.session_showings(session_id)
+                 self.now(), user_id, project)
+                for fact_id, times, query, rank, project in self.store.session_showings(session_id, user_id)
                 if times >= IGNORED_AFTER and fact_id not in positive and fact_id not in already]
         if rows:
             self.store.add_feedback_many(rows)
@@ -200,19 +201,19 @@ class FeedbackSignals:
 
     def _ranker(self: "Memory", user_id: str) -> tuple[LinearRanker | None, str | None, str | None]:
         """(the stored model, its id, None) or (None, None, why there is none)."""
-        why = self._training_errors.get(user_id)
+        why = self._training_errors.get(user_id, (None, 0))[0]
         row = self.store.latest_model(user_id, "ranker")
         if row is None:
             return None, None, why or "no model trained yet"
         model_id, _, _, params = row
-        cached = self._rankers.get(model_id)
-        if cached is None:
+        cached = self._rankers.get(user_id)
+        if cached is None or cached[0] != model_id:
             try:
-                cached = LinearRanker.from_json(params)
+                cached = (model_id, LinearRanker.from_json(params))
             except ValueError as exc:
                 return None, None, f"model {model_id} could not be loaded: {exc}"
-            self._rankers[model_id] = cached
-        return cached, model_id, None
+            self._rankers[user_id] = cached  # one parsed model per user: the newest
+        return cached[1], model_id, None
 
     def _maybe_retrain(self: "Memory", user_id: str) -> None:
         """Fit a new ranker when the signals reach phase 3 or have grown enough since the last."""
@@ -224,23 +225,28 @@ class FeedbackSignals:
         row = self.store.latest_model(user_id, "ranker")
         if row is not None and signals < max(row[2] + RETRAIN_MIN_NEW, RETRAIN_GROWTH * row[2]):
             return
+        failed_at = self._training_errors.get(user_id, (None, 0))[1]
+        if failed_at and signals < failed_at + RETRAIN_MIN_NEW:
+            return  # the last attempt failed: wait for enough new signals before trying again
         self.train_ranker(user_id)
 
     def train_ranker(self: "Memory", user_id: str | None = None) -> str | None:
         """Fit the phase-3 ranker on a user's signals now and store it; returns its id, or None
         (the reason is then in `learning_status().status`)."""
         user = self.user_id if user_id is None else user_id
+        signals = self.store.feedback_count(user)
         try:
             X, y = self._training_rows(user)
             ranker = LinearRanker.fit(X, y, weight=LEARNED_WEIGHT)
         except Exception as exc:  # noqa: BLE001 - the ranking falls back to phase 2 and says why
-            self._training_errors[user] = f"training failed: {exc}"
+            self._training_errors[user] = (f"training failed: {exc}", signals)
             return None
         self._training_errors.pop(user, None)
         row = self.store.latest_model(user, "ranker")
         version = 1 if row is None else row[1] + 1
         model_id = f"ranker-v{version}"
-        self.store.save_model(f"{model_id}-{uuid.uuid4().hex[:8]}", user, "ranker", version, self.now(), len(y),
+        # trained_on: the user's signal count when fitted (what the retraining rule compares)
+        self.store.save_model(f"{model_id}-{uuid.uuid4().hex[:8]}", user, "ranker", version, self.now(), signals,
                               ranker.to_json())
         return self.store.latest_model(user, "ranker")[0]
 

@@ -64,7 +64,7 @@ class SLMMagic(Magics, Configurable):
         self._cell_number: int | None = None
         # Results the magics returned lately, with their session: shown as widgets that act on
         # this memory (a result made elsewhere is shown read-only).
-        self._origins: OrderedDict[int, tuple[object, str | None]] = OrderedDict()
+        self._origins: OrderedDict[int, tuple[object, Memory, str | None]] = OrderedDict()
         if shell is not None:
             shell.events.register("pre_run_cell", self._note_cell)
 
@@ -128,16 +128,16 @@ class SLMMagic(Magics, Configurable):
         return getattr(self.shell, "kernel", None) is not None
 
     def _mine(self, result, session_id: str | None):
-        self._origins[id(result)] = (result, session_id)
+        self._origins[id(result)] = (result, self._memory, session_id)
         while len(self._origins) > self.ORIGINS_KEPT:
             self._origins.popitem(last=False)
         return result
 
     def _origin(self, result) -> tuple[Memory | None, str | None]:
         got = self._origins.get(id(result))
-        if got is None or got[0] is not result or self._memory is None:
+        if got is None or got[0] is not result:
             return None, None
-        return self._memory, got[1]
+        return got[1], got[2]  # the memory (file and user) that made it, even after a switch
 
     def show_recall(self, result: RecallResult) -> None:
         from IPython.display import display
@@ -227,10 +227,7 @@ class SLMMagic(Magics, Configurable):
             return LiveSearch(mem, session_id=sid, limit=limit)
         with self._engine() as mem:
             sid = self._session(mem)
-            res = mem.recall(query, session_id=sid, project=args.project,
-                             limit=limit if args.type is None else limit * 20)
-        if args.type is not None:
-            res = res.model_copy(update={"memories": [m for m in res.memories if m.fact.type == args.type][:limit]})
+            res = mem.recall(query, session_id=sid, project=args.project, limit=limit, type=args.type)
         return self._mine(res, sid)
 
     @magic_arguments()

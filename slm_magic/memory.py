@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import os
@@ -69,8 +70,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         self._working_sets: dict[str, dict[int, int]] = {}
         self._pending_events: list[tuple] = []
         self._live_sessions: dict[str, str] = {}  # user -> mem session id last seen open
-        self._rankers: dict[str, object] = {}       # model id -> its parsed ranker
-        self._training_errors: dict[str, str] = {}  # user -> why the last training failed
+        self._rankers: dict[str, tuple] = {}         # user -> (model id, its parsed ranker)
+        self._training_errors: dict[str, tuple] = {}  # user -> (why the last training failed, at how many signals)
         self._load_index()
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -425,7 +426,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
     # --- reads ------------------------------------------------------------------------------
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10,
                project: str | None = None, user_id: str | None = None, max_age_days: int | None = None,
-               kind: str | None = "auto") -> RecallResult:
+               kind: str | None = "auto", type: str | None = None) -> RecallResult:
         """The memories that best answer `query`, best first, each with its score's parts.
 
         With a session id (not a synthetic one), what the session's earlier recalls showed is
@@ -434,20 +435,22 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         or "summary_event" keeps only those rows, None keeps both; "auto" (the default) brings
         session summaries only to a query about days or sessions ("what did I do last Tuesday",
         "session slm-…"), where they answer, and keeps them from crowding out the memories they
-        repeat everywhere else.
+        repeat everywhere else. `type` keeps one memory type ("decision", …, "summary").
         """
         started = time.perf_counter()
         if not isinstance(query, str):
-            raise InvalidInput(f"query must be a string, not {type(query).__name__}")
+            raise InvalidInput(f"query must be a string, not {builtins.type(query).__name__}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInput(f"limit must be a non-negative integer; got {limit!r}")
         if session_id is not None and not isinstance(session_id, str):
-            raise InvalidInput(f"session_id must be a string, not {type(session_id).__name__}")
+            raise InvalidInput(f"session_id must be a string, not {builtins.type(session_id).__name__}")
         if project is not None and not isinstance(project, str):
-            raise InvalidInput(f"project must be a string, not {type(project).__name__}")
+            raise InvalidInput(f"project must be a string, not {builtins.type(project).__name__}")
         if max_age_days is not None and (isinstance(max_age_days, bool) or not isinstance(max_age_days, int)
                                          or max_age_days < 0):
             raise InvalidInput(f"max_age_days must be a non-negative integer; got {max_age_days!r}")
+        if type is not None and (not isinstance(type, str) or type not in _TYPE_CODE):
+            raise InvalidInput(f"type must be one of {', '.join(_TYPE_CODE)}; got {type!r}")
         if kind is not None and kind != "auto" and kind not in _KINDS:
             raise InvalidInput(f"kind must be one of auto, {', '.join(_KINDS)}; got {kind!r}")
         user = self.user_id if user_id is None else str(user_id)
@@ -473,20 +476,22 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                     ranked = rank_index(index, cs, self.config, now=now, user=user_code,
                                         project=project_code, limit=max(limit, CANDIDATES) if learner else limit,
                                         working_set=ws, updated_after=updated_after,
-                                        kind=None if kind is None else _KINDS[kind])
+                                        kind=None if kind is None else _KINDS[kind],
+                                        type_code=None if type is None else _TYPE_CODE[type])
                     if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
                         ranked = learner.rerank(ranked, cs, index, limit)
                 memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()))
             except Exception as exc:  # noqa: BLE001 - degrade to SQL rather than fail the user
                 self.index = None
-                self.index_error = f"in-process index failed ({type(exc).__name__}: {exc})"
+                self.index_error = f"in-process index failed ({builtins.type(exc).__name__}: {exc})"
                 ranked = None
         if ranked is None:
             mode, degraded, reason = "bm25_sql_fallback", True, self.index_error
-            wide = limit if updated_after is None and kind is None else max(limit * 20, 200)
+            wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
             ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide)
             facts = {d: _fact(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
-            wide_memories = [m for m in self._materialise(ranked, facts) if kind is None or m.fact.kind == kind]
+            wide_memories = [m for m in self._materialise(ranked, facts)
+                             if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
             older = [m for m in wide_memories
                      if updated_after is not None and _epoch(m.fact.updated_at) < updated_after]
             memories = [m for m in wide_memories if not (
@@ -500,8 +505,10 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                             older_matches=ranked.older_matches)
         doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
         if tracked and memories:
-            self._note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories], now_dt)
-        result = RecallResult(query=query, memories=memories, retrieval_mode=mode, degraded_mode=degraded,
+            self._note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories], now_dt,
+                             project)
+        result = RecallResult(query=query, project=project, memories=memories, retrieval_mode=mode,
+                              degraded_mode=degraded,
                               degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000,
                               age_gate_days=max_age_days or None,
                               older_matches=ranked.older_matches if max_age_days else 0)
@@ -550,14 +557,16 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
 
     PENDING_EVENTS_MAX = 200
 
-    def _note_shown(self, session_id: str, query: str, shown: list[tuple[str, int]], now: datetime) -> None:
+    def _note_shown(self, session_id: str, query: str, shown: list[tuple[str, int]], now: datetime,
+                    project: str | None = None) -> None:
         """Remember what a recall showed, (fact_id, doc_id) best first. The working set here is
         updated at once; the rows for the file are written with the next write, `close()`, or
         every 200 showings, so a recall does not pay for an insert."""
         if not session_id or is_synthetic_session(session_id):
             return
         self._pending_events.extend(
-            (session_id, fact_id, doc_id, query, rank, now) for rank, (fact_id, doc_id) in enumerate(shown, start=1))
+            (session_id, fact_id, doc_id, query, rank, now, project)
+            for rank, (fact_id, doc_id) in enumerate(shown, start=1))
         ws = self._working_set(session_id)
         for _, d in shown:
             ws[d] = ws.get(d, 0) + 1
@@ -616,6 +625,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         another user's memory is as absent as one never written."""
         if not isinstance(fact_id, str):
             return None
+        if user_id is not None and not isinstance(user_id, str):
+            raise InvalidInput(f"user_id must be a string, not {type(user_id).__name__}")
         user = self.user_id if user_id is None else user_id
         with self.store.lock:
             row = self.store.con.execute(

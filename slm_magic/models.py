@@ -160,6 +160,7 @@ class RecallResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     query: str
+    project: str | None = None  # the project filter it was recalled with (feedback keeps it)
     memories: list[ScoredMemory] = Field(default_factory=list)
     retrieval_mode: RetrievalMode = "full_bm25_tfidf"
     degraded_mode: bool = False

@@ -116,11 +116,11 @@ AGE_GATE_RELEVANCE = 0.70
 
 def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
                project: int | None, limit: int, working_set: WorkingSet | None = None,
-               updated_after: float | None = None, kind: int | None = None) -> Ranked:
+               updated_after: float | None = None, kind: int | None = None, type_code: int | None = None) -> Ranked:
     """Rank the live memories of one user (and project) that the query or their context match;
     with an age gate, also count the matching memories older than it (for the user to see)."""
     ranked = _rank_index(index, cs, cfg, now=now, user=user, project=project, limit=limit,
-                         working_set=working_set, updated_after=updated_after, kind=kind)
+                         working_set=working_set, updated_after=updated_after, kind=kind, type_code=type_code)
     if updated_after is not None and cs.bm25 is not None:
         t = index.docs
         own = np.flatnonzero(cs.bm25[: t.size] != 0)
@@ -129,13 +129,15 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
             keep &= t.project[own] == project
         if kind is not None:
             keep &= t.kind[own] == kind
+        if type_code is not None:
+            keep &= t.type[own] == type_code
         ranked.older_matches = int(np.count_nonzero(keep))
     return ranked
 
 
 def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
                 project: int | None, limit: int, working_set: WorkingSet | None = None,
-                updated_after: float | None = None, kind: int | None = None) -> Ranked:
+                updated_after: float | None = None, kind: int | None = None, type_code: int | None = None) -> Ranked:
     """Rank the live memories of one user (and project) that the query or their context match.
 
     Exact, with safe pruning: the full score of a few promising memories gives a bar θ that
@@ -171,6 +173,8 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
             keep &= t.project[c] == project
         if kind is not None:
             keep &= t.kind[c] == kind
+        if type_code is not None:
+            keep &= t.type[c] == type_code
         return c[keep]
 
     def exact(c: np.ndarray):

@@ -27,7 +27,7 @@ REGULARISATION_C = 0.1
 FEATURES = (
     "bm25", "tfidf", "relevance", "recency", "revision", "inv_rank", "coverage", "coverage_idf",
     "bm25_vs_top", "score_vs_top", "log_length", "bm25_x_tfidf", "context_only", "type_priority",
-    "core", "prior", "log_shown", "working_set",
+    "core", "prior", "log_shown",
 )
 _PRIORITY_BY_CODE = np.array([TYPE_PRIORITY.get(t, 0.5) for t in MEMORY_TYPES] + [0.5])
 
@@ -65,18 +65,23 @@ def feature_matrix(ranked, cs: ChannelScores, index: SparseIndex, usage_sums: np
         return np.zeros((0, len(FEATURES)))
     t = index.docs
     cov, cov_idf = cs.coverage(docs)
+    # Rank and relative score as the default fusion alone gives them: training ranks without a
+    # session, so the session's working-set boost is taken out here too.
+    base = ranked.score - ranked.working_set
+    rank = np.empty(n)
+    rank[np.lexsort((docs, -base))] = np.arange(n)
     top_bm25 = float(ranked.bm25.max()) or 1.0
-    top_score = float(ranked.score.max()) or 1.0
+    top_score = float(base.max()) or 1.0
     cols = {
         "bm25": ranked.bm25, "tfidf": ranked.tfidf, "relevance": ranked.relevance,
         "recency": ranked.recency, "revision": ranked.revision,
-        "inv_rank": 1.0 / (np.arange(n) + 1.0), "coverage": cov, "coverage_idf": cov_idf,
-        "bm25_vs_top": ranked.bm25 / top_bm25, "score_vs_top": ranked.score / top_score,
+        "inv_rank": 1.0 / (rank + 1.0), "coverage": cov, "coverage_idf": cov_idf,
+        "bm25_vs_top": ranked.bm25 / top_bm25, "score_vs_top": base / top_score,
         "log_length": np.log1p(t.dl[docs].astype(np.float64)), "bm25_x_tfidf": ranked.bm25 * ranked.tfidf,
         "context_only": (ranked.bm25 == 0).astype(np.float64),
         "type_priority": _PRIORITY_BY_CODE[np.clip(t.type[docs], 0, len(_PRIORITY_BY_CODE) - 1)],
         "core": t.core[docs].astype(np.float64), "prior": prior(usage_sums),
-        "log_shown": np.log1p(shown), "working_set": ranked.working_set,
+        "log_shown": np.log1p(shown),
     }
     return np.column_stack([np.asarray(cols[f], dtype=np.float64) for f in FEATURES])
 

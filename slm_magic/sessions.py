@@ -123,7 +123,8 @@ class SessionLifecycle:
             # The age gate runs inside the ranking, so the best max_results that pass it come back.
             res = self.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory")
             kept = list(res.memories)
-            self._note_shown(session_id, q, list(zip((m.fact_id for m in kept), res._doc_ids)), now)
+            if is_new:  # a continued session saw its context already: showing it again is not news
+                self._note_shown(session_id, q, list(zip((m.fact_id for m in kept), res._doc_ids)), now)
         core = [ScoredMemory(fact=f, score=self._static_score(f, now)) for f in self.core_memories()]
         shown = {m.fact_id for m in kept}
         scored = kept + [c for c in core if c.fact_id not in shown]

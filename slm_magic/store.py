@@ -136,8 +136,10 @@ def _v3(con: duckdb.DuckDBPyConnection) -> None:
         );
         -- Whether a recall answered its query, from the user's judge or fed in as labels:
         -- the calibration's training data. `evidence` is the ranking's top relevance.
-        -- The project filter of the recall a signal judged, so training re-ranks the same candidates.
+        -- The project filter of the recall a signal judged (and of each showing), so training
+        -- re-ranks the same candidates the user saw.
         ALTER TABLE feedback ADD COLUMN project VARCHAR;
+        ALTER TABLE recall_events ADD COLUMN project VARCHAR;
         CREATE TABLE outcomes (
             outcome_id VARCHAR PRIMARY KEY,
             user_id VARCHAR NOT NULL,
@@ -211,7 +213,9 @@ class Store:
                     p.parent.chmod(0o700)
                 except OSError as exc:
                     raise StoreError(f"cannot create the folder for {p}: {exc.strerror or exc}") from None
-            self.path = str(p)
+            # One spelling per file (relative, symlinked, ~): the attachment is keyed on it, and a
+            # later `%cd` cannot send the same Memory to another file.
+            self.path = os.path.realpath(p)
         new_file = self.path != ":memory:" and not os.path.exists(self.path)
         self._con: duckdb.DuckDBPyConnection | None = None
         self.connect()
@@ -225,6 +229,10 @@ class Store:
     def connect(self) -> None:
         """Open the file, waiting (with backoff) while another process holds DuckDB's write lock:
         several kernels share one file by each holding it only while it works."""
+        with self.lock:
+            self._connect()
+
+    def _connect(self) -> None:
         if self._con is not None:
             return
         delay, waited = 0.005, 0.0
@@ -244,8 +252,8 @@ class Store:
 
     def disconnect(self) -> None:
         """Let go of the file so another process can use it (an in-memory store keeps it)."""
-        if self._con is not None and self.path != ":memory:":
-            with self.lock:
+        with self.lock:
+            if self._con is not None and self.path != ":memory:":
                 con, self._con = self._con, None
                 attachments.detach(self.path, con)
 
@@ -301,13 +309,20 @@ class Store:
         """Cheap fingerprint of the file and its WAL: if unchanged, nobody has written."""
         if self.path == ":memory:":
             return ()
-        out = []
+        out, modes = [], []
         for p in (self.path, self.path + ".wal"):
             try:
                 st = os.stat(p)
                 out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+                modes.append(st.st_mode & 0o777)
             except FileNotFoundError:
                 out.append(None)
+                modes.append(None)
+        if modes[1] is not None and modes[0] == 0o600 and modes[1] != 0o600:
+            try:  # DuckDB makes its log with the default mode: as private as the file itself
+                os.chmod(self.path + ".wal", 0o600)
+            except OSError:
+                pass
         return tuple(out)
 
     def last_change(self) -> int:
@@ -692,13 +707,13 @@ class Store:
         return self._cached(("feedback_count", user_id), count)
 
     def add_feedback_many(self, rows: list[tuple]) -> None:
-        """(signal_id, session_id, fact_id, signal, value, query, rank, created_at, user_id) rows."""
+        """(signal_id, session_id, fact_id, signal, value, query, rank, created_at, user_id, project) rows."""
         if rows:
             cols = [list(c) for c in zip(*rows)]
             self._meta("INSERT INTO feedback (signal_id, session_id, fact_id, signal, value, query, rank, created_at, "
-                       "user_id) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+                       "user_id, project) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
                        "unnest(?::VARCHAR[]), unnest(?::DOUBLE[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), "
-                       "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[])", cols)
+                       "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[])", cols)
 
     # --- learning ---------------------------------------------------------------------------
     def signal_sums(self, user_id: str):
@@ -738,28 +753,30 @@ class Store:
                    [model_id, user_id, kind, version, now, trained_on, params])
 
     def last_showing(self, fact_id: str, not_before):
-        """The latest (session_id, query, rank) a recall showed a memory at, since `not_before`."""
+        """The latest (session_id, query, rank, project filter) a recall showed a memory at,
+        since `not_before`."""
         with self.lock:
             rows = self.con.execute(
-                "SELECT session_id, query, rank FROM recall_events WHERE fact_id = ? AND created_at >= ? "
+                "SELECT session_id, query, rank, project FROM recall_events WHERE fact_id = ? AND created_at >= ? "
                 "ORDER BY created_at DESC LIMIT 1", [fact_id, not_before]).fetchall()
         return rows[0] if rows else None
 
-    def session_showings(self, session_id: str, doc_ids: list[int] | None = None) -> list[tuple]:
-        """Per memory a session's recalls showed (only `doc_ids`, if given): (fact_id, times,
-        last query, best rank)."""
-        only = "" if doc_ids is None else "AND doc_id IN (SELECT unnest(?::BIGINT[])) "
+    def session_showings(self, session_id: str, user_id: str, doc_ids: list[int] | None = None) -> list[tuple]:
+        """Per memory of `user_id` a session's recalls showed (only `doc_ids`, if given):
+        (fact_id, times, last query, best rank, that query's project filter)."""
+        only = "" if doc_ids is None else "AND e.doc_id IN (SELECT unnest(?::BIGINT[])) "
         with self.lock:
             return self.con.execute(
-                "SELECT fact_id, count(*), arg_max(query, created_at), min(rank) FROM recall_events "
-                f"WHERE session_id = ? {only}GROUP BY fact_id",
-                [session_id] + ([list(doc_ids)] if doc_ids is not None else [])).fetchall()
+                "SELECT e.fact_id, count(*), arg_max(e.query, e.created_at), min(e.rank), "
+                "arg_max(e.project, e.created_at) FROM recall_events e "
+                f"JOIN memories m USING (fact_id) WHERE e.session_id = ? AND m.user_id = ? {only}GROUP BY e.fact_id",
+                [session_id, user_id] + ([list(doc_ids)] if doc_ids is not None else [])).fetchall()
 
-    def session_signals(self, session_id: str) -> list[tuple]:
-        """(fact_id, signal) already given in a session (an implicit signal is given once)."""
+    def session_signals(self, session_id: str, user_id: str) -> list[tuple]:
+        """(fact_id, signal) a user already gave in a session (an implicit signal is given once)."""
         with self.lock:
-            return self.con.execute("SELECT fact_id, signal FROM feedback WHERE session_id = ?",
-                                    [session_id]).fetchall()
+            return self.con.execute("SELECT fact_id, signal FROM feedback WHERE session_id = ? AND user_id = ?",
+                                    [session_id, user_id]).fetchall()
 
     def add_outcome(self, outcome_id: str, user_id: str, query: str, evidence: float, answered: bool,
                     source: str, now) -> None:
@@ -784,10 +801,11 @@ class Store:
             ).fetchall()
 
     def record_recalls(self, events: list[tuple]) -> None:
-        """(session_id, fact_id, doc_id, query, rank, shown_at) rows, in one statement."""
+        """(session_id, fact_id, doc_id, query, rank, shown_at, project filter) rows, in one statement."""
         cols = list(zip(*events))
-        self._meta("INSERT INTO recall_events SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), "
-                   "unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::TIMESTAMP[])", [list(c) for c in cols])
+        self._meta("INSERT INTO recall_events (session_id, fact_id, doc_id, query, rank, created_at, project) "
+                   "SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::VARCHAR[]), "
+                   "unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[])", [list(c) for c in cols])
 
     def close(self) -> None:
         with self.lock:

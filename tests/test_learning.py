@@ -188,3 +188,28 @@ def test_labelled_outcomes_fed_in_calibrate_too(mem, corpus):
     assert conf.calibration_status == "calibrated" and conf.answer_confidence > 0.5
     low = mem.answer_confidence(mem.recall("zebra crossing"))
     assert low.answer_confidence < 0.5 and low.abstained and "below 0.50" in low.abstention_reason
+
+
+def test_a_failed_training_waits_for_new_signals_instead_of_retrying_on_each(mem, corpus, monkeypatch):
+    useful, _ = corpus
+    for i in range(200):
+        mem.feedback(useful[TOPICS[i % len(TOPICS)]], "up", query=f"decision {TOPICS[i % len(TOPICS)]}", rank=1)
+    attempts = []
+    real = type(mem)._training_rows
+    monkeypatch.setattr(type(mem), "_training_rows", lambda self, user: attempts.append(user) or real(self, user))
+    for i in range(49):
+        mem.feedback(useful["churn"], "up", query="decision churn", rank=1)
+    assert attempts == []  # the failure at 200 is not retried on every new signal
+    mem.feedback(useful["churn"], "up", query="decision churn", rank=1)
+    assert len(attempts) == 1
+
+
+def test_a_signal_keeps_the_project_filter_of_the_recall_it_judged(mem, corpus):
+    useful, _ = corpus
+    mem.remember("decision on churn for the bank project", project="bank")
+    sid = mem.session_init(max_results=0).session_id
+    res = mem.recall("decision churn", session_id=sid, project="bank")
+    assert res.project == "bank"
+    mem.feedback(res[0].fact_id, "up", session_id=sid)  # as %slm_feedback does: no query, no project
+    assert mem.store.con.execute("SELECT query, rank, project FROM feedback").fetchall() == [
+        ("decision churn", 1, "bank")]

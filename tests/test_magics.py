@@ -154,3 +154,15 @@ def test_feedback_from_the_magic_carries_the_query_and_rank_it_was_shown_at(ip, 
     with Memory(tmp_path / "memory.duckdb") as mem:
         got = mem.store.con.execute("SELECT signal, query, rank, session_id FROM feedback").fetchall()
     assert got == [("up", "which seed for the split", 1, ip.magics_manager.registry["SLMMagic"].session_id)]
+
+
+def test_recall_of_one_type_records_only_what_it_shows(ip, tmp_path):
+    for i in range(6):
+        cell(ip, f"%%remember\npandas merge note {i} about join keys")
+    cell(ip, "%%remember --type decision\nwe merge on customer_id only")
+    res, err = cell(ip, "%recall pandas merge join --type decision -n 1")
+    assert err is None and [m.fact.type for m in res] == ["decision"]
+    ip.magics_manager.registry["SLMMagic"].close()  # writes the pending showings
+    with Memory(tmp_path / "memory.duckdb") as mem:
+        shown = mem.store.con.execute("SELECT fact_id FROM recall_events").fetchall()
+    assert shown == [(res[0].fact_id,)]

@@ -243,3 +243,10 @@ def test_calls_after_detach_reopen_the_file(db_path):
         m.detach()
         assert not m.store.connected
         assert [r.content for r in m.recall("reachable")] == ["still reachable after detach"]
+
+
+def test_one_file_spelt_two_ways_is_one_file(db_path, monkeypatch):
+    monkeypatch.chdir(db_path.parent)
+    with Memory(db_path) as a, Memory(db_path.name) as b:  # absolute, then relative: shared, no conflict
+        fact = a.remember("spelt two ways, stored once")
+        assert b.get(fact.fact_id) == fact and a.path == b.path == str(db_path)

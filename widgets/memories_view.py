@@ -116,7 +116,7 @@ class MemoryRow:
     def feedback(self, signal: str) -> None:
         def act(mem: "Memory") -> None:
             mem.feedback(self.fact.fact_id, signal, session_id=self.table.session_id, query=self.table.query,
-                         rank=self.rank)
+                         rank=self.rank, project=self.table.project)
         if self.table.act(act, f"{'👍' if signal == 'up' else '👎'} recorded for “{one_line(self.fact.content, 50)}”"):
             self.signal = signal
             self.up.button_style = "success" if signal == "up" else ""
@@ -154,8 +154,9 @@ class MemoriesView(PlainTextFallback, W.VBox):
     """Recalled memories, best first: a SearchScore bar per row, its parts on demand."""
 
     def __init__(self, memories: Sequence[ScoredMemory], *, memory: "Memory | None" = None,
-                 session_id: str | None = None, query: str | None = None, caption: str = ""):
-        self.memory, self.session_id, self.query = memory, session_id, query
+                 session_id: str | None = None, query: str | None = None, project: str | None = None,
+                 caption: str = ""):
+        self.memory, self.session_id, self.query, self.project = memory, session_id, query, project
         self.items = list(memories)
         self.caption = _html(GRID_CSS + caption)
         self.rows = [MemoryRow(self, i, m) for i, m in enumerate(self.items, 1)]
@@ -180,7 +181,8 @@ class MemoriesView(PlainTextFallback, W.VBox):
         ms = result.elapsed_ms if took_ms is None else took_ms
         cap = (f"<span style='color:#444'>recall <b>{html.escape(result.query)}</b> · {len(result.memories)} "
                f"memories · {ms:.1f} ms · {html.escape(result.retrieval_mode)}</span>")
-        view = cls(result.memories, memory=memory, session_id=session_id, query=result.query, caption=cap)
+        view = cls(result.memories, memory=memory, session_id=session_id, query=result.query, project=result.project,
+                   caption=cap)
         view.result = result
         return view
 
