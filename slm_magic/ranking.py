@@ -123,16 +123,24 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
                          working_set=working_set, updated_after=updated_after, kind=kind, type_code=type_code)
     if updated_after is not None and cs.bm25 is not None:
         t = index.docs
-        own = np.flatnonzero(cs.bm25[: t.size] != 0)
-        keep = t.alive[own] & (t.user[own] == user) & (t.updated[own] < updated_after)
-        if project is not None:
-            keep &= t.project[own] == project
-        if kind is not None:
-            keep &= t.kind[own] == kind
-        if type_code is not None:
-            keep &= t.type[own] == type_code
-        ranked.older_matches = int(np.count_nonzero(keep))
+        own = _eligible(t, np.flatnonzero(cs.bm25[: t.size] != 0), user, project, kind, type_code)
+        ranked.older_matches = int(np.count_nonzero(t.updated[own] < updated_after))
     return ranked
+
+
+def _eligible(t, c: np.ndarray, user: int | None, project: int | None, kind: int | None,
+              type_code: int | None) -> np.ndarray:
+    """The live documents among `c` that pass the filters (None: no filter)."""
+    keep = t.alive[c]
+    if user is not None:
+        keep &= t.user[c] == user
+    if project is not None:
+        keep &= t.project[c] == project
+    if kind is not None:
+        keep &= t.kind[c] == kind
+    if type_code is not None:
+        keep &= t.type[c] == type_code
+    return c[keep]
 
 
 def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
@@ -163,19 +171,10 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     cos_own[~t.alive[own]] = 0.0
     cos = np.zeros(t.capacity + 1)
     cos[own] = cos_own
-    multi_user = len(index.codes["user"]) > 1
+    only_user = user if len(index.codes["user"]) > 1 else None  # (one user: no need to compare)
 
     def valid(c: np.ndarray) -> np.ndarray:
-        keep = t.alive[c]
-        if multi_user:
-            keep &= t.user[c] == user
-        if project is not None:
-            keep &= t.project[c] == project
-        if kind is not None:
-            keep &= t.kind[c] == kind
-        if type_code is not None:
-            keep &= t.type[c] == type_code
-        return c[keep]
+        return _eligible(t, c, only_user, project, kind, type_code)
 
     def exact(c: np.ndarray):
         bm25 = np.minimum(1.0, bm[c] * inv_ideal)
