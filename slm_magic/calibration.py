@@ -117,9 +117,7 @@ class Calibrating:
         if not isinstance(query, str) or not isinstance(answered, (bool, np.bool_)) or not isinstance(
                 result, RecallResult):
             raise InvalidInput("record_outcome needs a query string, a RecallResult and answered as a bool")
-        self.store.add_outcome(uuid.uuid4().hex[:16], self.user_id, query, evidence(result), bool(answered), source,
-                               self.now())
-        self._maybe_refit()
+        self._add_outcome(query, result, bool(answered), source)
 
     def answer_confidence(self: "Memory", result: "RecallResult") -> AnswerConfidence:
         """Did this recall answer its query? Calibrated when enough outcomes are known."""
@@ -149,21 +147,28 @@ class Calibrating:
             return
         try:
             answered = bool(self.judge(query, result.memories))
-        except Exception as exc:  # noqa: BLE001 - a user's judge failing must not break a session
-            self._calibration_error = f"the judge failed: {type(exc).__name__}: {exc}"
+        except Exception:  # noqa: BLE001 - a user's judge failing must not break a session: no outcome
             return
-        self.store.add_outcome(uuid.uuid4().hex[:16], self.user_id, query, evidence(result), answered, "judge",
+        self._add_outcome(query, result, answered, "judge")
+
+    def _add_outcome(self: "Memory", query: str, result: "RecallResult", answered: bool, source: str) -> None:
+        self.store.add_outcome(uuid.uuid4().hex[:16], self.user_id, query, evidence(result), answered, source,
                                self.now())
         self._maybe_refit()
 
     def _calibration(self: "Memory") -> tuple[Calibration | None, str | None]:
+        """The user's newest calibration (parsed once per model) and its id, or (None, None)."""
         row = self.store.latest_model(self.user_id, "calibration")
         if row is None:
             return None, None
-        try:
-            return Calibration.from_json(row[3]), row[0]
-        except ValueError:
-            return None, None
+        cal = self._calibrations.get(row[0])
+        if cal is None:
+            try:
+                cal = Calibration.from_json(row[3])
+            except ValueError:
+                return None, None
+            self._calibrations = {row[0]: cal}  # only the newest is ever used
+        return cal, row[0]
 
     def _maybe_refit(self: "Memory") -> None:
         n = self.store.outcome_count(self.user_id)

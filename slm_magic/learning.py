@@ -95,13 +95,12 @@ class FeedbackSignals:
             if value is not None and not isinstance(value, str):
                 raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
         if query is None and session_id:  # from a magic: the query the session last showed it for
-            self._flush_events()
-            shown = self.store.last_showing(fact_id, self.now() - timedelta(hours=self.session_timeout_hours))
+            shown = self._last_showing(fact_id)
             if shown is not None and shown[0] == session_id:
                 query, rank, project = shown[1], rank or shown[2], project if project is not None else shown[3]
         signal_id = uuid.uuid4().hex[:16]
-        self.store.add_feedback(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
-                                self.now(), fact.user_id, project)
+        self.store.add_feedback([(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
+                                  self.now(), fact.user_id, project)])
         self._maybe_retrain(fact.user_id)
         return signal_id
 
@@ -109,17 +108,22 @@ class FeedbackSignals:
         return self.store.feedback_count(self.user_id if user_id is None else user_id)
 
     # --- implicit signals ------------------------------------------------------------------
+    def _last_showing(self: "Memory", fact_id: str):
+        """(session_id, query, rank, project) of the latest recall that showed a memory within
+        the session timeout (showings not yet written out included), or None."""
+        self._flush_events()
+        return self.store.last_showing(fact_id, self.now() - timedelta(hours=self.session_timeout_hours))
+
     def _implicit_after_showing(self: "Memory", fact_id: str, signal: str, user_id: str) -> None:
         """Pinned or revised: a signal if a real session's recall showed it lately."""
-        self._flush_events()
-        shown = self.store.last_showing(fact_id, self.now() - timedelta(hours=self.session_timeout_hours))
+        shown = self._last_showing(fact_id)
         if shown is None:
             return
         session_id, query, rank, project = shown
         if (fact_id, signal) in set(self.store.session_signals(session_id, user_id)):
             return
-        self.store.add_feedback(uuid.uuid4().hex[:16], session_id, fact_id, signal, IMPLICIT_SIGNALS[signal],
-                                query, rank, self.now(), user_id, project)
+        self.store.add_feedback([(uuid.uuid4().hex[:16], session_id, fact_id, signal, IMPLICIT_SIGNALS[signal],
+                                  query, rank, self.now(), user_id, project)])
         self._maybe_retrain(user_id)
 
     def _implicit_used(self: "Memory", session_id: str | None, new_terms: list[int], new_doc: int,
@@ -153,7 +157,7 @@ class FeedbackSignals:
                 for fact_id, _, query, rank, project in self.store.session_showings(session_id, user_id, used.tolist())
                 if fact_id not in given]
         if rows:
-            self.store.add_feedback_many(rows)
+            self.store.add_feedback(rows)
             self._maybe_retrain(user_id)
 
     def _implicit_ignored(self: "Memory", session_id: str, user_id: str) -> None:
@@ -167,7 +171,7 @@ class FeedbackSignals:
                 for fact_id, times, query, rank, project in self.store.session_showings(session_id, user_id)
                 if times >= IGNORED_AFTER and fact_id not in positive and fact_id not in already]
         if rows:
-            self.store.add_feedback_many(rows)
+            self.store.add_feedback(rows)
             self._maybe_retrain(user_id)
 
     # --- phases and the learner --------------------------------------------------------------

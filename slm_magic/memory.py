@@ -26,7 +26,7 @@ from .exchange import Exchange
 from .calibration import Calibrating, Judge
 from .learning import FeedbackSignals
 from .observations import ObservationsAPI
-from .sessions import SYNTHETIC_SESSION_PREFIXES, SessionLifecycle, is_synthetic_session  # noqa: F401
+from .sessions import SessionLifecycle, is_synthetic_session
 from .temporal import temporal_terms
 from .rows import FactRows
 from .records import Postings, content_hash, indexed_text, normalise_tags, to_utc_naive, validate
@@ -72,6 +72,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         self._live_sessions: dict[str, str] = {}  # user -> mem session id last seen open
         self._rankers: dict[str, tuple] = {}         # user -> (model id, its parsed ranker)
         self._training_errors: dict[str, tuple] = {}  # user -> (why the last training failed, at how many signals)
+        self._calibrations: dict[str, object] = {}     # calibration model id -> its parsed calibration
         self._load_index()
 
     # --- lifecycle --------------------------------------------------------------------------

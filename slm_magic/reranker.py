@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .index import ChannelScores, SparseIndex
+from .index import ChannelScores, SparseIndex, locate
 from .models import MEMORY_TYPES, TYPE_PRIORITY
 
 #: How many of the default fusion's best a learned ranking re-orders.
@@ -41,14 +41,15 @@ class Usage:
     sums: np.ndarray
     shown: np.ndarray
 
-    def lookup(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if not self.doc_ids.size:
-            return np.zeros(docs.size), np.zeros(docs.size)
+    def __post_init__(self) -> None:  # sorted once; every recall in phases 2 and 3 looks up in it
         order = np.argsort(self.doc_ids, kind="stable")
-        ids = self.doc_ids[order]
-        pos = np.clip(np.searchsorted(ids, docs), 0, ids.size - 1)
-        hit = ids[pos] == docs
-        return (np.where(hit, self.sums[order][pos], 0.0), np.where(hit, self.shown[order][pos], 0.0))
+        self.doc_ids, self.sums, self.shown = self.doc_ids[order], self.sums[order], self.shown[order]
+
+    def lookup(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sums, shown = np.zeros(docs.size), np.zeros(docs.size)
+        found, hit = locate(self.doc_ids, np.asarray(docs, dtype=np.int64))
+        sums[hit], shown[hit] = self.sums[found], self.shown[found]
+        return sums, shown
 
 
 def prior(sums: np.ndarray) -> np.ndarray:

@@ -693,12 +693,6 @@ class Store:
         self._meta("INSERT INTO summary_events SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?",
                    [session_id, [e for e, _ in pairs], [f for _, f in pairs], now])
 
-    def add_feedback(self, signal_id, session_id, fact_id, signal, value, query, rank, now, user_id,
-                     project=None) -> None:
-        self._meta("INSERT INTO feedback (signal_id, session_id, fact_id, signal, value, query, rank, created_at, "
-                   "user_id, project) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   [signal_id, session_id, fact_id, signal, value, query, rank, now, user_id, project])
-
     def feedback_count(self, user_id: str) -> int:
         def count() -> int:
             with self.lock:
@@ -706,7 +700,7 @@ class Store:
 
         return self._cached(("feedback_count", user_id), count)
 
-    def add_feedback_many(self, rows: list[tuple]) -> None:
+    def add_feedback(self, rows: list[tuple]) -> None:
         """(signal_id, session_id, fact_id, signal, value, query, rank, created_at, user_id, project) rows."""
         if rows:
             cols = [list(c) for c in zip(*rows)]
