@@ -8,7 +8,6 @@ the new memory; full tails are sealed into segments, and small segments merge ge
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -311,7 +310,7 @@ class SparseIndex:
             ca, da, fa = a.to_coo()
             cb, db, fb = b.to_coo()
             alive = self.docs.alive
-            cols = np.concatenate([ca, cb]); docs = np.concatenate([da, db]); tfs = np.concatenate([fa, fb])
+            cols, docs, tfs = np.concatenate([ca, cb]), np.concatenate([da, db]), np.concatenate([fa, fb])
             keep = alive[docs]
             self.segments[-2:] = [Segment.from_coo(cols[keep], docs[keep], tfs[keep], len(self.cols))]
 
@@ -356,7 +355,8 @@ class SparseIndex:
         for seg in self.segments:
             got = seg.column(col)
             if got is not None:
-                parts_d.append(got[0]); parts_f.append(got[1])
+                parts_d.append(got[0])
+                parts_f.append(got[1])
         entry = self.tail.get(col)
         if entry is not None:
             parts_d.append(np.asarray(entry[0], dtype=np.int32))

@@ -59,10 +59,6 @@ class Learner:
     usage: Usage
     ranker: LinearRanker | None
 
-    @property
-    def active(self) -> bool:
-        return self.phase >= 2
-
     def rerank(self, ranked: "Ranked", cs: "ChannelScores", index, limit: int) -> "Ranked":
         """Add the learned part to the default fusion's candidates, re-order, keep `limit`."""
         if not ranked.doc_ids.size:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import hashlib
 import os
 import re
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -17,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from . import text
-from .errors import InvalidInput, SlmMagicError
+from .errors import InvalidInput
 from .index import SparseIndex
-from .models import MEMORY_TYPES, Fact, RecallResult, ScoredMemory, SearchScore
+from .models import MEMORY_TYPES, Fact, RecallResult, ScoredMemory, SearchScore, StatusReport
 from .reranker import CANDIDATES
 from .ranking import Ranked, RankingConfig, WorkingSet, fuse, rank_index, recency, revision, search_score
 from .exchange import Exchange
@@ -29,7 +27,7 @@ from .observations import ObservationsAPI
 from .sessions import SessionLifecycle, is_synthetic_session
 from .temporal import temporal_terms
 from .rows import FactRows
-from .records import Postings, content_hash, indexed_text, normalise_tags, to_utc_naive, validate
+from .records import Postings, content_hash, indexed_text, to_utc_naive, validate
 from .store import FACT_COLUMNS, Store, utcnow
 
 _KINDS = {"memory": 0, "summary_event": 1}
@@ -635,8 +633,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                 [fact_id, user]).fetchall()
         return _fact(row[0]) if row else None
 
-    def status(self, session_id: str | None = None) -> "StatusReport":
-        from .models import StatusReport
+    def status(self, session_id: str | None = None) -> StatusReport:
         st = self.store.user_stats(self.user_id)
         signals = self.store.feedback_count(self.user_id)
         return StatusReport(

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import text
 from .errors import InvalidInput
 from .models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult, Session,
                      SessionStartResponse, SessionSummaryCompact)

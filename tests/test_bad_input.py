@@ -76,7 +76,8 @@ def documented(call):
 
 
 @SETTINGS
-@given(content=st.one_of(TEXT, st.just("x" * (MAX_CONTENT_CHARS + 1)), ANY), tags=st.one_of(TEXT, st.lists(TEXT, max_size=4), ANY),
+@given(content=st.one_of(TEXT, st.just("x" * (MAX_CONTENT_CHARS + 1)), ANY),
+       tags=st.one_of(TEXT, st.lists(TEXT, max_size=4), ANY),
        project=ANY, type_=st.one_of(st.sampled_from(MEMORY_TYPES), TEXT, ANY), title=ANY, topic=ANY, user=ANY, cell=ANY)
 def test_remember_takes_anything_and_fails_only_as_documented(store, content, tags, project, type_, title, topic,
                                                               user, cell):

@@ -140,7 +140,7 @@ def test_training_that_cannot_tell_anything_apart_says_so(mem, corpus):
 def test_learning_can_be_switched_off(clock):
     with Memory(":memory:", clock=clock, learning=False) as mem:
         ids = [mem.remember(f"memory {i} about churn") for i in range(3)]
-        for i in range(60):
+        for _ in range(60):
             mem.feedback(ids[0].fact_id, "up", query="churn", rank=1)
         assert all(m.score.learned == 0 for m in mem.recall("churn"))
 
@@ -197,7 +197,7 @@ def test_a_failed_training_waits_for_new_signals_instead_of_retrying_on_each(mem
     attempts = []
     real = type(mem)._training_rows
     monkeypatch.setattr(type(mem), "_training_rows", lambda self, user: attempts.append(user) or real(self, user))
-    for i in range(49):
+    for _ in range(49):
         mem.feedback(useful["churn"], "up", query="decision churn", rank=1)
     assert attempts == []  # the failure at 200 is not retried on every new signal
     mem.feedback(useful["churn"], "up", query="decision churn", rank=1)

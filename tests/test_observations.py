@@ -4,6 +4,7 @@ import math
 from datetime import datetime, timedelta
 
 import pytest
+from pydantic import ValidationError
 
 from slm_magic import InvalidInput, Memory
 from slm_magic.models import SessionStartResponse
@@ -13,7 +14,7 @@ from slm_magic.observations import context_score
 def test_session_start_new_then_reused_then_stale(mem, clock):
     first = mem.mem_session_start("alice")
     assert first.is_new and first.memories == [] and first.sessions_context == []
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         first.is_new = False  # frozen
     clock.now += timedelta(hours=23)
     again = mem.mem_session_start("alice")

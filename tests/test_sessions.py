@@ -1,7 +1,7 @@
 """API A: session_init, recall/remember with a session, close_session."""
 
 import re
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pytest
 
