@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test bench lab install dev clean
+.PHONY: demo test check lint bench lab install dev clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,14 +37,23 @@ lab: $(VENV)/.lab
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
 
 ## The tests (the browser test runs when Debian's chromium is installed; .ci/run installs it).
-test: $(VENV)/.dev
+test: lint
 	$(PY) -m pytest -q
+
+## Lint and the fast tests (no kernels, processes, browser or build): under a minute.
+check: lint
+	$(PY) -m pytest -q -m "not slow"
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check .
 
 ## Retrieval quality on LoCoMo, speed at 10k/100k/1M against the baselines, session openers.
 bench: $(VENV)/.bench
 	$(PY) benchmarks/locomo.py
 	$(PY) benchmarks/speed.py
 	$(PY) benchmarks/sessions.py
+	$(PY) benchmarks/notebook.py
+	$(PY) benchmarks/long_memory.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -18,12 +18,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("remember", help="store a memory (the text, or - to read it from stdin)")
     r.add_argument("text")
-    r.add_argument("--tags", default="")
-    r.add_argument("--project", default="")
-    r.add_argument("--type", default="discovery", choices=MEMORY_TYPES)
+    r.add_argument("--tags", help="comma-separated tags")
+    r.add_argument("--project")
+    r.add_argument("--type", choices=MEMORY_TYPES, help="default: discovery")
     r.add_argument("--title")
+    r.add_argument("--topic", help="a topic key: remembering again under it revises that memory, "
+                                   "keeping every field not given")
     r.add_argument("--session")
-    r.add_argument("--core", action="store_true")
+    r.add_argument("--core", action="store_true", default=None)
     q = sub.add_parser("recall", help="the memories that answer a query")
     q.add_argument("query", nargs="+")
     q.add_argument("--limit", "-n", type=int, default=10)
@@ -34,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("path")
     i = sub.add_parser("import", help="add the memories of an exported file")
     i.add_argument("path")
+    i.add_argument("--skip-invalid", action="store_true", help="import the valid rows and list the others")
     c = sub.add_parser("close", help="close a session (default: the most recent) and summarise it")
     c.add_argument("session_id", nargs="?", default="")
     return ap
@@ -46,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "remember":
                 content = sys.stdin.read() if args.text == "-" else args.text
                 fact = mem.remember(content, tags=args.tags, project=args.project, type=args.type,
-                                    title=args.title, session_id=args.session or "cli:remember", core=args.core)
+                                    title=args.title, topic_key=args.topic,
+                                    session_id=args.session or "cli:remember", core=args.core)
                 print(fact.fact_id)
             elif args.command == "recall":
                 if args.limit < 1:
@@ -60,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
             elif args.command == "stats":
                 print(mem.status())
             elif args.command == "export":
-                print(f"exported {mem.export(args.path)} memories to {args.path}")
+                print(mem.export(args.path))
             elif args.command == "import":
-                print(f"imported {mem.import_file(args.path)} memories from {args.path}")
+                print(mem.import_file(args.path, on_invalid="skip" if args.skip_invalid else "raise"))
             elif args.command == "close":
-                print(mem.close_session(args.session_id).model_dump_json())
+                print(mem.close_session(args.session_id))
     except SlmMagicError as exc:
         print(f"slm-magic: {exc}", file=sys.stderr)
         return 2

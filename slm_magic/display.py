@@ -31,7 +31,9 @@ def age_text(dt: datetime, now: datetime | None = None) -> str:
 
 
 def one_line(text: str, width: int) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(text[: 4 * width + 64].split())  # (a memory may be megabytes: flatten only the head)
+    if len(text) > 4 * width + 64 and len(flat) <= width:
+        flat += " …"
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 

@@ -5,14 +5,15 @@ importing a file twice adds nothing the second time (rows are matched by fact_id
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import InvalidInput
-from .models import MEMORY_TYPES
-from .records import Postings, indexed_text
+from .models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
+from .records import MAX_CONTENT_CHARS, Postings, indexed_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory import Memory
@@ -41,18 +42,37 @@ def _literal(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+def _bad_json_line(path: Path) -> str | None:
+    """Where a JSON Lines file first stops being one, in a reader's terms (line numbers from 1)."""
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                value = json.loads(line)
+            except UnicodeDecodeError:
+                return f"line {number} is not UTF-8 text"
+            except json.JSONDecodeError as exc:
+                return f"line {number} is not valid JSON ({exc.msg.lower()} at column {exc.colno})"
+            if not isinstance(value, dict):
+                return f"line {number} is a JSON {type(value).__name__}, not an object with a memory's fields"
+    return None
+
+
 class Exchange:
     """A mixin of `Memory`: `export(path)` and `import_file(path)`."""
 
-    def export(self: "Memory", path: str | Path, *, user_id: str | None = None) -> int:
-        """Write one user's memories (default: this Memory's user) to PATH; returns how many."""
+    def export(self: "Memory", path: str | Path, *, user_id: str | None = None) -> ExportReport:
+        """Write one user's memories and session summaries (default: this Memory's user) to
+        PATH; returns how many of each."""
         path = Path(path).expanduser()
         fmt = _format(path)
         user = self.user_id if user_id is None else user_id
         if not path.parent.is_dir():
             raise InvalidInput(f"{path.parent} is not a folder")
         with self.store.lock:
-            n = self.store.con.execute("SELECT count(*) FROM memories WHERE user_id = ?", [user]).fetchall()[0][0]
+            stats = self.store.user_stats(user)
             options = "FORMAT JSON" if fmt == "json" else "FORMAT PARQUET"
             try:
                 self.store.con.execute(
@@ -60,11 +80,16 @@ class Exchange:
                     f"ORDER BY coalesce(seq, doc_id)) TO {_literal(path)} ({options})", [user])
             except Exception as exc:  # noqa: BLE001 - a path we cannot write is the user's to fix
                 raise InvalidInput(f"cannot write {path}: {exc}") from None
-        return int(n)
+        return ExportReport(path=str(path), memories=stats["observations"], summaries=stats["summaries"])
 
-    def import_file(self: "Memory", path: str | Path, *, progress: bool | None = None) -> int:
+    def import_file(self: "Memory", path: str | Path, *, progress: bool | None = None,
+                    on_invalid: str = "raise") -> ImportReport:
         """Add the memories of a file written by `export`; ones already here are skipped.
-        Returns how many were added. A progress bar shows on large files."""
+        A file that does not read, or (with on_invalid="raise") has any invalid row, adds
+        nothing; on_invalid="skip" adds the valid rows and reports each other one. A progress
+        bar shows on large files."""
+        if on_invalid not in ("raise", "skip"):
+            raise InvalidInput(f"on_invalid must be 'raise' or 'skip'; got {on_invalid!r}")
         path = Path(path).expanduser()
         fmt = _format(path)
         if not path.is_file():
@@ -72,52 +97,71 @@ class Exchange:
         columns = ", ".join(f"{k}: '{v}'" for k, v in _TYPES.items())
         reader = (f"read_json({_literal(path)}, format = 'newline_delimited', columns = {{{columns}}})"
                   if fmt == "json" else f"read_parquet({_literal(path)})")
+        where = "line" if fmt == "json" else "row"
         with self.store.lock:
             try:
-                total_rows, with_ids = self.store.con.execute(
-                    f"SELECT count(*), count(CAST(fact_id AS VARCHAR)) FROM {reader}").fetchall()[0]
-                if total_rows != with_ids:
-                    raise InvalidInput(f"{path.name}: {total_rows - with_ids} row(s) have no fact_id: "
-                                       "not a file written by export")
                 table = self.store.con.sql(
-                    f"SELECT {', '.join(f'CAST({c} AS {_TYPES[c]}) AS {c}' for c in EXPORT_COLUMNS)} FROM {reader} "
-                    f"WHERE fact_id NOT IN (SELECT fact_id FROM memories)").to_arrow_table()
-            except InvalidInput:
-                raise
+                    f"SELECT {', '.join(f'CAST({c} AS {_TYPES[c]}) AS {c}' for c in EXPORT_COLUMNS)}, "
+                    f"row_number() OVER () AS line_number FROM {reader}").to_arrow_table()
             except Exception as exc:  # noqa: BLE001 - unreadable or not ours: say so, change nothing
-                raise InvalidInput(f"cannot read {path} as exported memories: {str(exc).splitlines()[0]}") from None
+                why = _bad_json_line(path) if fmt == "json" else None
+                if why is None:
+                    why = str(exc).splitlines()[0].split("Error: ", 1)[-1]
+                raise InvalidInput(f"{path.name}: {why}; nothing was imported") from None
+            present = self.store.existing_fact_ids([x for x in table.column("fact_id").to_pylist() if x])
         rows = table.to_pylist()
-        self._check_imported(rows, path)
-        total = len(rows)
+        skipped = self._check_imported(rows, path, where, on_invalid)
+        bad = {s.position for s in skipped}
+        new = [r for r in rows if r["line_number"] not in bad and r["fact_id"] not in present]
+        already = sum(1 for r in rows if r["line_number"] not in bad and r["fact_id"] in present)
+        total = len(new)
         bar = None
         if progress or (progress is None and total > 5 * BATCH):
             from tqdm.auto import tqdm
 
             bar = tqdm(total=total, unit="memories", desc=f"import {path.name}")
         for start in range(0, total, BATCH):
-            self._write_imported(rows[start:start + BATCH])
+            self._write_imported(new[start:start + BATCH])
             if start + BATCH < total:
                 self._yield_file()
             if bar is not None:
                 bar.update(min(BATCH, total - start))
         if bar is not None:
             bar.close()
-        return total
+        summaries = sum(1 for r in new if r["kind"] == "summary_event")
+        return ImportReport(path=str(path), memories=total - summaries, summaries=summaries,
+                            already_present=already, skipped=tuple(skipped))
 
     @staticmethod
-    def _check_imported(rows: list[dict], path: Path) -> None:
+    def _check_imported(rows: list[dict], path: Path, where: str, on_invalid: str) -> list[Skipped]:
+        """Every row's problem, named by its line (or row) in the file: the first one raises,
+        or with on_invalid="skip" each is set aside."""
         seen: set[str] = set()
-        for i, r in enumerate(rows):
-            if not r["fact_id"] or not isinstance(r["content"], str) or not r["content"].strip():
-                raise InvalidInput(f"{path.name}: row {i + 1} has no fact_id or no content")
-            if r["kind"] not in ("memory", "summary_event") or r["type"] not in (*MEMORY_TYPES, "summary"):
-                raise InvalidInput(f"{path.name}: row {i + 1} has an unknown kind or type")
-            if r["created_at"] is None or r["updated_at"] is None:
-                raise InvalidInput(f"{path.name}: row {i + 1} has no timestamps")
-            if r["fact_id"] in seen:
-                raise InvalidInput(f"{path.name}: fact_id {r['fact_id']} appears twice")
-            seen.add(r["fact_id"])
-
+        skipped: list[Skipped] = []
+        for r in rows:
+            why = None
+            if not r["fact_id"]:
+                why = "has no fact_id (not a file written by export)"
+            elif not isinstance(r["content"], str) or not r["content"].strip():
+                why = "has no content"
+            elif r["kind"] not in ("memory", "summary_event"):
+                why = f"has an unknown kind {r['kind']!r}"
+            elif r["type"] not in (*MEMORY_TYPES, "summary"):
+                why = f"has an unknown type {r['type']!r}"
+            elif r["created_at"] is None or r["updated_at"] is None:
+                why = "has no timestamps"
+            elif r["fact_id"] in seen:
+                why = f"repeats fact_id {r['fact_id']}"
+            elif len(r["content"]) > MAX_CONTENT_CHARS:
+                why = f"has {len(r['content']):,} characters of content; the limit is {MAX_CONTENT_CHARS:,}"
+            if why is None:
+                seen.add(r["fact_id"])
+                continue
+            if on_invalid == "raise":
+                raise InvalidInput(f"{path.name}: {where} {r['line_number']} {why}; nothing was imported "
+                                   "(on_invalid='skip' imports the valid rows)")
+            skipped.append(Skipped(position=int(r["line_number"]), reason=why))
+        return skipped
     def _write_imported(self: "Memory", rows: list[dict]) -> None:
         """The bulk path, keeping every field as exported."""
         import pyarrow as pa

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import textwrap
 from collections import OrderedDict
 
 from IPython.core.error import UsageError
@@ -18,7 +19,8 @@ from traitlets.config import Configurable
 
 from .errors import SlmMagicError
 from .memory import Memory
-from .models import MEMORY_TYPES, Fact, RecallResult, SessionInit, StatusReport
+from .models import (MEMORY_TYPES, ExportReport, FeedbackRecorded, ImportReport, MemoryChange, RecallResult,
+                     SessionInit, StatusReport)
 
 
 def _unquote(value):
@@ -39,6 +41,16 @@ def parse_argstring(magic, line: str):
     for name, value in vars(args).items():
         setattr(args, name, _unquote(value))
     return args
+
+
+def readable_help(func):
+    """`magic_arguments` writes the help as reST (a `::` line, then the usage indented): show
+    it as plain text in `%recall?`. Goes above `@magic_arguments()`."""
+    doc = func.__doc__ or ""
+    if doc.startswith("::"):
+        usage, _, rest = doc[2:].lstrip("\n").partition("\n\n")
+        func.__doc__ = textwrap.dedent(usage) + "\n\n" + rest
+    return func
 
 
 def _usage(exc: Exception) -> UsageError:
@@ -156,6 +168,7 @@ class SLMMagic(Magics, Configurable):
         display(ContextView(init, memory=mem, limit=self.limit))
 
     # --- the magics ---------------------------------------------------------------------------
+    @readable_help
     @magic_arguments()
     @argument("project_path", nargs="?", default="", help="the project folder; its name seeds the query")
     @argument("--query", "-q", default="", help="what this session is about (default: from the project path)")
@@ -179,15 +192,17 @@ class SLMMagic(Magics, Configurable):
         self.session_id = init.session_id
         return self._mine(init, init.session_id)
 
+    @readable_help
     @magic_arguments()
-    @argument("--tags", "-t", default="", help="comma-separated tags")
-    @argument("--project", "-p", default="", help="the project it belongs to")
-    @argument("--type", default="discovery", choices=MEMORY_TYPES, help="the kind of memory")
+    @argument("--tags", "-t", default=None, help="comma-separated tags")
+    @argument("--project", "-p", default=None, help="the project it belongs to")
+    @argument("--type", default=None, choices=MEMORY_TYPES, help="the kind of memory (default: discovery)")
     @argument("--title", default=None, help="a short title")
-    @argument("--topic", default=None, help="a topic key: remembering again under it revises that memory")
-    @argument("--core", action="store_true", help="pin it: always in a session's context")
+    @argument("--topic", default=None,
+              help="a topic key: remembering again under it revises that memory, keeping every option not given")
+    @argument("--core", action="store_true", default=None, help="pin it: always in a session's context")
     @cell_magic
-    def remember(self, line: str, cell: str) -> Fact:
+    def remember(self, line: str, cell: str) -> MemoryChange:
         """Remember the cell's text, with where it came from (notebook and cell)."""
         args = parse_argstring(self.remember, line)
         if not cell.strip():
@@ -195,14 +210,12 @@ class SLMMagic(Magics, Configurable):
         notebook, count = self._provenance()
         with self._engine() as mem:
             sid = self._session(mem)
-            if args.topic:
-                existing = mem.store.find_live(mem.user_id, topic_key=args.topic)
-                if existing is not None:
-                    return mem.revise(existing, content=cell.strip(), title=args.title, type=args.type)
-            return mem.remember(cell.strip(), session_id=sid, tags=args.tags, project=args.project,
+            fact = mem.remember(cell.strip(), session_id=sid, tags=args.tags, project=args.project,
                                 type=args.type, title=args.title, topic_key=args.topic, core=args.core,
                                 notebook=notebook, cell=count)
+        return MemoryChange(action="revised" if fact.revision_count else "remembered", fact=fact)
 
+    @readable_help
     @magic_arguments()
     @argument("query", nargs="*", help="what to look for")
     @argument("--limit", "-n", type=int, default=None, help="how many memories")
@@ -230,6 +243,7 @@ class SLMMagic(Magics, Configurable):
             res = mem.recall(query, session_id=sid, project=args.project, limit=limit, type=args.type)
         return self._mine(res, sid)
 
+    @readable_help
     @magic_arguments()
     @argument("--summary", "-s", default=None, help="a summary of the session, stored and searchable")
     @line_magic
@@ -243,7 +257,7 @@ class SLMMagic(Magics, Configurable):
                 mem.remember(args.summary, session_id=self.session_id, title="session summary")
             result = mem.close_session(self.session_id, summary=args.summary)
         self.session_id = None
-        return result
+        return result  # (a CloseSessionResult reads as one line)
 
     @line_magic
     def slm_status(self, line: str) -> StatusReport:
@@ -261,50 +275,57 @@ class SLMMagic(Magics, Configurable):
             return action(mem, parts[0])
 
     @line_magic
-    def slm_pin(self, line: str) -> Fact:
+    def slm_pin(self, line: str) -> MemoryChange:
         """%slm_pin ID: make a memory core (always in a session's context)."""
-        return self._by_id("slm_pin", line, lambda mem, fid: mem.pin(fid, True))
+        return self._by_id("slm_pin", line, lambda mem, fid: MemoryChange(action="pinned", fact=mem.pin(fid, True)))
 
     @line_magic
-    def slm_unpin(self, line: str) -> Fact:
+    def slm_unpin(self, line: str) -> MemoryChange:
         """%slm_unpin ID: a core memory becomes an ordinary one."""
-        return self._by_id("slm_unpin", line, lambda mem, fid: mem.pin(fid, False))
+        return self._by_id("slm_unpin", line,
+                           lambda mem, fid: MemoryChange(action="unpinned", fact=mem.pin(fid, False)))
 
     @line_magic
-    def slm_forget(self, line: str) -> Fact:
+    def slm_forget(self, line: str) -> MemoryChange:
         """%slm_forget ID: delete a memory for good (returns what was deleted)."""
-        return self._by_id("slm_forget", line, lambda mem, fid: mem.forget(fid))
+        return self._by_id("slm_forget", line,
+                           lambda mem, fid: MemoryChange(action="forgotten", fact=mem.forget(fid)))
 
     @line_magic
-    def slm_feedback(self, line: str) -> str:
+    def slm_feedback(self, line: str) -> FeedbackRecorded:
         """%slm_feedback ID up|down: tell the ranking a memory was useful or not."""
         parts = line.split()
         if len(parts) != 2 or parts[1] not in ("up", "down"):
             raise UsageError("usage: %slm_feedback ID up|down")
         with self._engine() as mem:
             mem.feedback(parts[0], parts[1], session_id=self.session_id)
-        return f"feedback {parts[1]} recorded for {parts[0]}"
+        return FeedbackRecorded(fact_id=parts[0], signal=parts[1])
 
-    @staticmethod
-    def _path(magic: str, line: str) -> str:
-        path = line.strip().strip("'\"")
-        if not path:
-            raise UsageError(f"usage: %{magic} PATH.jsonl|PATH.parquet")
-        return path
-
+    @readable_help
+    @magic_arguments()
+    @argument("path", nargs="?", default="", help="a .jsonl or .parquet file")
     @line_magic
-    def slm_export(self, line: str) -> str:
-        """%slm_export PATH: write your memories to PATH (.jsonl or .parquet), every field kept."""
-        path = self._path("slm_export", line)
+    def slm_export(self, line: str) -> ExportReport:
+        """Write your memories and session summaries to PATH, every field kept."""
+        args = parse_argstring(self.slm_export, line)
+        if not args.path:
+            raise UsageError("usage: %slm_export PATH.jsonl|PATH.parquet")
         with self._engine() as mem:
-            return f"exported {mem.export(path)} memories to {path}"
+            return mem.export(args.path)
 
+    @readable_help
+    @magic_arguments()
+    @argument("path", nargs="?", default="", help="a file written by %%slm_export")
+    @argument("--skip-invalid", action="store_true", help="import the valid rows and list the others")
     @line_magic
-    def slm_import(self, line: str) -> str:
-        """%slm_import PATH: add the memories of an exported file (ones already here are skipped)."""
-        path = self._path("slm_import", line)
+    def slm_import(self, line: str) -> ImportReport:
+        """Add the memories of an exported file (ones already here are skipped); a file with an
+        invalid row adds nothing unless --skip-invalid."""
+        args = parse_argstring(self.slm_import, line)
+        if not args.path:
+            raise UsageError("usage: %slm_import PATH.jsonl|PATH.parquet [--skip-invalid]")
         with self._engine() as mem:
-            return f"imported {mem.import_file(path)} memories from {path}"
+            return mem.import_file(args.path, on_invalid="skip" if args.skip_invalid else "raise")
 
 
 def load_ipython_extension(ipython) -> None:

@@ -12,12 +12,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+import duckdb
 import numpy as np
 
 from . import text
-from .errors import InvalidInput
+from .errors import InvalidInput, StoreError
 from .index import SparseIndex
-from .models import MEMORY_TYPES, Fact, RecallResult, ScoredMemory, SearchScore, StatusReport
+from .models import MEMORY_TYPES, Fact, RecallResult, Remembered, ScoredMemory, SearchScore, Skipped, StatusReport
 from .reranker import CANDIDATES
 from .ranking import Ranked, RankingConfig, WorkingSet, fuse, rank_index, recency, revision, search_score
 from .exchange import Exchange
@@ -31,6 +32,9 @@ from .records import Postings, content_hash, indexed_text, to_utc_naive, validat
 from .store import FACT_COLUMNS, Store, utcnow
 
 _KINDS = {"memory": 0, "summary_event": 1}
+#: What makes the in-process index give way to the SQL fallback: the file or the machine
+#: failing (I/O, a lock, memory). Any other exception is a bug and is raised as it is.
+INDEX_FAILURES = (duckdb.Error, OSError, MemoryError, StoreError)
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 _TYPE_CODE = {t: i for i, t in enumerate(MEMORY_TYPES)} | {"summary": len(MEMORY_TYPES)}
 
@@ -107,7 +111,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                 self._apply_changes(0, whole=True)
                 self.store.known_stamp = self.store.file_stamp()
             self.index_error = None
-        except Exception as exc:  # noqa: BLE001 - any failure means: answer from SQL instead
+        except INDEX_FAILURES as exc:  # the file or the machine failed us: answer from SQL instead
             self.index = None
             self.index_error = f"in-process index unavailable ({type(exc).__name__}: {exc})"
 
@@ -264,17 +268,30 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                     self._apply_changes(self._seen)
                 self._seen = max(self._seen, hi)
                 self.store.known_stamp = self.store.file_stamp()
-        except Exception as exc:  # noqa: BLE001 - the write is safe in the file; the index is not
+        except INDEX_FAILURES as exc:  # the write is safe in the file; the index is not
             self.index = None
             self.index_error = f"in-process index failed while adding ({type(exc).__name__}: {exc})"
 
     # --- writes -----------------------------------------------------------------------------
-    def remember(self, content: str, *, session_id: str | None = None, tags: str | Iterable[str] = (),
-                 project: str = "", type: str = "discovery", title: str | None = None,
-                 topic_key: str | None = None, core: bool = False, created_at: datetime | None = None,
+    def remember(self, content: str, *, session_id: str | None = None, tags: str | Iterable[str] | None = None,
+                 project: str | None = None, type: str | None = None, title: str | None = None,
+                 topic_key: str | None = None, core: bool | None = None, created_at: datetime | None = None,
                  user_id: str | None = None, source: str | None = None, notebook: str | None = None,
                  cell: int | None = None) -> Fact:
-        """Store one memory and make it recallable at once; returns the stored fact."""
+        """Store one memory and make it recallable at once; returns the stored fact.
+
+        A field left out (None) takes its default: no tags, no project, type "discovery". With a
+        `topic_key` that a live memory of this user already has, that memory is revised
+        instead, and a field left out keeps the value it had."""
+        if isinstance(topic_key, str) and topic_key:
+            user = self.user_id if user_id is None else user_id
+            existing = self.store.find_live(user, topic_key=topic_key) if isinstance(user, str) else None
+            if existing is not None:
+                fact = self.revise(existing, content=content, title=title, type=type, tags=tags, project=project,
+                                   user_id=user)
+                if core is not None and bool(core) != fact.is_core:
+                    fact = self.pin(existing, bool(core), user_id=user)
+                return fact
         cols = validate([dict(content=content, session_id=session_id, tags=tags, project=project, type=type,
                               title=title, topic_key=topic_key, core=core, created_at=created_at,
                               user_id=user_id, source=source, notebook=notebook, cell=cell)],
@@ -301,25 +318,58 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             self._implicit_used(sid, list(counts.keys()), int(doc_id), fact.user_id)
         return fact
 
-    def remember_many(self, records: Iterable[Mapping[str, Any]], *, batch_size: int = 20_000) -> list[str]:
-        """Bulk path: one statement per batch; returns the fact_ids in input order."""
+    def remember_many(self, records: Iterable[Mapping[str, Any]], *, batch_size: int = 20_000,
+                      on_invalid: str = "raise") -> Remembered:
+        """Bulk path: one statement per batch; returns the fact_ids in input order.
+
+        `on_invalid="raise"` (the default) writes nothing of a batch with an invalid record and
+        names it; "skip" writes the valid ones and lists each skipped record's position and
+        reason in the result's `skipped`."""
+        if on_invalid not in ("raise", "skip"):
+            raise InvalidInput(f"on_invalid must be 'raise' or 'skip'; got {on_invalid!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInput(f"batch_size must be a positive integer; got {batch_size!r}")
         ids: list[str] = []
+        skipped: list[Skipped] = []
         batch: list[Mapping[str, Any]] = []
+        start = 0
         for rec in records:
             batch.append(rec)
             if len(batch) >= batch_size:
-                ids.extend(self._write_many(batch))
+                ids.extend(self._write_valid(batch, start, on_invalid, skipped))
+                start += len(batch)
                 batch = []
                 self._yield_file()
         if batch:
-            ids.extend(self._write_many(batch))
-        return ids
+            ids.extend(self._write_valid(batch, start, on_invalid, skipped))
+        return Remembered(ids, skipped=skipped)
+
+    def _write_valid(self, batch: Sequence[Mapping[str, Any]], start: int, on_invalid: str,
+                     skipped: list[Skipped]) -> list[str]:
+        """One batch; with "skip", its invalid records are set aside (found one by one only
+        when the batch as a whole does not validate)."""
+        if on_invalid == "skip":
+            try:
+                validate(batch, now=self.now(), default_user=self.user_id, offset=start)
+            except InvalidInput:
+                good = []
+                for i, rec in enumerate(batch):
+                    try:
+                        validate([rec], now=self.now(), default_user=self.user_id)
+                        good.append(rec)
+                    except InvalidInput as exc:
+                        skipped.append(Skipped(position=start + i, reason=str(exc)))
+                batch = good
+            if not batch:
+                return []
+        return self._write_many(batch, offset=start)
 
     def _write_many(self, records: Sequence[Mapping[str, Any]], kind: str = "memory",
-                    type_override: str | None = None) -> list[str]:
+                    type_override: str | None = None, offset: int = 0) -> list[str]:
         import pyarrow as pa
 
-        columns: dict[str, Any] = validate(records, now=self.now(), default_user=self.user_id)
+        columns: dict[str, Any] = validate(records, now=self.now(), default_user=self.user_id,
+                                           offset=offset if len(records) > 1 or offset else None)
         if type_override is not None:  # internal writes of a reserved type ("summary")
             columns["type"] = [type_override] * len(columns["content"])
         contents = columns["content"]
@@ -350,30 +400,35 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         return fact_ids
 
     def revise(self, fact_id: str, *, content: str, title: str | None = None, type: str | None = None,
+               tags: str | Iterable[str] | None = None, project: str | None = None,
                user_id: str | None = None) -> Fact:
         """New content for a stored memory (of this Memory's user, or `user_id`): revision_count
-        + 1, created_at kept, updated now."""
+        + 1, created_at kept, updated now. A field left out (None) keeps the value it had."""
         current = self.get(fact_id, user_id=user_id)
         if current is None:
             raise InvalidInput(f"no memory with id {fact_id!r}")
         now = self.now()
-        cols = validate([{"content": content, "title": title if title is not None else current.title,
-                          "type": type or current.type}], now=now, default_user=current.user_id)
+        cols = validate([{"content": content, "title": current.title if title is None else title,
+                          "type": current.type if type is None else type,
+                          "tags": list(current.tags) if tags is None else tags,
+                          "project": current.project if project is None else project}],
+                        now=now, default_user=current.user_id)
         counts = text.term_counts(indexed_text(cols["content"][0], cols["title"][0]))
         self.store.revise(fact_id, {
             "content": cols["content"][0], "content_hash": content_hash(cols["content"][0]),
-            "title": cols["title"][0], "type": cols["type"][0], "terms": list(counts.keys()),
+            "title": cols["title"][0], "type": cols["type"][0], "tags": cols["tags"][0],
+            "project": cols["project"][0], "terms": list(counts.keys()),
             "tfs": list(counts.values()), "doc_len": sum(counts.values()), "updated_at": now})
         self._sync()
         self._implicit_after_showing(fact_id, "revised", current.user_id)
         return self.get(fact_id, user_id=current.user_id)
 
-    def pin(self, fact_id: str, core: bool = True) -> Fact:
+    def pin(self, fact_id: str, core: bool = True, *, user_id: str | None = None) -> Fact:
         """Make a memory a core memory (always in a session's context), or stop it being one."""
-        if self.get(fact_id) is None or not self.store.set_core(fact_id, bool(core)):
+        if self.get(fact_id, user_id=user_id) is None or not self.store.set_core(fact_id, bool(core)):
             raise InvalidInput(f"no memory with id {fact_id!r}")
         self._sync()
-        fact = self.get(fact_id)
+        fact = self.get(fact_id, user_id=user_id)
         if core:
             self._implicit_after_showing(fact_id, "pinned", fact.user_id)
         return fact
@@ -396,6 +451,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             self.store.connect()
             self._sharing = True
         try:
+            if self.index is None:  # degraded earlier: try the index again
+                self._load_index()
             self._refresh()
             yield self
         finally:
@@ -480,7 +537,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                     if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
                         ranked = learner.rerank(ranked, cs, index, limit)
                 memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()))
-            except Exception as exc:  # noqa: BLE001 - degrade to SQL rather than fail the user
+            except INDEX_FAILURES as exc:  # degrade to SQL rather than fail the user
                 self.index = None
                 self.index_error = f"in-process index failed ({builtins.type(exc).__name__}: {exc})"
                 ranked = None
@@ -638,6 +695,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         signals = self.store.feedback_count(self.user_id)
         return StatusReport(
             database=self.path, user_id=self.user_id, session_id=session_id, memories=st["observations"],
+            summaries=st["summaries"],
             core_memories=len(self.core_memories()), sessions=st["sessions"], feedback_signals=signals,
             learning_phase=self.learning_status().phase,
             retrieval_mode="bm25_sql_fallback" if self.index is None else

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from datetime import datetime
 from typing import Literal
 
@@ -17,6 +18,22 @@ TYPE_PRIORITY: dict[str, float] = {
     "pattern": 0.6,
     "discovery": 0.5,
 }
+
+
+class Readable:
+    """A result a person reads: its `__str__` in a terminal, the same words as HTML in a notebook."""
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:
+        p.text(str(self))
+
+    def _repr_html_(self) -> str:
+        lines = [html.escape(line) for line in str(self).splitlines()]
+        return f"<div style='font-size:13px;white-space:pre-wrap'>{'<br>'.join(lines)}</div>"
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """'1 memory', '3 memories'."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
 class Fact(BaseModel):
@@ -46,7 +63,99 @@ class Fact(BaseModel):
         return _fact_line(self)
 
     def _repr_pretty_(self, p, cycle: bool) -> None:
-        p.text(f"remembered {_fact_line(self)}")
+        p.text(f"memory {_fact_line(self)}")
+
+    def _repr_html_(self) -> str:
+        return Readable._repr_html_(self)
+
+
+class MemoryChange(Readable, BaseModel):
+    """What a magic did to one memory (remembered, revised, pinned, unpinned, forgotten)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    action: Literal["remembered", "revised", "pinned", "unpinned", "forgotten"]
+    fact: Fact
+
+    def __getattr__(self, name: str):
+        """The memory's own fields read through (`change.fact_id`, `change.tags`)."""
+        if not name.startswith("_") and name in Fact.model_fields:
+            return getattr(self.fact, name)
+        return super().__getattr__(name)
+
+    def __str__(self) -> str:
+        return f"{self.action} {_fact_line(self.fact)}"
+
+
+class Skipped(BaseModel):
+    """A record a bulk write set aside: its position in the input and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    position: int
+    reason: str
+
+
+class Remembered(list):
+    """The fact_ids a bulk write stored, in input order; `skipped` lists what it set aside."""
+
+    def __init__(self, ids=(), *, skipped=()):
+        super().__init__(ids)
+        self.skipped: tuple[Skipped, ...] = tuple(skipped)
+
+
+class FeedbackRecorded(Readable, BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    fact_id: str
+    signal: str
+
+    def __str__(self) -> str:
+        return f"feedback {self.signal} recorded for {self.fact_id}"
+
+
+class ExportReport(Readable, BaseModel):
+    """What an export wrote, by kind (the memories, and the summaries sessions left)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    memories: int
+    summaries: int
+
+    @property
+    def total(self) -> int:
+        return self.memories + self.summaries
+
+    def __str__(self) -> str:
+        return (f"exported {plural(self.memories, 'memory', 'memories')} and "
+                f"{plural(self.summaries, 'session summary', 'session summaries')} to {self.path}")
+
+
+class ImportReport(Readable, BaseModel):
+    """What an import added, what was already here, and what it set aside."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    memories: int           # new memories added
+    summaries: int          # new session summaries added
+    already_present: int    # rows whose fact_id this file already had
+    skipped: tuple[Skipped, ...] = ()
+
+    @property
+    def added(self) -> int:
+        return self.memories + self.summaries
+
+    def __str__(self) -> str:
+        kinds = (f" ({plural(self.memories, 'memory', 'memories')}, "
+                 f"{plural(self.summaries, 'session summary', 'session summaries')})" if self.added else "")
+        out = f"imported {self.added:,} new{kinds}, {self.already_present:,} already present, from {self.path}"
+        for s in self.skipped[:10]:
+            out += f"\n  skipped line {s.position}: {s.reason}"
+        if len(self.skipped) > 10:
+            out += f"\n  … and {len(self.skipped) - 10:,} more skipped"
+        return out
 
 
 def _fact_line(f: "Fact") -> str:
@@ -55,7 +164,7 @@ def _fact_line(f: "Fact") -> str:
     return f"{f.fact_id} [{f.type}{', core' if f.is_core else ''}] {head}"
 
 
-class StatusReport(BaseModel):
+class StatusReport(Readable, BaseModel):
     """What %slm_status shows."""
 
     model_config = ConfigDict(frozen=True)
@@ -64,6 +173,7 @@ class StatusReport(BaseModel):
     user_id: str
     session_id: str | None
     memories: int
+    summaries: int  # session summaries (what an export writes beside the memories)
     core_memories: int
     sessions: int
     feedback_signals: int
@@ -72,9 +182,6 @@ class StatusReport(BaseModel):
 
     def __str__(self) -> str:
         return "\n".join(f"{k:>17}: {v}" for k, v in self.model_dump().items())
-
-    def _repr_pretty_(self, p, cycle: bool) -> None:
-        p.text(str(self))
 
 
 #: SearchScore's documented weights of relevance, recency and revision.
@@ -289,12 +396,18 @@ class SessionInit(BaseModel):
         return session_html(self)
 
 
-class CloseSessionResult(BaseModel):
+class CloseSessionResult(Readable, BaseModel):
     model_config = ConfigDict(frozen=True)
 
     success: bool
     session_id: str
     summary_events_created: int
+
+    def __str__(self) -> str:
+        if not self.success:
+            return f"session {self.session_id} was not open"
+        return (f"closed session {self.session_id}: "
+                f"{plural(self.summary_events_created, 'session summary', 'session summaries')} written")
 
 
 # --- API B: observations per user (the "mem" library) ---------------------------------------

@@ -19,9 +19,10 @@ from . import text
 from .errors import InvalidInput
 from .models import MEMORY_TYPES
 
-#: Longest content accepted, in characters (about 25 pages of text). A memory is a finding,
-#: not a document: above this, store a summary and a pointer instead.
-MAX_CONTENT_CHARS = 100_000
+#: Longest content accepted, in characters. A pasted traceback, log or model report is kept
+#: whole; this limit only protects the machine (benchmarks/long_memory.py: what a 1 MB memory
+#: costs). Above it, store the file on disk and remember its path.
+MAX_CONTENT_CHARS = 10_000_000
 
 FIELDS = frozenset(("content", "session_id", "tags", "project", "type", "title", "topic_key", "core",
                     "created_at", "user_id", "source", "notebook", "cell"))
@@ -76,13 +77,16 @@ def redact(text: str) -> str:
     return _PRIVATE.sub(REDACTED, text) if "<" in text else text
 
 
-def _where(records_n: int, i: int) -> str:
-    return f" (record {i})" if records_n > 1 else ""
-
-
-def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_user: str) -> dict[str, list]:
-    """Check new memories and return them as complete columns; raise on the first problem."""
+def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_user: str,
+             offset: int | None = None) -> dict[str, list]:
+    """Check new memories and return them as complete columns; raise on the first problem.
+    `offset`: the position of the first record in a bulk write, so a message names the
+    record's place in the whole input (None: a single memory, no position named)."""
     n = len(records)
+
+    def _where(_n: int, i: int) -> str:
+        return "" if offset is None else f" (record {offset + i})"
+
     for i, rec in enumerate(records):
         if not isinstance(rec, Mapping):
             raise InvalidInput(f"a memory record must be a mapping, not {type(rec).__name__}{_where(n, i)}")
@@ -102,8 +106,9 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
             raise InvalidInput(f"content is empty{_where(n, i)}")
     if max(map(len, content)) > MAX_CONTENT_CHARS:
         i = next(i for i, c in enumerate(content) if len(c) > MAX_CONTENT_CHARS)
-        raise InvalidInput(f"content is {len(content[i]):,} characters; the limit is "
-                           f"{MAX_CONTENT_CHARS:,}{_where(n, i)}")
+        raise InvalidInput(f"content is {len(content[i]):,} characters; the limit is {MAX_CONTENT_CHARS:,}, "
+                           f"which protects this machine: save the text to a file and remember its path"
+                           f"{_where(n, i)}")
 
     cols: dict[str, list] = {"content": content}
     for name in OPTIONAL_STR:

@@ -641,6 +641,19 @@ class Store:
                 f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE user_id = ? AND kind = 'memory'",
                 [user_id]).fetchall()
 
+    def existing_fact_ids(self, fact_ids: list[str]) -> set[str]:
+        """Which of these fact_ids are already stored (an import adds only the others)."""
+        import pyarrow as pa
+
+        with self.lock:
+            self.con.register("_import_ids", pa.table({"fact_id": pa.array(fact_ids, pa.string())}))
+            try:
+                rows = self.con.execute(
+                    "SELECT fact_id FROM memories WHERE fact_id IN (SELECT fact_id FROM _import_ids)").fetchall()
+            finally:
+                self.con.unregister("_import_ids")
+        return {r[0] for r in rows}
+
     def user_stats(self, user_id: str) -> dict:
         with self.lock:
             by_type = dict(self.con.execute(

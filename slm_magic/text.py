@@ -91,10 +91,12 @@ _HASHES_MAX = 300_000
 
 
 def _fill(raws: Iterable[str]) -> None:
+    """Cache the words not cached yet; a full cache is emptied first (so what was missing is
+    worked out after the clear, never before it)."""
     cache = _HASHES
     if len(cache) >= _HASHES_MAX:
         cache.clear()
-    for raw in raws:
+    for raw in set(raws).difference(cache):
         cache[raw] = () if raw.casefold() in STOP_WORDS else tuple(term_hash(t) for t in _word_terms(raw))
 
 
@@ -109,7 +111,7 @@ def term_ids(text: str) -> list[int]:
     try:
         return list(chain.from_iterable(map(_HASHES.__getitem__, words)))
     except KeyError:
-        _fill(set(words).difference(_HASHES))
+        _fill(words)
         return list(chain.from_iterable(map(_HASHES.__getitem__, words)))
 
 

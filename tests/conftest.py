@@ -38,3 +38,13 @@ def db_path(tmp_path):
 @pytest.fixture
 def python():
     return sys.executable
+
+
+#: Test files that start kernels, processes, a browser or a build: `make check` leaves them out.
+SLOW_FILES = {"test_browser.py", "test_kernels.py", "test_notebooks.py", "test_reliability.py", "test_wheel.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SLOW_FILES or "subprocess" in item.name:
+            item.add_marker(pytest.mark.slow)

@@ -6,6 +6,7 @@ Runs when /usr/bin/chromium and playwright are there (`.ci/run` installs both)."
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -28,6 +29,7 @@ if not REQUIRED:
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian's chromium is not installed", allow_module_level=True)
 import playwright.sync_api as playwright_api  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 FINDINGS = [
     ("--tags join,data-quality --type decision",
@@ -37,6 +39,9 @@ FINDINGS = [
     ("--tags churn,definition --type preference",
      "Client (Ana): churn means 90 days without a login, not a cancelled contract."),
 ]
+
+
+ACTIVE = re.compile(r"\bjp-mod-active\b")
 
 
 def _free_port() -> int:
@@ -76,7 +81,7 @@ def lab(tmp_path):
                 break
             except OSError:
                 if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
+                    raise RuntimeError("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:]) from None
                 time.sleep(0.5)
         yield base, token
     finally:
@@ -113,10 +118,11 @@ def test_widgets_render_and_feedback_reaches_the_file(lab, tmp_path):
             time.sleep(0.5)
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
 
-        page.locator(".jp-Notebook .jp-Cell").first.click()
-        for _ in nb.cells:  # Shift+Enter on each cell, as a person runs a notebook
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        cells.first.click()
+        for i in range(len(nb.cells)):  # Shift+Enter on each cell, as a person runs a notebook
             page.keyboard.press("Shift+Enter")
-            page.wait_for_timeout(300)
+            expect(cells.nth(i + 1)).to_have_class(ACTIVE, timeout=30_000)  # taken: the next cell is active
         recall_out = page.locator(".jp-Cell").nth(len(nb.cells) - 1).locator(".jp-OutputArea").first
         recall_out.locator(".slm-bar").first.wait_for(timeout=90_000)
         context_out = page.locator(".jp-Cell").nth(len(nb.cells) - 2).locator(".jp-OutputArea").first
@@ -124,8 +130,7 @@ def test_widgets_render_and_feedback_reaches_the_file(lab, tmp_path):
         context_out.get_by_text("continued session").wait_for(timeout=30_000)
 
         # on screen: the memory's text, its score with a visible bar, the context view's tab
-        top = recall_out.get_by_text("Dropped the tenure_days feature").first
-        assert top.is_visible()
+        expect(recall_out.get_by_text("Dropped the tenure_days feature").first).to_be_visible()
         bar = recall_out.locator(".slm-bar").first
         box = bar.bounding_box()
         assert box and box["width"] > 50 and box["height"] > 5
@@ -133,16 +138,18 @@ def test_widgets_render_and_feedback_reaches_the_file(lab, tmp_path):
         assert relevance and 0 < relevance["width"] <= box["width"]
         value = recall_out.locator(".slm-value").first.inner_text()
         assert 0 < float(value) <= 1
-        assert context_out.get_by_text("context block").first.is_visible()
+        expect(context_out.get_by_text("context block").first).to_be_visible()
 
         # the parts on demand
         recall_out.get_by_text("score parts").click()
         recall_out.locator(".slm-breakdown").first.wait_for(state="visible", timeout=10_000)
 
         # 👍 on the first row: the signal reaches the file
-        recall_out.locator("button[title^='👍']").first.click()
+        up = recall_out.locator("button[title^='👍']").first
+        up.click()
         recall_out.get_by_text("👍 recorded").wait_for(timeout=30_000)
-        page.wait_for_timeout(300)
+        expect(up).to_be_disabled(timeout=30_000)  # the row's new state, drawn before the screenshots
+        expect(up).to_have_class(re.compile(r"\bmod-success\b"))
         shot, recall_shot = tmp_path / "widgets.png", tmp_path / "recall.png"
         context_out.scroll_into_view_if_needed()
         page.screenshot(path=str(shot))

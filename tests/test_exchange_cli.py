@@ -35,11 +35,15 @@ def filled(tmp_path, clock):
 def test_round_trip_keeps_every_field_and_never_duplicates(filled, tmp_path, suffix):
     out = tmp_path / f"export{suffix}"
     n = filled.export(out)
-    assert n == len(rows(filled)) >= 3
+    assert n.total == len(rows(filled)) >= 3 and n.memories == filled.status().memories
+    assert n.summaries == filled.status().summaries > 0
     with Memory(tmp_path / f"b{suffix}.duckdb") as other:
-        assert other.import_file(out) == n
+        got = other.import_file(out)
+        assert (got.memories, got.summaries, got.already_present) == (n.memories, n.summaries, 0)
         assert rows(other) == rows(filled)
-        assert other.import_file(out) == 0  # twice: nothing new
+        again = other.import_file(out)  # twice: nothing new
+        assert (again.added, again.already_present) == (0, n.total)
+        assert f"0 new, {n.total} already present" in str(again)
         assert rows(other) == rows(filled)
         hit = other.recall("customer_id join").memories[0]
         assert hit.fact.revision_count == 1 and hit.fact.is_core and hit.fact.cell == 7
@@ -49,7 +53,8 @@ def test_bad_files_are_clear_errors_and_change_nothing(filled, tmp_path):
     before = rows(filled)
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
-    for path, msg in [(bad, "cannot read"), (tmp_path / "none.jsonl", "not a file"), (tmp_path / "x.csv", "use a .jsonl")]:
+    for path, msg in [(bad, "line 1 is not valid JSON"), (tmp_path / "none.jsonl", "not a file"),
+                      (tmp_path / "x.csv", "use a .jsonl")]:
         with pytest.raises(InvalidInput, match=msg):
             filled.import_file(path)
     other = tmp_path / "other.jsonl"
@@ -74,7 +79,7 @@ def test_cli(tmp_path):
     db2 = str(tmp_path / "cli2.duckdb")
     imp = subprocess.run([sys.executable, "-m", "slm_magic.cli", "--db", db2, "import", str(out)],
                          capture_output=True, text=True)
-    assert imp.returncode == 0 and "imported 1" in imp.stdout
+    assert imp.returncode == 0 and "imported 1 new (1 memory, 0 session summaries)" in imp.stdout
     bad = run("recall", "x", "--limit", "0")
     assert bad.returncode == 2 and "at least 1" in bad.stderr and "Traceback" not in bad.stderr
     assert run("import", str(tmp_path / "nope.jsonl")).returncode == 2

@@ -54,39 +54,52 @@ def test_two_kernels_write_and_read_the_same_file_at_once(tmp_path):
 
 
 LONG_WRITER = textwrap.dedent("""
-    import sys, time
+    import itertools, os, sys
     from slm_magic import Memory
     mem = Memory(sys.argv[1])
     mem.detach()
-    records = [{"content": f"bulk memory {i} about pipelines and joins {i % 97}"} for i in range(int(sys.argv[2]))]
+    stop, batch = sys.argv[2], int(sys.argv[3])
+
+    def records():  # until the test says stop: the write cannot end before the other kernel is done
+        for i in itertools.count():
+            if i % batch == 0 and os.path.exists(stop):
+                return
+            yield {"content": f"bulk memory {i} about pipelines and joins {i % 97}"}
+
     with mem.attached():  # as %slm_import does: the file is held, but given up between batches
         print("started", flush=True)
-        mem.remember_many(records, batch_size=2000)
-    print(time.time())
+        written = len(mem.remember_many(records(), batch_size=batch))
+    print(written)
 """)
 
 WAITER = textwrap.dedent("""
-    import sys, time
+    import sys
     from slm_magic import Memory
-    t0 = time.time()
     with Memory(sys.argv[1]) as mem:
-        n = len(mem.recall("pipelines joins", limit=5))
-    print(time.time(), time.time() - t0, n)
+        print(len(mem.recall("pipelines joins", limit=5)), mem.count())
 """)
 
 
 def test_a_long_write_in_one_kernel_lets_another_kernel_in(tmp_path):
-    db = str(tmp_path / "shared.duckdb")
+    """The test stops the writer only after the waiter has finished, so the waiter's recall ran
+    while the writer held the file in `attached`. If no kernel could get in between batches,
+    the waiter gives up on the lock and the test fails; it cannot pass late."""
+    db, stop, batch = str(tmp_path / "shared.duckdb"), tmp_path / "waiter-done", 2000
     with __import__("slm_magic").Memory(db) as m:
         m.remember("a first memory about pipelines")
-    writer = subprocess.Popen([sys.executable, "-c", LONG_WRITER, db, "40000"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    assert writer.stdout.readline().strip() == "started"  # the writer holds the file from here on
-    waiter = subprocess.run([sys.executable, "-c", WAITER, db], capture_output=True, text=True, timeout=120)
-    out, err = writer.communicate(timeout=300)
+    writer = subprocess.Popen([sys.executable, "-c", LONG_WRITER, db, str(stop), str(batch)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "started"  # the writer holds the file from here on
+        waiter = subprocess.run([sys.executable, "-c", WAITER, db], capture_output=True, text=True, timeout=300)
+        stop.touch()
+        out, err = writer.communicate(timeout=300)
+    finally:
+        writer.kill()
     assert writer.returncode == 0, err[-2000:]
     assert waiter.returncode == 0, waiter.stderr[-2000:]
-    writer_done = float(out.split()[-1])
-    waiter_done, waited, hits = waiter.stdout.split()
-    assert int(hits) >= 1
-    assert float(waiter_done) < writer_done  # it got the file between batches, not after the import
+    hits, seen = map(int, waiter.stdout.split())
+    written = int(out.split()[-1])
+    assert hits >= 1
+    assert seen > 1 and (seen - 1) % batch == 0  # it read between two of the writer's batches, not in one
+    assert written >= seen - 1  # and all it saw was the writer's

@@ -6,7 +6,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from slm_magic import Memory
-from slm_magic.models import Fact, RecallResult, SessionInit
+from slm_magic.models import Fact, MemoryChange, RecallResult, SessionInit
 
 
 @pytest.fixture
@@ -32,7 +32,8 @@ def test_remember_then_recall_with_provenance(ip, tmp_path, capsys):
     number = ip.execution_count
     fact, err = cell(ip, "%%remember --tags join,data-quality --type decision --project churn\n"
                          "The left join on customer_id drops 3% of rows.")
-    assert err is None and isinstance(fact, Fact)
+    assert err is None and isinstance(fact, MemoryChange) and fact.action == "remembered"
+    assert isinstance(fact.fact, Fact) and str(fact).startswith("remembered ")
     assert "started session slm-" in capsys.readouterr().out  # said in one line
     assert fact.tags == ("join", "data-quality") and fact.type == "decision" and fact.project == "churn"
     assert fact.notebook == "/home/ana/churn/analysis.ipynb" and fact.cell == number
@@ -58,13 +59,14 @@ def test_pin_unpin_forget_feedback_status_close(ip):
     assert err is None and pinned.is_core
     assert not cell(ip, f"%slm_unpin {fact.fact_id}")[0].is_core
     msg, err = cell(ip, f"%slm_feedback {fact.fact_id} up")
-    assert err is None and "up" in msg
+    assert err is None and str(msg) == f"feedback up recorded for {fact.fact_id}"
     status, err = cell(ip, "%slm_status")
     assert err is None and status.memories == 1 and status.feedback_signals == 1
     closed, err = cell(ip, "%slm_close")
-    assert err is None and closed.success
+    assert err is None and closed.success and str(closed).startswith("closed session slm-")
+    assert "CloseSessionResult" not in closed._repr_html_()
     gone, err = cell(ip, f"%slm_forget {fact.fact_id}")
-    assert err is None and gone.fact_id == fact.fact_id
+    assert err is None and gone.fact_id == fact.fact_id and str(gone).startswith("forgotten ")
     assert fact.fact_id not in [m.fact_id for m in cell(ip, "%recall random seed")[0]]
 
 
@@ -126,10 +128,10 @@ def test_export_import_magics(ip, tmp_path):
     cell(ip, "%%remember --tags a\nexported finding")
     out = tmp_path / "mem.parquet"
     msg, err = cell(ip, f"%slm_export {out}")
-    assert err is None and "exported 1" in msg
+    assert err is None and str(msg) == f"exported 1 memory and 0 session summaries to {out}"
     cell(ip, f"%config SLMMagic.db_path = {str(tmp_path / 'fresh.duckdb')!r}")
     msg, err = cell(ip, f"%slm_import {out}")
-    assert err is None and "imported 1" in msg
+    assert err is None and str(msg).startswith("imported 1 new (1 memory, 0 session summaries), 0 already")
     assert [m.content for m in cell(ip, "%recall exported")[0]] == ["exported finding"]
     _, err = cell(ip, f"%slm_import {tmp_path / 'missing.jsonl'}")
     assert isinstance(err, UsageError) and "not a file" in str(err)

@@ -19,7 +19,7 @@ def test_quickstart_runs_and_remembers_and_recalls(tmp_path):
     assert "recall 'why was a feature dropped'" in text
     recall_out = next(t for t in outputs_text(executed) if t.startswith("recall 'why was a feature dropped'"))
     assert recall_out.splitlines()[2].split()[-1] != "" and "tenure_days" in recall_out.splitlines()[2]
-    assert "core_memories: 1" in text and "summary_events_created" in text
+    assert "core_memories: 1" in text and "closed session slm-" in text and "Result(" not in text
     # the results were shown as widgets, whose state the notebook keeps
     views = [o.data["application/vnd.jupyter.widget-view+json"]["model_id"] for c in nb.cells
              if c.cell_type == "code" for o in c.outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
@@ -56,7 +56,7 @@ def test_data_science_session_comes_back_in_a_fresh_kernel(tmp_path):
     restart = next(i for i, c in enumerate(c for c in nb.cells if c.cell_type == "code")
                    if "restart-kernel" in c.metadata.get("tags", []))
     first, second = "\n".join(texts[:restart]), "\n".join(texts[restart:])
-    assert "imported 4 memories" in first
+    assert "imported 4 new (4 memories, 0 session summaries)" in first
     # session one: the pilot's notes match but are months old: the age gate holds them back
     assert "abstained: 1 matching memory is older than the age gate (30 days)" in first
     # session two, in a fresh kernel: a new session with yesterday's findings, the pinned decision,

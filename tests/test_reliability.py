@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import duckdb
 import pytest
@@ -31,14 +31,29 @@ while True:
 """
 
 IMPORTER = """
-import sys
+import sys, threading
 from slm_magic import Memory
 mem = Memory(sys.argv[1])
 for i in range(5):
     print(mem.remember(f"acknowledged before the import {i}").fact_id, flush=True)
+insert_many, batches = mem.store.insert_many, []
+
+
+def insert_then_stop_inside_the_second(columns):  # the real insert; the second one is never committed
+    batches.append(len(columns["content"]))
+    if len(batches) == 1:
+        got = insert_many(columns)  # a statement of its own: committed when it returns
+        print("batch 1 committed", flush=True)
+        return got
+    mem.store.con.execute("BEGIN TRANSACTION")  # the same insert, its commit held back
+    insert_many(columns)
+    print(f"batch 2 written, not committed: {batches}", flush=True)
+    threading.Event().wait()  # the SIGKILL lands here, in the middle of the second batch
+
+
+mem.store.insert_many = insert_then_stop_inside_the_second
 print("importing", flush=True)
 mem.import_file(sys.argv[2], progress=False)
-print("imported", flush=True)
 """
 
 
@@ -64,8 +79,9 @@ def test_sigkill_in_the_middle_of_single_remembers_loses_nothing_acknowledged(tm
         line = proc.stdout.readline()
         assert line, proc.stderr.read()[-2000:]
         acked.append(line.strip())
-    os.kill(proc.pid, signal.SIGKILL)  # the writer is inside its next remember by now
+    os.kill(proc.pid, signal.SIGKILL)  # the writer never stops remembering: it dies inside its loop
     proc.wait()
+    acked += proc.stdout.read().split()  # what it acknowledged between our reading and the kill
     ids, _ = _reopened_state(db)
     assert set(acked) <= ids and len(ids) - len(acked) <= 1  # at most the unacknowledged one more
     with Memory(db) as mem:
@@ -87,16 +103,17 @@ def test_sigkill_in_the_middle_of_a_bulk_import_keeps_whole_batches_only(tmp_pat
     proc = _spawn(IMPORTER, db, src)
     acked = [proc.stdout.readline().strip() for _ in range(5)]
     assert proc.stdout.readline().strip() == "importing", proc.stderr.read()[-2000:]
-    time.sleep(1.5)
-    assert proc.poll() is None, "the import ended before it could be interrupted"
-    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.stdout.readline().strip() == "batch 1 committed", proc.stderr.read()[-2000:]
+    assert proc.stdout.readline().strip() == f"batch 2 written, not committed: {[BATCH, BATCH]}", \
+        proc.stderr.read()[-2000:]
+    os.kill(proc.pid, signal.SIGKILL)  # the importer waits inside its second batch until it dies
     proc.wait()
     ids, _ = _reopened_state(db)
     assert set(acked) <= ids
-    imported = len(ids) - len(acked)
-    assert imported % BATCH == 0 and imported < 3 * BATCH  # whole batches, never part of one
+    assert len(ids) - len(acked) == BATCH  # the committed batch whole, nothing of the one in flight
     with Memory(db) as mem:  # and the import can simply be run again: it adds only what is missing
-        assert mem.import_file(src, progress=False) == 3 * BATCH - imported
+        again = mem.import_file(src, progress=False)
+        assert (again.memories, again.already_present) == (2 * BATCH, BATCH)
         assert mem.count() == 3 * BATCH + len(acked)
 
 
@@ -253,7 +270,7 @@ def test_one_user_sees_nothing_of_another_through_any_read_path(tmp_path):
                     lambda: alice.feedback(bob_fact, "up"), lambda: alice.revise(bob_fact, content="mine now")):
             with pytest.raises(InvalidInput, match="no memory"):
                 act()
-        assert alice.export(tmp_path / "alice.jsonl") == 1
+        assert alice.export(tmp_path / "alice.jsonl").total == 1
         exported = [json.loads(x) for x in (tmp_path / "alice.jsonl").read_text().splitlines()]
         assert [r["user_id"] for r in exported] == ["alice"]
     with Memory(db, user_id="bob") as bob:  # and bob's memory is untouched by alice's attempts

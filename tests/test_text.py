@@ -1,3 +1,4 @@
+from slm_magic import text
 from slm_magic.text import STOP_WORDS, analyse, term_hash
 
 
@@ -38,3 +39,11 @@ def test_term_hash_is_stable_signed_64_bit():
     assert -(2**63) <= h < 2**63
     # Fixed value: the hash must not change between processes or releases.
     assert term_hash("churn") == term_hash.__wrapped__("churn")
+
+
+def test_the_word_cache_filling_up_loses_no_word(monkeypatch):
+    monkeypatch.setattr(text, "_HASHES_MAX", 5)
+    monkeypatch.setattr(text, "_HASHES", {})
+    first = text.term_ids("alpha beta gamma")
+    text.term_ids("delta epsilon")
+    assert text.term_ids("alpha zeta")[0] == first[0]  # alpha was cached, then the cache was cleared

@@ -3,6 +3,7 @@ act on the real memory file."""
 
 import asyncio
 import re
+import selectors
 from datetime import timedelta
 
 import pytest
@@ -155,22 +156,59 @@ def test_context_view_shows_degraded_mode(filled):
     assert init.degraded_mode and view.degraded_banner.layout.display is None
 
 
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop on a clock of its own: it stands still while callbacks run and jumps to the
+    next timer when there is nothing else to do, so a pause in typing lasts exactly what the test
+    says, however loaded the machine is."""
+
+    def __init__(self):
+        self.now = 0.0
+        super().__init__(selector=_JumpingSelector(self))
+
+    def time(self) -> float:
+        return self.now
+
+
+class _JumpingSelector(selectors.DefaultSelector):
+    def __init__(self, loop: VirtualTimeLoop):
+        super().__init__()
+        self.loop = loop
+
+    def select(self, timeout=None):
+        if timeout is None:  # no timer to jump to: wait for real input
+            return super().select(None)
+        events = super().select(0)
+        if not events:
+            self.loop.now += timeout
+        return events
+
+
 def test_live_search_ranks_as_the_user_types_and_is_debounced(filled):
-    search = LiveSearch(filled, limit=3, debounce_s=0.05)
+    search = LiveSearch(filled, limit=3)  # the debounce users get
     search.box.value = "tenure_days"  # no event loop here: searched at once
     assert search.view is not None and "tenure_days" in search.view.rows[0].text.value
     assert re.search(r"\d memor(y|ies) in [\d.]+ ms", search.timing.value)
-
-    async def type_quickly():
-        for text in ("jo", "joi", "join", "join rows"):
-            search.box.value = text
-            await asyncio.sleep(0.005)
-        await asyncio.sleep(0.3)
-
     before = len(search.searches)
-    asyncio.run(type_quickly())
+
+    async def type_then_stop():
+        for text in ("jo", "joi", "join"):
+            search.box.value = text
+            await asyncio.sleep(0.8 * search.debounce_s)  # (loop time) the next keystroke comes first
+        assert len(search.searches) == before  # nothing searched while the user types
+        search.box.value = "join rows"
+        typed, scheduled = loop.time(), search.pending
+        assert scheduled is not None
+        await scheduled  # the search of the text the user stopped at
+        return loop.time() - typed
+
+    loop = VirtualTimeLoop()
+    try:
+        waited = loop.run_until_complete(type_then_stop())
+    finally:
+        loop.close()
     assert [q for q, _ in search.searches[before:]] == ["join rows"]  # only what the user stopped at
-    assert "customer_id" in search.view.rows[0].text.value
+    assert waited == pytest.approx(search.debounce_s)  # once it had stood still for the debounce
+    assert "customer_id" in search.view.rows[0].text.value and search.pending is None
     search.box.value = "  "
     assert search.results.children == () and search.view is None
 

@@ -32,12 +32,18 @@ class LiveSearch(PlainTextFallback, W.VBox):
         self.results = W.VBox(layout=W.Layout(width="100%"))
         self.view: MemoriesView | None = None
         self.searches: list[tuple[str, float]] = []  # (query, milliseconds) of each search run
-        self._pending: asyncio.TimerHandle | None = None
+        self._pending: asyncio.Task | None = None
         self.box.observe(self._typed, "value")
         super().__init__([W.HBox([self.box, self.timing], layout=W.Layout(align_items="center")), self.results],
                          layout=W.Layout(width="100%"))
         if query.strip():
             self.search(query)
+
+    @property
+    def pending(self) -> asyncio.Task | None:
+        """The search the last keystroke scheduled, until it runs: something to await (a test
+        waits on it instead of guessing how long the debounce takes)."""
+        return self._pending
 
     def _typed(self, change) -> None:
         if self._pending is not None:
@@ -48,9 +54,10 @@ class LiveSearch(PlainTextFallback, W.VBox):
         except RuntimeError:  # no event loop (a script, a test): search at once
             self.search(change["new"])
             return
-        self._pending = loop.call_later(self.debounce_s, self._fire)
+        self._pending = loop.create_task(self._search_once_typing_stops())
 
-    def _fire(self) -> None:
+    async def _search_once_typing_stops(self) -> None:
+        await asyncio.sleep(self.debounce_s)  # cancelled by the next keystroke
         self._pending = None
         self.search(self.box.value)
 
