@@ -8,7 +8,7 @@ import sys
 
 from .errors import SlmMagicError
 from .memory import Memory
-from .models import MEMORY_TYPES
+from .models import MEMORY_TYPES, FeedbackRecorded, MemoryChange
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--skip-invalid", action="store_true", help="import the valid rows and list the others")
     c = sub.add_parser("close", help="close a session (default: the most recent) and summarise it")
     c.add_argument("session_id", nargs="?", default="")
+    for name, what in (("pin", "make a memory core (always in a session's context)"),
+                       ("unpin", "a core memory becomes an ordinary one"), ("forget", "delete a memory for good")):
+        sub.add_parser(name, help=f"{what}; ID may be its first 6 characters or more").add_argument("id")
+    f = sub.add_parser("feedback", help="tell the ranking a memory was useful (up) or not (down)")
+    f.add_argument("id")
+    f.add_argument("signal", choices=("up", "down"))
     return ap
 
 
@@ -69,6 +75,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(mem.import_file(args.path, on_invalid="skip" if args.skip_invalid else "raise"))
             elif args.command == "close":
                 print(mem.close_session(args.session_id))
+            elif args.command in ("pin", "unpin", "forget"):
+                fact_id = mem.resolve_id(args.id)
+                fact = mem.forget(fact_id) if args.command == "forget" else mem.pin(fact_id, args.command == "pin")
+                print(MemoryChange(action={"pin": "pinned", "unpin": "unpinned"}.get(args.command, "forgotten"),
+                                   fact=fact))
+            elif args.command == "feedback":
+                fact_id = mem.resolve_id(args.id)
+                mem.feedback(fact_id, args.signal)
+                print(FeedbackRecorded(fact_id=fact_id, signal=args.signal))
     except SlmMagicError as exc:
         print(f"slm-magic: {exc}", file=sys.stderr)
         return 2

@@ -108,14 +108,24 @@ class SLMMagic(Magics, Configurable):
         return self._memory
 
     @contextlib.contextmanager
-    def _engine(self):
+    def _engine(self, *, notice_closed: bool = True):
         """The memory, attached to its file for one magic; engine errors become UsageErrors."""
         mem = self.memory
         try:
             with mem.attached():
+                if notice_closed:
+                    self._notice_closed(mem)
                 yield mem
         except SlmMagicError as exc:
             raise _usage(exc) from None
+
+    def _notice_closed(self, mem: Memory) -> None:
+        """This kernel's session ended elsewhere (another kernel, `slm-magic close`, the API):
+        say so in one line and go on in a new one, so nothing is written into a closed session."""
+        old = self.session_id
+        if old is not None and mem.session_is_closed(old):
+            self.session_id = mem.session_init(max_results=0).session_id
+            print(f"slm_magic: session {old} was closed elsewhere; this notebook goes on in {self.session_id}")
 
     def _session(self, mem: Memory) -> str:
         """The current session, started on the fly (and said so) if %slm_start was not run."""
@@ -252,7 +262,10 @@ class SLMMagic(Magics, Configurable):
         args = parse_argstring(self.slm_close, line)
         if self.session_id is None:
             raise UsageError("no session is open in this kernel (%slm_start opens one)")
-        with self._engine() as mem:
+        with self._engine(notice_closed=False) as mem:
+            if mem.session_is_closed(self.session_id):
+                closed, self.session_id = self.session_id, None
+                raise UsageError(f"session {closed} was already closed elsewhere (%slm_start opens a new one)")
             if args.summary:
                 mem.remember(args.summary, session_id=self.session_id, title="session summary")
             result = mem.close_session(self.session_id, summary=args.summary)
@@ -270,9 +283,9 @@ class SLMMagic(Magics, Configurable):
     def _by_id(self, magic: str, line: str, action):
         parts = line.split()
         if len(parts) != 1:
-            raise UsageError(f"%{magic} takes one memory id")
+            raise UsageError(f"%{magic} takes one memory id (or its first 6 characters or more)")
         with self._engine() as mem:
-            return action(mem, parts[0])
+            return action(mem, mem.resolve_id(parts[0].strip("'\"")))
 
     @line_magic
     def slm_pin(self, line: str) -> MemoryChange:
@@ -298,8 +311,9 @@ class SLMMagic(Magics, Configurable):
         if len(parts) != 2 or parts[1] not in ("up", "down"):
             raise UsageError("usage: %slm_feedback ID up|down")
         with self._engine() as mem:
-            mem.feedback(parts[0], parts[1], session_id=self.session_id)
-        return FeedbackRecorded(fact_id=parts[0], signal=parts[1])
+            fact_id = mem.resolve_id(parts[0])
+            mem.feedback(fact_id, parts[1], session_id=self.session_id)
+        return FeedbackRecorded(fact_id=fact_id, signal=parts[1])
 
     @readable_help
     @magic_arguments()

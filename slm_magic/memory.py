@@ -292,6 +292,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                 if core is not None and bool(core) != fact.is_core:
                     fact = self.pin(existing, bool(core), user_id=user)
                 return fact
+        if isinstance(session_id, str) and not is_synthetic_session(session_id) and self.session_is_closed(session_id):
+            raise InvalidInput(f"session {session_id} is closed: open a new one (session_init) to remember in")
         cols = validate([dict(content=content, session_id=session_id, tags=tags, project=project, type=type,
                               title=title, topic_key=topic_key, core=core, created_at=created_at,
                               user_id=user_id, source=source, notebook=notebook, cell=cell)],
@@ -514,7 +516,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         updated_after = _epoch(now_dt) - max_age_days * 86_400 if max_age_days else None
         terms, qtf, qlen, kind = self._analyse_query(query, now_dt, kind)
         now = _epoch(now_dt)
-        tracked = bool(session_id) and not is_synthetic_session(session_id)
+        tracked = bool(session_id) and not is_synthetic_session(session_id) and not self.session_is_closed(session_id)
         mode = "full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"
         degraded, reason = False, None
         ranked: Ranked | None = None
@@ -689,6 +691,32 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                 f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE fact_id = ? AND user_id = ?",
                 [fact_id, user]).fetchall()
         return _fact(row[0]) if row else None
+
+    SHORT_ID = 6  # the fewest characters of an id a person may type
+
+    def resolve_id(self, text: str, *, user_id: str | None = None) -> str:
+        """The fact_id that `text` names: a whole id, or a unique prefix of at least 6
+        characters (what a person copies from a table). Ambiguous or unknown: InvalidInput."""
+        if not isinstance(text, str):
+            raise InvalidInput(f"a memory id must be a string, not {builtins.type(text).__name__}")
+        user = self.user_id if user_id is None else user_id
+        text = text.strip()
+        if self.get(text, user_id=user) is not None:
+            return text
+        if len(text) < self.SHORT_ID:
+            raise InvalidInput(f"no memory with id {text!r} (give at least {self.SHORT_ID} characters of an id)")
+        found = self.store.fact_ids_starting(user, text, 6)
+        if not found:
+            raise InvalidInput(f"no memory with id {text!r}")
+        if len(found) > 1:
+            more = ", …" if len(found) > 5 else ""
+            raise InvalidInput(f"{text!r} is the start of several ids: {', '.join(found[:5])}{more}; "
+                               "give more characters")
+        return found[0]
+
+    def session_is_closed(self, session_id: str) -> bool:
+        """Whether a session was ended, here or by any other kernel or process."""
+        return bool(session_id) and self.store.session_closed(session_id)
 
     def status(self, session_id: str | None = None) -> StatusReport:
         st = self.store.user_stats(self.user_id)

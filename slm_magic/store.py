@@ -613,6 +613,23 @@ class Store:
                 "ORDER BY last_activity_at DESC LIMIT 1", [user_id, api]).fetchall()
         return rows[0] if rows else None
 
+    def session_closed(self, session_id: str) -> bool:
+        """Whether this session was ended (by any kernel or process); an unknown one is not."""
+        return self._cached(("session_closed", session_id), lambda: self._session_closed(session_id))
+
+    def _session_closed(self, session_id: str) -> bool:
+        with self.lock:
+            rows = self.con.execute("SELECT ended_at IS NOT NULL FROM sessions WHERE session_id = ?",
+                                    [session_id]).fetchall()
+        return bool(rows and rows[0][0])
+
+    def fact_ids_starting(self, user_id: str, prefix: str, limit: int) -> list[str]:
+        """Up to `limit` of the user's fact_ids that begin with `prefix`, in id order."""
+        with self.lock:
+            return [r[0] for r in self.con.execute(
+                "SELECT fact_id FROM memories WHERE user_id = ? AND starts_with(fact_id, ?) ORDER BY fact_id LIMIT ?",
+                [user_id, prefix, limit]).fetchall()]
+
     def set_session_summary(self, session_id: str, summary: str) -> None:
         self._meta("UPDATE sessions SET summary = ? WHERE session_id = ?", [summary, session_id])
 
