@@ -19,12 +19,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .memory import Memory
 
 EXPORT_COLUMNS = ("fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
-                  "content_hash", "tags", "is_core", "source", "notebook", "cell", "created_at", "updated_at",
-                  "revision_count", "kind")
+                  "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
+                  "updated_at", "revision_count", "kind")
 _TYPES = {"fact_id": "VARCHAR", "user_id": "VARCHAR", "session_id": "VARCHAR", "project": "VARCHAR",
           "type": "VARCHAR", "title": "VARCHAR", "topic_key": "VARCHAR", "content": "VARCHAR",
           "content_hash": "VARCHAR", "tags": "VARCHAR[]", "is_core": "BOOLEAN", "source": "VARCHAR",
-          "notebook": "VARCHAR", "cell": "INTEGER", "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP",
+          "notebook": "VARCHAR", "cell": "INTEGER", "cell_id": "VARCHAR", "code": "VARCHAR",
+          "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP",
           "revision_count": "INTEGER", "kind": "VARCHAR"}
 BATCH = 20_000
 
@@ -100,9 +101,12 @@ class Exchange:
         where = "line" if fmt == "json" else "row"
         with self.store.lock:
             try:
+                have = set(EXPORT_COLUMNS) if fmt == "json" else {
+                    r[0] for r in self.store.con.execute(f"DESCRIBE SELECT * FROM {reader}").fetchall()}
+                # (a file exported by an earlier version lacks the newer columns: they are NULL)
+                select = ", ".join(f"CAST({c if c in have else 'NULL'} AS {_TYPES[c]}) AS {c}" for c in EXPORT_COLUMNS)
                 table = self.store.con.sql(
-                    f"SELECT {', '.join(f'CAST({c} AS {_TYPES[c]}) AS {c}' for c in EXPORT_COLUMNS)}, "
-                    f"row_number() OVER () AS line_number FROM {reader}").to_arrow_table()
+                    f"SELECT {select}, row_number() OVER () AS line_number FROM {reader}").to_arrow_table()
             except Exception as exc:  # noqa: BLE001 - unreadable or not ours: say so, change nothing
                 why = _bad_json_line(path) if fmt == "json" else None
                 if why is None:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import textwrap
 from collections import OrderedDict
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring as _parse_argstring
-from traitlets import Float, Integer, Unicode, observe
+from traitlets import Bool, Float, Integer, Unicode, observe
 from traitlets.config import Configurable
 
 from .errors import SlmMagicError
@@ -68,12 +69,18 @@ class SLMMagic(Magics, Configurable):
     limit = Integer(10, help="How many memories %recall and %slm_start show by default.").tag(config=True)
     max_age_days = Integer(30, help="%slm_start's age gate: older memories need relevance >= 0.70 (0: off).").tag(
         config=True)
+    keep_code = Bool(True, help="%%remember also keeps the source of the cell run just before it (up to "
+                                "10,000 characters): the code that produced the finding.").tag(config=True)
+
+    CODE_KEPT = 10_000  # characters of the previous cell's source kept with a memory
 
     def __init__(self, shell=None, **kwargs):
         super().__init__(shell=shell, config=shell.config if shell is not None else None, **kwargs)
         self._memory: Memory | None = None
         self.session_id: str | None = None
         self._cell_number: int | None = None
+        self._cell_id: str | None = None          # the front end's id of the running cell
+        self._sources: tuple[str | None, str | None] = (None, None)  # (previous, running) cell source
         # Results the magics returned lately, with their session: shown as widgets that act on
         # this memory (a result made elsewhere is shown read-only).
         self._origins: OrderedDict[int, tuple[object, Memory, str | None]] = OrderedDict()
@@ -81,9 +88,22 @@ class SLMMagic(Magics, Configurable):
             shell.events.register("pre_run_cell", self._note_cell)
 
     def _note_cell(self, info) -> None:
-        """The number of the cell about to run (IPython counts it before the cell runs)."""
+        """The cell about to run: its number (IPython counts it before the cell runs), the id
+        JupyterLab sends with it, and its source (the next %%remember's code, if it follows)."""
         count = self.shell.execution_count
         self._cell_number = count - 1 if getattr(info, "store_history", False) else count
+        self._cell_id = getattr(info, "cell_id", None) or None
+        self._sources = (self._sources[1], getattr(info, "raw_cell", None))
+
+    @property
+    def origin(self) -> str:
+        """Whose session this is: the notebook's path where the front end says it, else this
+        one kernel or terminal IPython process."""
+        notebook = os.environ.get("JPY_SESSION_NAME") or (self.shell.user_ns.get("__vsc_ipynb_file__")
+                                                           if self.shell is not None else None)
+        if notebook:
+            return str(notebook)
+        return f"{'kernel' if self.in_kernel else 'ipython'}:{socket.gethostname()}:{os.getpid()}"
 
     # --- the engine ---------------------------------------------------------------------------
     @observe("db_path", "user", "session_timeout_hours")
@@ -124,22 +144,32 @@ class SLMMagic(Magics, Configurable):
         say so in one line and go on in a new one, so nothing is written into a closed session."""
         old = self.session_id
         if old is not None and mem.session_is_closed(old):
-            self.session_id = mem.session_init(max_results=0).session_id
+            self.session_id = mem.session_init(max_results=0, origin=self.origin).session_id
             print(f"slm_magic: session {old} was closed elsewhere; this notebook goes on in {self.session_id}")
 
     def _session(self, mem: Memory) -> str:
-        """The current session, started on the fly (and said so) if %slm_start was not run."""
+        """The current session, opened on the fly (and said so) if %slm_start was not run:
+        this notebook's session if it is still active, else a new one."""
         if self.session_id is None:
-            self.session_id = mem.session_init(max_results=0).session_id
-            print(f"slm_magic: started session {self.session_id} (run %slm_start to see its context)")
+            init = mem.session_init(max_results=0, reuse=True, origin=self.origin)
+            self.session_id = init.session_id
+            how = "started" if init.is_new else "continued this notebook's"
+            print(f"slm_magic: {how} session {self.session_id} (run %slm_start to see its context)")
         return self.session_id
 
-    def _provenance(self) -> tuple[str | None, int | None]:
+    def _provenance(self) -> dict:
+        """Where a %%remember's text comes from: notebook, cell number, cell id, and the code
+        of the cell run before it (bounded; off with `%config SLMMagic.keep_code = False`)."""
         notebook = os.environ.get("JPY_SESSION_NAME") or None
         count = self._cell_number
         if count is None and self.shell is not None:
             count = self.shell.execution_count
-        return notebook, count
+        code = self._sources[0] if self.keep_code else None
+        if code is not None and not code.strip():
+            code = None
+        if code is not None and len(code) > self.CODE_KEPT:
+            code = code[: self.CODE_KEPT] + f"\n# … {len(code) - self.CODE_KEPT:,} more characters not kept"
+        return {"notebook": notebook, "cell": count, "cell_id": self._cell_id, "code": code}
 
     # --- widgets, in a kernel ---------------------------------------------------------------
     ORIGINS_KEPT = 200
@@ -198,7 +228,7 @@ class SLMMagic(Magics, Configurable):
         with self._engine() as mem:
             init = mem.session_init(project_path=args.project_path or os.getcwd() if not args.query else
                                     args.project_path, query=args.query, max_results=n, max_age_days=days,
-                                    reuse=not args.new)
+                                    reuse=not args.new, origin=self.origin)
         self.session_id = init.session_id
         return self._mine(init, init.session_id)
 
@@ -217,12 +247,11 @@ class SLMMagic(Magics, Configurable):
         args = parse_argstring(self.remember, line)
         if not cell.strip():
             raise UsageError("%%remember needs a cell body: the text to remember")
-        notebook, count = self._provenance()
+        where = self._provenance()
         with self._engine() as mem:
             sid = self._session(mem)
             fact = mem.remember(cell.strip(), session_id=sid, tags=args.tags, project=args.project,
-                                type=args.type, title=args.title, topic_key=args.topic, core=args.core,
-                                notebook=notebook, cell=count)
+                                type=args.type, title=args.title, topic_key=args.topic, core=args.core, **where)
         return MemoryChange(action="revised" if fact.revision_count else "remembered", fact=fact)
 
     @readable_help

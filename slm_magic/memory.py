@@ -18,7 +18,8 @@ import numpy as np
 from . import text
 from .errors import InvalidInput, StoreError
 from .index import SparseIndex
-from .models import MEMORY_TYPES, Fact, RecallResult, Remembered, ScoredMemory, SearchScore, Skipped, StatusReport
+from .models import (MEMORY_TYPES, Fact, Provenance, RecallResult, Remembered, ScoredMemory, SearchScore, Skipped,
+                     StatusReport)
 from .reranker import CANDIDATES
 from .ranking import Ranked, RankingConfig, WorkingSet, fuse, rank_index, recency, revision, search_score
 from .exchange import Exchange
@@ -277,8 +278,10 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                  project: str | None = None, type: str | None = None, title: str | None = None,
                  topic_key: str | None = None, core: bool | None = None, created_at: datetime | None = None,
                  user_id: str | None = None, source: str | None = None, notebook: str | None = None,
-                 cell: int | None = None) -> Fact:
+                 cell: int | None = None, cell_id: str | None = None, code: str | None = None) -> Fact:
         """Store one memory and make it recallable at once; returns the stored fact.
+        `notebook`, `cell`, `cell_id` (the front end's stable id) and `code` (the cell that
+        produced the finding) say where it came from; `provenance(fact_id)` reads them back.
 
         A field left out (None) takes its default: no tags, no project, type "discovery". With a
         `topic_key` that a live memory of this user already has, that memory is revised
@@ -296,7 +299,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             raise InvalidInput(f"session {session_id} is closed: open a new one (session_init) to remember in")
         cols = validate([dict(content=content, session_id=session_id, tags=tags, project=project, type=type,
                               title=title, topic_key=topic_key, core=core, created_at=created_at,
-                              user_id=user_id, source=source, notebook=notebook, cell=cell)],
+                              user_id=user_id, source=source, notebook=notebook, cell=cell, cell_id=cell_id,
+                              code=code)],
                         now=self.now(), default_user=self.user_id)
         row = {k: v[0] for k, v in cols.items()}
         counts = text.term_counts(indexed_text(row["content"], row["title"]))
@@ -691,6 +695,14 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                 f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE fact_id = ? AND user_id = ?",
                 [fact_id, user]).fetchall()
         return _fact(row[0]) if row else None
+
+    def provenance(self, fact_id: str) -> Provenance | None:
+        """Where one memory came from (read on demand: the code is not held in the process)."""
+        if not isinstance(fact_id, str):
+            return None
+        row = self.store.provenance(fact_id, self.user_id)
+        return None if row is None else Provenance(fact_id=fact_id, notebook=row[0], cell=row[1], cell_id=row[2],
+                                                   code=row[3])
 
     SHORT_ID = 6  # the fewest characters of an id a person may type
 

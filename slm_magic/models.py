@@ -87,6 +87,27 @@ class MemoryChange(Readable, BaseModel):
         return f"{self.action} {_fact_line(self.fact)}"
 
 
+class Provenance(Readable, BaseModel):
+    """Where a memory came from: the notebook, the cell (its number then, its stable id) and
+    the source of the cell run just before it, the code that produced the finding."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fact_id: str
+    notebook: str | None = None
+    cell: int | None = None
+    cell_id: str | None = None
+    code: str | None = None
+
+    def __str__(self) -> str:
+        where = self.notebook or "not from a notebook"
+        if self.cell is not None:
+            where += f", cell [{self.cell}]"
+        if self.cell_id:
+            where += f" (id {self.cell_id})"
+        return f"{self.fact_id} came from {where}" + (f"\nthe cell before it:\n{self.code}" if self.code else "")
+
+
 class Skipped(BaseModel):
     """A record a bulk write set aside: its position in the input and why."""
 

@@ -25,8 +25,8 @@ from .models import MEMORY_TYPES
 MAX_CONTENT_CHARS = 10_000_000
 
 FIELDS = frozenset(("content", "session_id", "tags", "project", "type", "title", "topic_key", "core",
-                    "created_at", "user_id", "source", "notebook", "cell"))
-OPTIONAL_STR = ("session_id", "project", "title", "topic_key", "user_id", "source", "notebook")
+                    "created_at", "user_id", "source", "notebook", "cell", "cell_id", "code"))
+OPTIONAL_STR = ("session_id", "project", "title", "topic_key", "user_id", "source", "notebook", "cell_id", "code")
 _NONE = type(None)
 
 

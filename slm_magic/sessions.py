@@ -93,14 +93,18 @@ class SessionLifecycle:
     """`session_init` / `recall` / `remember` / `close_session`, as SuperLocalMemory names them."""
 
     def session_init(self: "Memory", project_path: str = "", query: str = "", max_results: int = 10,
-                     max_age_days: int = 30, *, reuse: bool = False) -> SessionInit:
+                     max_age_days: int = 30, *, reuse: bool = False, origin: str | None = None) -> SessionInit:
         """Open a session: a new id, the memories that matter for its project, and its context.
 
         Memories last updated more than `max_age_days` ago are left out unless their relevance
         is at least 0.70 (`max_age_days=0` keeps everything); pinned core memories always come.
-        With `reuse`, the user's open session active within `session_timeout_hours` goes on
-        instead of a new one (what `%slm_start` does: a restarted kernel continues its session).
+        `origin` names who opens it (a notebook's path, one terminal IPython). With `reuse`, the
+        open session of the same user and origin, active within `session_timeout_hours`, goes on
+        instead of a new one (what `%slm_start` does: a restarted kernel continues its notebook's
+        session, and another notebook has its own).
         """
+        if origin is not None and not isinstance(origin, str):
+            raise InvalidInput(f"origin must be a string, not {type(origin).__name__}")
         for name, value in (("project_path", project_path), ("query", query)):
             if not isinstance(value, str):
                 raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
@@ -108,12 +112,12 @@ class SessionLifecycle:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"{name} must be a non-negative integer; got {value!r}")
         now = self.now()
-        session_id = self._live_slm_session(now) if reuse else None
+        session_id = self._live_slm_session(now, origin) if reuse else None
         is_new = session_id is None
         if is_new:
             session_id = new_session_id(now)
             project = query_from_path(project_path).split(" ")[0] if project_path else ""
-            self.store.open_session(session_id, self.user_id, project, "slm", now)
+            self.store.open_session(session_id, self.user_id, project, "slm", now, origin=origin)
             self._working_sets[session_id] = {}  # new: nothing shown yet, no need to ask the file
         q = query.strip() or query_from_path(project_path)
 
@@ -170,9 +174,10 @@ class SessionLifecycle:
             init._age_gate = (max_age_days, res.older_matches)
         return init
 
-    def _live_slm_session(self: "Memory", now: datetime) -> str | None:
-        """The user's open session, if it was active within the timeout (and touch it)."""
-        row = self.store.active_session(self.user_id, "slm")
+    def _live_slm_session(self: "Memory", now: datetime, origin: str | None) -> str | None:
+        """The open session of this user and origin, if it was active within the timeout (and
+        touch it)."""
+        row = self.store.active_session(self.user_id, "slm", origin=origin, by_origin=True)
         not_before = now - timedelta(hours=self.session_timeout_hours)
         if row is not None and self.store.touch_if_live(row[0], now, not_before):
             return row[0]

@@ -153,14 +153,29 @@ def _v3(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3]
+def _v4(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        """
+        -- Where a memory came from, beyond the notebook's path and the execution count (which
+        -- changes on every re-run): the front end's stable cell id, and the source of the cell
+        -- run just before %%remember (the code that produced the finding).
+        ALTER TABLE memories ADD COLUMN cell_id VARCHAR;
+        ALTER TABLE memories ADD COLUMN code VARCHAR;
+        -- Whose session it is: a notebook's path or one terminal IPython (a session belongs to
+        -- a notebook, not to a user; NULL for sessions the APIs open).
+        ALTER TABLE sessions ADD COLUMN origin VARCHAR;
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What a caller provides for a new memory (doc_id and changed come from the sequences).
 INSERT_COLUMNS = (
     "fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
-    "content_hash", "tags", "is_core", "source", "notebook", "cell", "created_at", "updated_at",
-    "revision_count", "kind", "doc_len", "terms", "tfs",
+    "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
+    "updated_at", "revision_count", "kind", "doc_len", "terms", "tfs",
 )
 FACT_COLUMNS = (
     "fact_id", "content", "user_id", "session_id", "project", "type", "title", "topic_key",
@@ -593,10 +608,12 @@ class Store:
                 self._cache = {k: (after, v) for k, (st, v) in self._cache.items() if st == before}
         return rows
 
-    def open_session(self, session_id: str, user_id: str, project: str, api: str, now) -> None:
+    def open_session(self, session_id: str, user_id: str, project: str, api: str, now,
+                     origin: str | None = None) -> None:
         # (a new session has no summary yet: cached counts and summaries stay right)
-        self._meta("INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at) "
-                   "VALUES (?, ?, ?, ?, ?, ?)", [session_id, user_id, project, api, now, now], invalidate=False)
+        self._meta("INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at, origin) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)", [session_id, user_id, project, api, now, now, origin],
+                   invalidate=False)
 
     def touch_if_live(self, session_id: str, now, not_before) -> bool:
         """Touch a session if it is still open and recently active; False if not."""
@@ -606,11 +623,23 @@ class Store:
             "WHERE m.session_id = sessions.session_id)) >= ? RETURNING session_id",
             [now, session_id, not_before], invalidate=False))
 
-    def active_session(self, user_id: str, api: str):
+    def active_session(self, user_id: str, api: str, *, origin: str | None = None, by_origin: bool = False):
+        """The user's open session of this API, most recently active first; `by_origin`: only
+        one opened from `origin` (a notebook's path; None matches the APIs' own sessions)."""
+        where, params = "", [user_id, api]
+        if by_origin:
+            where, params = " AND origin IS NOT DISTINCT FROM ?", [*params, origin]
         with self.lock:
             rows = self.con.execute(
-                "SELECT session_id, last_activity_at FROM sessions WHERE user_id = ? AND api = ? AND ended_at IS NULL "
-                "ORDER BY last_activity_at DESC LIMIT 1", [user_id, api]).fetchall()
+                "SELECT session_id, last_activity_at FROM sessions WHERE user_id = ? AND api = ? AND ended_at IS NULL"
+                f"{where} ORDER BY last_activity_at DESC LIMIT 1", params).fetchall()
+        return rows[0] if rows else None
+
+    def provenance(self, fact_id: str, user_id: str):
+        """(notebook, cell, cell_id, code) of one memory: read when a person asks, not held."""
+        with self.lock:
+            rows = self.con.execute("SELECT notebook, cell, cell_id, code FROM memories WHERE fact_id = ? AND user_id = ?",
+                                    [fact_id, user_id]).fetchall()
         return rows[0] if rows else None
 
     def session_closed(self, session_id: str) -> bool:

@@ -94,3 +94,70 @@ def test_the_console_takes_a_prefix_too(tmp_path):
     assert amb.returncode == 2 and "several ids" in amb.stderr and "Traceback" not in amb.stderr
     assert run("feedback", "abcdef99", "down").returncode == 0
     assert run("forget", "abcdef99").stdout.startswith("forgotten abcdef9911223344")
+
+
+def _reload(shell):
+    """A new kernel's magics (the extension loaded again), on the same file."""
+    shell.run_line_magic("unload_ext", "slm_magic")
+    shell.run_line_magic("load_ext", "slm_magic")
+
+
+def test_each_notebook_continues_its_own_session(ip, monkeypatch):  # noqa: F811
+    a, _ = cell(ip, "%slm_start --query churn")
+    monkeypatch.setenv("JPY_SESSION_NAME", "/home/ana/churn/second.ipynb")  # another notebook's kernel
+    _reload(ip)
+    b, _ = cell(ip, "%slm_start --query churn")
+    assert b.is_new and b.session_id != a.session_id
+    monkeypatch.setenv("JPY_SESSION_NAME", "/home/ana/churn/analysis.ipynb")  # the first one, restarted
+    _reload(ip)
+    again, _ = cell(ip, "%slm_start --query churn")
+    assert not again.is_new and again.session_id == a.session_id
+    fresh, _ = cell(ip, "%slm_start --new --query churn")
+    assert fresh.is_new and fresh.session_id not in (a.session_id, b.session_id)
+
+
+def test_a_terminal_ipython_has_its_own_session(ip, monkeypatch):  # noqa: F811
+    a, _ = cell(ip, "%slm_start --query churn")
+    monkeypatch.delenv("JPY_SESSION_NAME")
+    _reload(ip)
+    magics = _magics(ip)
+    assert magics.origin.startswith("ipython:") and magics.origin.endswith(f":{__import__('os').getpid()}")
+    t, _ = cell(ip, "%slm_start --query churn")
+    assert t.is_new and t.session_id != a.session_id
+
+
+def test_the_api_keeps_its_sessions_apart_from_the_notebooks(mem):
+    nb = mem.session_init(max_results=0, reuse=True, origin="/work/a.ipynb")
+    api = mem.session_init(max_results=0, reuse=True)
+    assert api.session_id != nb.session_id
+    assert mem.session_init(max_results=0, reuse=True).session_id == api.session_id
+    assert mem.session_init(max_results=0, reuse=True, origin="/work/a.ipynb").session_id == nb.session_id
+    one = mem.mem_session_start("ana")  # API B: one live session per user, as its seed documents
+    assert mem.mem_session_start("ana").session_id == one.session_id
+
+
+def test_a_finding_keeps_its_cell_id_and_the_code_before_it(ip):  # noqa: F811
+    from IPython.core.interactiveshell import ExecutionInfo
+
+    ip.events.trigger("pre_run_cell", ExecutionInfo("df = load()\ndf.groupby('x').size()", True, False, True,
+                                                     cell_id="cell-aaa"))
+    ip.events.trigger("pre_run_cell", ExecutionInfo("%%remember\n...", True, False, True, cell_id="cell-bbb"))
+    fact = ip.run_cell_magic("remember", "--tags eda", "the groups are balanced")
+    origin = ip.magics_manager.registry["SLMMagic"].memory.provenance(fact.fact_id)
+    assert origin.cell_id == "cell-bbb" and origin.code == "df = load()\ndf.groupby('x').size()"
+    assert origin.notebook == "/home/ana/churn/analysis.ipynb" and "groupby" in str(origin)
+    cell(ip, "%config SLMMagic.keep_code = False")
+    ip.events.trigger("pre_run_cell", ExecutionInfo("secret = 1", True, False, True, cell_id="c1"))
+    ip.events.trigger("pre_run_cell", ExecutionInfo("%%remember\n...", True, False, True, cell_id="c2"))
+    off = ip.run_cell_magic("remember", "", "no code kept for this one")
+    assert ip.magics_manager.registry["SLMMagic"].memory.provenance(off.fact_id).code is None
+
+
+def test_provenance_travels_through_export_and_import(tmp_path):
+    with Memory(tmp_path / "a.duckdb") as a:
+        fid = a.remember("balanced groups", notebook="n.ipynb", cell=3, cell_id="abc", code="df.size()").fact_id
+        a.export(tmp_path / "a.parquet")
+    with Memory(tmp_path / "b.duckdb") as b:
+        b.import_file(tmp_path / "a.parquet")
+        got = b.provenance(fid)
+        assert (got.notebook, got.cell, got.cell_id, got.code) == ("n.ipynb", 3, "abc", "df.size()")
