@@ -54,6 +54,7 @@ bench: $(VENV)/.bench
 	$(PY) benchmarks/sessions.py
 	$(PY) benchmarks/notebook.py
 	$(PY) benchmarks/long_memory.py
+	$(PY) benchmarks/mcp_roundtrip.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -45,11 +45,32 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("feedback", help="tell the ranking a memory was useful (up) or not (down)")
     f.add_argument("id")
     f.add_argument("signal", choices=("up", "down"))
+    sub.add_parser("mcp", help="serve this memory to an AI assistant: an MCP server on stdin/stdout "
+                               "(needs: pip install 'slm-magic[mcp]')")
     return ap
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    """`slm-magic mcp`: the SDK is an optional extra, so its absence is one line, not a traceback."""
+    try:
+        from .mcp_server import serve
+    except ImportError as exc:
+        if not (exc.name or "").startswith("mcp"):
+            raise
+        print("slm-magic: the mcp command needs the MCP SDK, version 2: pip install 'slm-magic[mcp]'",
+              file=sys.stderr)
+        return 2
+    try:
+        return serve(args.db, user_id=args.user)
+    except SlmMagicError as exc:
+        print(f"slm-magic: {exc}", file=sys.stderr)
+        return 2
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "mcp":
+        return _mcp(args)
     try:
         with Memory(args.db, user_id=args.user) as mem:
             if args.command == "remember":

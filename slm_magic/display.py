@@ -7,11 +7,13 @@ Pure functions of the engine's models (no IPython here): the models' `_repr_html
 from __future__ import annotations
 
 import html
+import shutil
+import textwrap
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .models import RecallResult, SessionInit
+    from .models import LearningStatus, Provenance, RecallResult, SessionInit
 
 _CSS = ("<style>.slm-t{border-collapse:collapse;font-size:12px}.slm-t td,.slm-t th{padding:3px 8px;"
         "border-bottom:1px solid #ddd;text-align:left;vertical-align:top}.slm-t td.n{text-align:right;"
@@ -37,17 +39,108 @@ def one_line(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def recall_text(res: "RecallResult") -> str:
-    head = f"recall {res.query!r}: {len(res.memories)} memories, {res.retrieval_mode}, {res.elapsed_ms:.1f} ms"
+#: What each retrieval mode means, in a person's words (the API keeps the technical names).
+MODE_WORDS = {
+    "full_bm25_tfidf": "ranked by the words and word parts it shares with the question",
+    "bm25_in_process": "ranked by the words it shares with the question",
+    "bm25_sql_fallback": "ranked from the file by shared words (the in-memory index was not available)",
+}
+
+
+def mode_words(mode: str, *, technical: bool = False) -> str:
+    words = MODE_WORDS.get(mode, mode)
+    return f"{words} (retrieval_mode {mode})" if technical else words
+
+
+def learning_words(learning: "LearningStatus") -> str:
+    """The learning loop's phase, as a person would say it."""
+    from .learning import PHASE_2_SIGNALS
+
+    if learning.phase == 1:
+        return (f"learning: collecting feedback ({learning.feedback_signals} of {PHASE_2_SIGNALS} signals "
+                "before it starts)")
+    if learning.phase == 2:
+        return f"learning: memories marked useful rise ({learning.feedback_signals} signals)"
+    return f"learning: ranking learned from your feedback ({learning.feedback_signals} signals)"
+
+
+def origin_html(prov: "Provenance | None") -> str:
+    """Where a memory came from, for a row's "where from" panel."""
+    e = html.escape
+    if prov is None:
+        return "<div style='color:#777;font-size:12px'>this memory is gone</div>"
+    where = e(prov.notebook or "not written from a notebook")
+    if prov.cell is not None:
+        where += f", cell [{prov.cell}]"
+    if prov.cell_id:
+        where += f" <span style='color:#777'>(cell id {e(prov.cell_id)})</span>"
+    code = (f"<div style='color:#555;margin-top:2px'>the cell run just before it:</div>"
+            f"<pre style='margin:2px 0;padding:4px 6px;background:#f6f8fa;border-radius:3px;max-height:16em;"
+            f"overflow:auto;white-space:pre-wrap'>{e(prov.code)}</pre>" if prov.code else
+            "<div style='color:#777'>no code was kept with it</div>")
+    return f"<div style='font-size:12px;padding:2px 0 6px 36px'>from {where}{code}</div>"
+
+
+def terminal_width() -> int:
+    """The terminal's columns ($COLUMNS first, as IPython and the shell set it), kept sane."""
+    return max(60, min(160, shutil.get_terminal_size((100, 24)).columns))
+
+
+def wrap(text: str, width: int, indent: int = 0, *, lines: int | None = None) -> list[str]:
+    """Word-boundary wrapping, continuation lines indented; at most `lines` lines (then …)."""
+    pad = " " * indent
+    out = textwrap.wrap(" ".join(text[: (lines or 40) * width].split()), width=width, initial_indent=pad,
+                        subsequent_indent=pad, break_on_hyphens=False) or [pad]
+    if lines is not None and len(out) > lines:
+        out = out[:lines]
+        out[-1] = out[-1][: width - 1].rstrip() + "…"
+    return out
+
+
+def _meta_text(f) -> str:
+    parts = [f.type]
+    if f.tags:
+        parts.append(", ".join(f.tags))
+    parts.append(age_text(f.updated_at))
+    if f.notebook or f.cell is not None:
+        name = (f.notebook or "").rsplit("/", 1)[-1] or "cell"
+        parts.append(f"{name} [{f.cell}]" if f.cell is not None else name)
+    return " · ".join(parts)
+
+
+def recall_text(res: "RecallResult", width: int | None = None) -> str:
+    """The memories as a table that fits the terminal: rank, score, match, a short id, then
+    the memory wrapped at word boundaries with its type, tags, age and notebook below it."""
+    from .models import plural
+
+    width = width or terminal_width()
+    lines = wrap(f"recall {res.query!r}: {plural(len(res.memories), 'memory', 'memories')}, "
+                 f"{res.elapsed_ms:.1f} ms", width)
     if res.degraded_mode:
-        head += f"  [degraded: {res.degraded_reason}]"
-    rows = [head, f"{'#':>2}  {'score':>5}  {'rel':>4}  {'bm25':>4}  {'ctx':>4}  {'rec':>4}  {'id':16}  memory"]
+        lines += wrap(f"slower path: {mode_words(res.retrieval_mode)} ({res.degraded_reason})", width)
+    if res.older_matches:
+        lines += wrap(f"older than {res.age_gate_days} days: "
+                      f"{plural(res.older_matches, 'matching memory', 'matching memories')} left out unless "
+                      "they match the question strongly", width)
+    if not res.memories:
+        return "\n".join(lines + ["no memory matched"])
+    indent = 29  # under the memory column
+    lines.append(f"{'#':>3}  {'score':>5}  {'match':>5}  {'id':8}  memory")
+    pinned = False
     for i, m in enumerate(res.memories, 1):
-        s = m.score
-        pin = "*" if m.fact.is_core else " "
-        rows.append(f"{i:>2}  {s.value:5.3f}  {s.relevance:4.2f}  {s.bm25:4.2f}  {s.tfidf:4.2f}  {s.recency:4.2f}  "
-                    f"{m.fact_id:16}{pin} {one_line(m.content, 70)}")
-    return "\n".join(rows)
+        s, f = m.score, m.fact
+        pinned |= f.is_core
+        mark = "*" if f.is_core else " "
+        text = (f"{f.title}: " if f.title else "") + f.content
+        body = wrap(text, width - indent, lines=3)
+        lines.append(f"{i:>3}  {s.value:5.3f}  {s.relevance:5.2f}  {f.fact_id[:8]}{mark} {body[0]}")
+        lines += [" " * indent + b for b in body[1:]]
+        lines += wrap(_meta_text(f), width, indent)
+    lines += wrap("score: how well a memory answers (0.60 match + 0.25 recency + 0.15 revisions); match: how much "
+                  "of the question it contains", width)
+    if pinned:
+        lines.append("* pinned: in every session's context")
+    return "\n".join(lines)
 
 
 def recall_html(res: "RecallResult") -> str:
@@ -70,14 +163,30 @@ def recall_html(res: "RecallResult") -> str:
     return f"{_CSS}<div>{cap}</div><table class=slm-t>{head}{''.join(rows)}</table>"
 
 
-def session_text(init: "SessionInit") -> str:
-    lines = [f"session {init.session_id}  ({init.memory_count} memories, {init.retrieval_mode}, "
-             f"learning phase {init.learning.phase}: {init.learning.status})"]
+def session_text(init: "SessionInit", width: int | None = None) -> str:
+    """A session as it opens, for a terminal: new or continued, what is known, the context."""
+    from .models import plural
+
+    width = width or terminal_width()
+    state = "new session" if init.is_new else "continued session"
+    lines = wrap(f"{state} {init.session_id} · {plural(init.memory_count, 'memory', 'memories')} · "
+                 f"{learning_words(init.learning)}", width)
     if init.degraded_mode:
-        lines.append("degraded: the SQL fallback answered")
-    if init.abstained:
-        lines.append(f"abstained: {init.abstention_reason}")
-    lines.append(init.context.rstrip())
+        lines += wrap(f"slower path: {mode_words(init.retrieval_mode)}", width)
+    if init.nothing_stored:
+        lines += wrap("no memories yet: what you keep with %%remember comes back here in your next sessions", width)
+    elif init.abstained:
+        lines += wrap(f"nothing here answers this session's question well: {init.abstention_reason}", width)
+    gate = init.age_gate
+    if gate and gate[1] and not init.nothing_stored:
+        lines += wrap(f"older than {gate[0]} days: {plural(gate[1], 'matching memory', 'matching memories')} "
+                      "left out unless they match the question strongly", width)
+    for raw in init.context.rstrip().splitlines():
+        bullet = raw.startswith("- ")
+        lines += wrap(raw[2:] if bullet else raw, width - 2, 0) if not bullet else [
+            ("- " if k == 0 else "  ") + x for k, x in enumerate(wrap(raw[2:], width - 2))]
+    if any(m.is_core for m in init.memories):
+        lines.append("📌 pinned: in every session's context")
     return "\n".join(lines)
 
 

@@ -93,7 +93,9 @@ class SLMMagic(Magics, Configurable):
         count = self.shell.execution_count
         self._cell_number = count - 1 if getattr(info, "store_history", False) else count
         self._cell_id = getattr(info, "cell_id", None) or None
-        self._sources = (self._sources[1], getattr(info, "raw_cell", None))
+        running = self._sources[1]  # becomes the previous cell, unless it was a %%remember itself
+        previous = self._sources[0] if running is not None and running.lstrip().startswith("%%remember") else running
+        self._sources = (previous, getattr(info, "raw_cell", None))
 
     @property
     def origin(self) -> str:
@@ -154,7 +156,7 @@ class SLMMagic(Magics, Configurable):
             init = mem.session_init(max_results=0, reuse=True, origin=self.origin)
             self.session_id = init.session_id
             how = "started" if init.is_new else "continued this notebook's"
-            print(f"slm_magic: {how} session {self.session_id} (run %slm_start to see its context)")
+            print(f"slm_magic: {how} session {self.session_id} (%slm_start shows its context)")
         return self.session_id
 
     def _provenance(self) -> dict:

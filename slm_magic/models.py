@@ -63,7 +63,7 @@ class Fact(BaseModel):
         return _fact_line(self)
 
     def _repr_pretty_(self, p, cycle: bool) -> None:
-        p.text(f"memory {_fact_line(self)}")
+        p.text(_fact_line(self, "memory "))
 
     def _repr_html_(self) -> str:
         return Readable._repr_html_(self)
@@ -84,7 +84,7 @@ class MemoryChange(Readable, BaseModel):
         return super().__getattr__(name)
 
     def __str__(self) -> str:
-        return f"{self.action} {_fact_line(self.fact)}"
+        return _fact_line(self.fact, f"{self.action} ")
 
 
 class Provenance(Readable, BaseModel):
@@ -179,10 +179,12 @@ class ImportReport(Readable, BaseModel):
         return out
 
 
-def _fact_line(f: "Fact") -> str:
-    head = " ".join(f.content.split())
-    head = head if len(head) <= 80 else head[:79] + "…"
-    return f"{f.fact_id} [{f.type}{', core' if f.is_core else ''}] {head}"
+def _fact_line(f: "Fact", lead: str = "") -> str:
+    """`lead`, the id and type, then as much of the text as fits one terminal line."""
+    from .display import one_line, terminal_width
+
+    start = f"{lead}{f.fact_id} [{f.type}{', core' if f.is_core else ''}] "
+    return start + one_line(f.content, max(20, terminal_width() - len(start) - 1))
 
 
 class StatusReport(Readable, BaseModel):
@@ -384,6 +386,12 @@ class SessionInit(BaseModel):
     _recent_sessions: list["SessionSummaryCompact"] = PrivateAttr(default_factory=list)
     _is_new: bool = PrivateAttr(default=True)
     _age_gate: tuple[int, int] | None = PrivateAttr(default=None)
+    _nothing_stored: bool = PrivateAttr(default=False)
+
+    @property
+    def nothing_stored(self) -> bool:
+        """The user has no memories yet (a first session): nothing to abstain from."""
+        return self._nothing_stored
 
     @property
     def scored_memories(self) -> list[ScoredMemory]:

@@ -145,13 +145,17 @@ class SessionLifecycle:
             conf = AnswerConfidence(calibration_status="uncalibrated", calibration_id=None, answer_confidence=None,
                                     abstained=True, abstention_reason=None)
         reason = conf.abstention_reason
-        if not q:
+        nothing_stored = not kept and not core and self.store.user_stats(self.user_id)["observations"] == 0
+        if nothing_stored:
+            reason = "no memories yet: %%remember (or remember()) keeps the first one"
+        elif not q:
             reason = "no query: give a query or a project path"
         elif res is None:
             reason = "max_results is 0: no memory was looked up"
         elif conf.abstained and not res.memories and res.older_matches:
             reason = (f"{res.older_matches} matching memor{'y is' if res.older_matches == 1 else 'ies are'} older "
-                      f"than the age gate ({max_age_days} days) and below relevance {AGE_GATE_RELEVANCE:.2f}")
+                      f"than {max_age_days} days and match{'es' if res.older_matches == 1 else ''} the question "
+                      f"only weakly (the age gate: relevance below {AGE_GATE_RELEVANCE:.2f})")
         elif conf.abstained and conf.calibration_status == "uncalibrated" and res.memories:
             reason = f"no memory within the age gate reaches relevance {RELEVANCE_FLOOR}"
         init = SessionInit(
@@ -170,6 +174,7 @@ class SessionLifecycle:
             SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
             for s, d, t, a in self.store.recent_summaries(self.user_id, RECENT_SESSIONS, exclude=session_id)]
         init._is_new = is_new
+        init._nothing_stored = nothing_stored
         if res is not None and max_age_days:
             init._age_gate = (max_age_days, res.older_matches)
         return init

@@ -93,40 +93,75 @@ def lab(tmp_path):
         log.close()
 
 
-def _kernel_connected(base: str, token: str) -> bool:
-    return any(k.get("connections", 0) > 0 for k in _get(f"{base}/api/kernels?token={token}"))
+def _kernels_connected(base: str, token: str) -> int:
+    return sum(k.get("connections", 0) > 0 for k in _get(f"{base}/api/kernels?token={token}"))
+
+
+def _open_and_run(page, base: str, token: str, name: str, n_cells: int, kernels: int):
+    """Open a notebook, wait for its kernel's websocket, then Shift+Enter through its cells;
+    returns its panel (another notebook may be open in a hidden tab of the same workspace)."""
+    page.goto(f"{base}/lab/tree/{name}?token={token}")
+    panel = page.locator(".jp-NotebookPanel:visible")
+    panel.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
+    deadline = time.time() + 90
+    while _kernels_connected(base, token) < kernels:  # the kernel's websocket, before any cell runs
+        assert time.time() < deadline, f"the kernel of {name} never connected"
+        time.sleep(0.5)
+    panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
+    cells = panel.locator(".jp-Notebook .jp-Cell")
+    cells.first.click()
+    for i in range(n_cells):  # Shift+Enter on each cell, as a person runs a notebook
+        page.keyboard.press("Shift+Enter")
+        expect(cells.nth(i + 1)).to_have_class(ACTIVE, timeout=30_000)  # taken: the next cell is active
+    return panel
+
+
+def _notebook(path: Path, sources: list[str]) -> None:
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                           "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    nbformat.write(nb, path)
+
+
+WIDTHS = (1400, 1000, 600)
+
+
+def _assert_rows_usable(page, out, width: int) -> None:
+    """At this window width every action button of every row is on screen and clickable, and
+    no tag, notebook name or cell number is cut."""
+    buttons = out.locator(".slm-actions button")
+    assert buttons.count() >= 12
+    for i in range(buttons.count()):
+        b = buttons.nth(i)
+        b.scroll_into_view_if_needed()
+        expect(b).to_be_visible()
+        box = b.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, (width, i, box)
+        if b.is_enabled():  # (a 👍 already given is disabled on purpose)
+            b.click(trial=True, timeout=10_000)  # actionable: visible, stable, not covered
+    clipped = out.evaluate(
+        "el => [...el.querySelectorAll('.slm-meta')].filter(m => m.scrollWidth > m.clientWidth + 1).length")
+    assert clipped == 0, f"{clipped} meta lines cut at {width}px"
 
 
 def test_widgets_render_and_feedback_reaches_the_file(lab, tmp_path):
     base, token = lab
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                           "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell("%load_ext slm_magic")]
-    nb.cells += [nbformat.v4.new_code_cell(f"%%remember {opts}\n{text}") for opts, text in FINDINGS]
-    nb.cells += [nbformat.v4.new_code_cell('%slm_start --query "churn label leakage"'),
-                 nbformat.v4.new_code_cell("%recall why was a feature dropped")]
-    nbformat.write(nb, tmp_path / "session.ipynb")
+    sources = ["%load_ext slm_magic", "orders = {'customers': 4120, 'without_account': 412}\norders",
+               *(f"%%remember {opts}\n{text}" for opts, text in FINDINGS),
+               '%slm_start --query "churn label leakage"', "%recall why was a feature dropped"]
+    _notebook(tmp_path / "session.ipynb", sources)
+    second = ["%load_ext slm_magic", '%slm_start --query "churn definition"', "%recall tenure_days leak"]
+    _notebook(tmp_path / "second.ipynb", second)
+    shots = []
 
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=HEADLESS_FLAGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{base}/lab/tree/session.ipynb?token={token}")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-        deadline = time.time() + 90
-        while not _kernel_connected(base, token):  # the kernel's websocket, before any cell runs
-            assert time.time() < deadline, "the notebook's kernel never connected"
-            time.sleep(0.5)
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-
-        cells = page.locator(".jp-Notebook .jp-Cell")
-        cells.first.click()
-        for i in range(len(nb.cells)):  # Shift+Enter on each cell, as a person runs a notebook
-            page.keyboard.press("Shift+Enter")
-            expect(cells.nth(i + 1)).to_have_class(ACTIVE, timeout=30_000)  # taken: the next cell is active
-        recall_out = page.locator(".jp-Cell").nth(len(nb.cells) - 1).locator(".jp-OutputArea").first
+        panel = _open_and_run(page, base, token, "session.ipynb", len(sources), kernels=1)
+        recall_out = panel.locator(".jp-Cell").nth(len(sources) - 1).locator(".jp-OutputArea").first
         recall_out.locator(".slm-bar").first.wait_for(timeout=90_000)
-        context_out = page.locator(".jp-Cell").nth(len(nb.cells) - 2).locator(".jp-OutputArea").first
-        # the %%remember cells started the kernel's session; %slm_start continues it
+        context_out = panel.locator(".jp-Cell").nth(len(sources) - 2).locator(".jp-OutputArea").first
+        # the %%remember cells started this notebook's session; %slm_start continues it
         context_out.get_by_text("continued session").wait_for(timeout=30_000)
 
         # on screen: the memory's text, its score with a visible bar, the context view's tab
@@ -139,6 +174,7 @@ def test_widgets_render_and_feedback_reaches_the_file(lab, tmp_path):
         value = recall_out.locator(".slm-value").first.inner_text()
         assert 0 < float(value) <= 1
         expect(context_out.get_by_text("context block").first).to_be_visible()
+        expect(recall_out.locator(".slm-id").first).to_have_text(re.compile(r"^[0-9a-f]{8}$"))
 
         # the parts on demand
         recall_out.get_by_text("score parts").click()
@@ -147,22 +183,63 @@ def test_widgets_render_and_feedback_reaches_the_file(lab, tmp_path):
         # 👍 on the first row: the signal reaches the file
         up = recall_out.locator("button[title^='👍']").first
         up.click()
-        recall_out.get_by_text("👍 recorded").wait_for(timeout=30_000)
+        recall_out.get_by_text("marked useful").wait_for(timeout=30_000)
         expect(up).to_be_disabled(timeout=30_000)  # the row's new state, drawn before the screenshots
         expect(up).to_have_class(re.compile(r"\bmod-success\b"))
+
+        # where the memory came from, on demand
+        recall_out.get_by_text("where from").first.click()
+        recall_out.get_by_text("the cell run just before it").first.wait_for(timeout=30_000)
+        expect(recall_out.get_by_text("'without_account': 412").first).to_be_visible()
+
         shot, recall_shot = tmp_path / "widgets.png", tmp_path / "recall.png"
         context_out.scroll_into_view_if_needed()
         page.screenshot(path=str(shot))
         recall_out.scroll_into_view_if_needed()
         recall_out.screenshot(path=str(recall_shot))  # the %recall output alone (the README's picture)
-        if os.environ.get("SLM_SCREENSHOT_DIR"):  # kept when asked
-            for s in (shot, recall_shot):
-                shutil.copy(s, Path(os.environ["SLM_SCREENSHOT_DIR"]) / s.name)
+        shots += [shot, recall_shot]
+
+        # the table at every width, the file browser open: actions reachable, nothing cut
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 1000})
+            _assert_rows_usable(page, recall_out, width)
+            recall_out.scroll_into_view_if_needed()
+            shots.append(tmp_path / f"recall-{width}.png")
+            page.screenshot(path=str(shots[-1]))
+        # the forget question fits its column too (at the middle width, and kept)
+        page.set_viewport_size({"width": 1000, "height": 1000})
+        recall_out.locator("button[title^='forget this memory']").last.click()
+        keep = recall_out.get_by_role("button", name="keep")
+        yes = recall_out.get_by_role("button", name="forget", exact=True)
+        for b in (keep, yes):
+            expect(b).to_be_visible()
+            box = b.bounding_box()
+            assert box and box["x"] + box["width"] <= 1000
+            assert b.evaluate("el => el.scrollWidth <= el.clientWidth + 1")  # the label is whole
+        shots.append(tmp_path / "forget-1000.png")
+        page.screenshot(path=str(shots[-1]))
+        keep.click()
+
+        # a second notebook in a second kernel: a session of its own, the same memories
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        other = browser.new_page(viewport={"width": 1400, "height": 1000})
+        panel2 = _open_and_run(other, base, token, "second.ipynb", len(second), kernels=2)
+        out2 = panel2.locator(".jp-Cell").nth(len(second) - 2).locator(".jp-OutputArea").first
+        out2.get_by_text("new session").wait_for(timeout=60_000)
+        found = panel2.locator(".jp-Cell").nth(len(second) - 1).locator(".jp-OutputArea").first
+        expect(found.get_by_text("Dropped the tenure_days feature").first).to_be_visible(timeout=60_000)
+        shots.append(tmp_path / "second-notebook.png")
+        other.screenshot(path=str(shots[-1]))
         browser.close()
 
-    assert shot.stat().st_size > 10_000 and recall_shot.stat().st_size > 5_000
+    if os.environ.get("SLM_SCREENSHOT_DIR"):  # kept when asked
+        for s in shots:
+            shutil.copy(s, Path(os.environ["SLM_SCREENSHOT_DIR"]) / s.name)
+    assert shots[0].stat().st_size > 10_000 and shots[1].stat().st_size > 5_000
     with Memory(tmp_path / "memory.duckdb") as mem:
         rows = mem.store.con.execute("SELECT f.signal, f.query, f.rank, m.content FROM feedback f "
                                      "JOIN memories m USING (fact_id)").fetchall()
+        origins = mem.store.con.execute("SELECT origin FROM sessions WHERE api = 'slm' ORDER BY started_at").fetchall()
     assert rows == [("up", "why was a feature dropped", 1,
                      "Dropped the tenure_days feature: it is computed after the churn date, so it leaks the label.")]
+    assert [Path(o).name for (o,) in origins] == ["session.ipynb", "second.ipynb"]  # one session per notebook

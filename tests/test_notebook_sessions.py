@@ -145,6 +145,9 @@ def test_a_finding_keeps_its_cell_id_and_the_code_before_it(ip):  # noqa: F811
     fact = ip.run_cell_magic("remember", "--tags eda", "the groups are balanced")
     origin = ip.magics_manager.registry["SLMMagic"].memory.provenance(fact.fact_id)
     assert origin.cell_id == "cell-bbb" and origin.code == "df = load()\ndf.groupby('x').size()"
+    ip.events.trigger("pre_run_cell", ExecutionInfo("%%remember\n...", True, False, True, cell_id="cell-ccc"))
+    second = ip.run_cell_magic("remember", "", "and the sizes are equal")  # a %%remember right after another
+    assert ip.magics_manager.registry["SLMMagic"].memory.provenance(second.fact_id).code == origin.code
     assert origin.notebook == "/home/ana/churn/analysis.ipynb" and "groupby" in str(origin)
     cell(ip, "%config SLMMagic.keep_code = False")
     ip.events.trigger("pre_run_cell", ExecutionInfo("secret = 1", True, False, True, cell_id="c1"))

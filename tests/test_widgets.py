@@ -2,6 +2,7 @@
 act on the real memory file."""
 
 import asyncio
+import html
 import re
 import selectors
 from datetime import timedelta
@@ -51,7 +52,9 @@ def test_rows_and_bars_match_the_engine(filled):
             if seg.width_pct > 0:
                 assert shown[seg.part] == pytest.approx(100 * seg.amount, abs=0.06)
         assert "tenure_days" in view.rows[0].text.value
-        assert row.from_cell.value.count("churn.ipynb [3]") == 1
+        assert row.meta.value.count("churn.ipynb [3]") == 1
+        assert f">{m.fact_id[:8]}<" in row.meta.value and f"writeText('{m.fact_id}')" in row.meta.value
+        assert all(f">{html.escape(t)}<" in row.meta.value for t in m.fact.tags)  # every tag, none cut
     # the parts appear on demand, each with its number
     assert all(r.parts.layout.display == "none" for r in view.rows)
     view.show_parts.value = True
@@ -83,7 +86,7 @@ def test_buttons_act_through_the_engine_and_rows_update_in_place(filled):
         signals = filled.store.con.execute("SELECT fact_id, signal, query, rank, session_id FROM feedback").fetchall()
     assert signals == [(row.fact.fact_id, "up", "churn definition login", 1, sid)]
     assert row.up.button_style == "success" and row.up.disabled and not row.down.disabled
-    assert "recorded" in view.status.value
+    assert "marked useful" in view.status.value
 
     row.pin.click()
     with filled.attached():
@@ -98,7 +101,7 @@ def test_buttons_act_through_the_engine_and_rows_update_in_place(filled):
     gone.forget.click()  # asks first: nothing deleted yet
     with filled.attached():
         assert filled.get(gone.fact.fact_id) is not None
-    assert "sure?" in gone.actions.children[0].value
+    assert "forget for good?" in gone.actions.children[0].value
     gone.actions.children[2].click()  # "keep"
     assert gone.actions.children == (gone.up, gone.down, gone.pin, gone.forget)
     gone.forget.click()
@@ -221,7 +224,8 @@ def test_context_view_shows_the_age_gate(db_path, clock):
         init = mem.session_init(query="size feature pilot", max_age_days=30)
         assert init.age_gate == (30, 1)
         view = ContextView(init, memory=mem)
-        assert view.age_gate_note.layout.display is None and "30 days: 1 matching memory is older" in view.age_gate_note.value
+        assert view.age_gate_note.layout.display is None
+        assert "older than 30 days: 1 matching memory left out unless it matches" in view.age_gate_note.value
         off = mem.session_init(query="size feature pilot", max_age_days=0)
         assert off.age_gate is None and ContextView(off, memory=mem).age_gate_note.layout.display == "none"
 
@@ -237,3 +241,24 @@ def test_the_learned_part_is_drawn_and_a_negative_one_shortens_the_bar():
     w = widths(stacked_bar(down))
     assert "learned" not in w and sum(w.values()) == pytest.approx(45.0, abs=0.2)
     assert ">-0.100<" in breakdown(down) and "#d62728" in breakdown(down)
+
+
+def test_a_row_shows_where_its_memory_came_from_on_demand(db_path):
+    with Memory(db_path) as mem:
+        mem.remember("the groups are balanced", notebook="/w/eda.ipynb", cell=4, cell_id="c-42",
+                     code="df.groupby('group').size()")
+        view = MemoriesView.of(mem.recall("groups balanced"), memory=mem)
+        row = view.rows[0]
+        assert row.origin.layout.display == "none" and "groupby" not in row.origin.value  # read only when asked
+        row.origin_button.click()
+        assert row.origin.layout.display is None
+        assert "eda.ipynb" in row.origin.value and "c-42" in row.origin.value
+        assert html.escape("df.groupby('group').size()") in row.origin.value
+        row.origin_button.click()
+        assert row.origin.layout.display == "none"
+
+
+def test_counts_read_as_words():
+    from slm_magic.models import plural
+
+    assert (plural(1, "memory", "memories"), plural(3, "memory", "memories")) == ("1 memory", "3 memories")

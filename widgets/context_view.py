@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import ipywidgets as W
 from IPython.display import Markdown
 
-from slm_magic.display import one_line, session_text
-from slm_magic.models import SessionInit
+from slm_magic.display import learning_words, mode_words, one_line, session_text
+from slm_magic.models import SessionInit, plural
 
 from .memories_view import MemoriesView
 from .plain_text import PlainTextFallback
@@ -35,27 +35,35 @@ class ContextView(PlainTextFallback, W.VBox):
         self.init, self.memory = init, memory
         learn = init.learning
         state = "new session" if init.is_new else "continued session"
+        confidence = (f"<span style='color:#555' title='answer confidence, calibrated by "
+                      f"{html.escape(init.calibration_id or '')}'>confidence the memories answer: "
+                      f"{init.answer_confidence:.0%}</span>" if init.answer_confidence is not None else "")
         self.header = W.HTML(
             f"<div style='display:flex;gap:14px;align-items:baseline;flex-wrap:wrap'>"
             f"<span style='font-size:14px'><b>{state}</b> <code>{html.escape(init.session_id)}</code></span>"
-            f"<span style='color:#555'>{init.memory_count} memories · {html.escape(init.retrieval_mode)}</span>"
-            f"<span style='color:#555' title='ranked by: {html.escape(learn.ranking)}'>learning phase "
-            f"{learn.phase}: {html.escape(learn.status)} ({learn.feedback_signals} signals"
-            f"{', ' + html.escape(learn.model_id) if learn.model_id else ''})</span>"
-            + (f"<span style='color:#555'>answer confidence {init.answer_confidence:.2f} "
-               f"({html.escape(init.calibration_id or '')})</span>" if init.answer_confidence is not None else "")
-            + "</div>")
+            f"<span style='color:#555' title='{html.escape(mode_words(init.retrieval_mode, technical=True))}'>"
+            f"{plural(init.memory_count, 'memory', 'memories')}</span>"
+            f"<span style='color:#555' title='learning phase {learn.phase}: {html.escape(learn.status)}; ranked by: "
+            f"{html.escape(learn.ranking)}{', ' + html.escape(learn.model_id) if learn.model_id else ''}'>"
+            f"{html.escape(learning_words(learn))}</span>{confidence}</div>")
         self.degraded_banner = _banner(
-            "<b>degraded mode</b>: the in-process index could not run; BM25 from the SQL fallback answered.",
-            init.degraded_mode, "#b00", "#fdecea")
+            "<b>slower path</b>: the in-memory index was not available, so the memories were ranked from the file "
+            "by shared words alone.", init.degraded_mode, "#b00", "#fdecea")
+        self.empty_banner = _banner(
+            "<b>no memories yet</b>: what you keep with <code>%%remember</code> comes back here in your next "
+            "sessions.", init.nothing_stored, "#2563eb", "#eff6ff")
         self.abstained_banner = _banner(
-            f"<b>abstained</b>: {html.escape(init.abstention_reason or '')}", init.abstained, "#d97706", "#fff7e6")
+            f"<b>nothing here answers this session's question well</b>: {html.escape(init.abstention_reason or '')}",
+            init.abstained and not init.nothing_stored, "#d97706", "#fff7e6")
+        self.abstained_banner.tooltip = "abstained"
         gate = init.age_gate
+        held = gate is not None and gate[1] > 0 and not init.nothing_stored
         self.age_gate_note = W.HTML(
-            "" if gate is None else
-            f"<div style='color:#555;font-size:12px'><b>age gate</b> {gate[0]} days: {gate[1]} matching "
-            f"memor{'y is' if gate[1] == 1 else 'ies are'} older, shown only with relevance ≥ 0.70</div>",
-            layout=W.Layout(display=None if gate else "none", width="100%"))
+            "" if not held else
+            f"<div style='color:#555;font-size:12px' title='the age gate: max_age_days={gate[0]}, relevance ≥ "
+            f"0.70 to pass'>older than {gate[0]} days: {plural(gate[1], 'matching memory', 'matching memories')} "
+            f"left out unless {'it matches' if gate[1] == 1 else 'they match'} the question strongly</div>",
+            layout=W.Layout(display=None if held else "none", width="100%"))
         recent = init.recent_sessions
         self.timeline = W.HTML(
             "<div style='color:#444;font-size:12px'><b>earlier sessions</b>" + "".join(
@@ -64,8 +72,8 @@ class ContextView(PlainTextFallback, W.VBox):
                 f"{html.escape(one_line(s.summary, 160))}</div>" for s in recent) + "</div>",
             layout=W.Layout(display=None if recent else "none", width="100%"))
         self.memories = MemoriesView(init.scored_memories, memory=memory, session_id=init.session_id,
-                                     caption="<span style='color:#555'>SearchScore: how well each memory answers "
-                                             "this session's query (pinned ones always come)</span>")
+                                     caption="<span style='color:#555'>score: how well each memory answers "
+                                             "this session's question (pinned ones always come)</span>")
         self.context_block = W.Output()
         self.context_block.append_display_data(Markdown(init.context))
         self.tabs = W.Tab([self.memories, self.context_block], layout=W.Layout(width="100%"))
@@ -76,7 +84,8 @@ class ContextView(PlainTextFallback, W.VBox):
         self.search: LiveSearch | None = None
         self.search_area = W.VBox(layout=W.Layout(width="100%"))
         self._limit = limit
-        super().__init__([self.header, self.degraded_banner, self.abstained_banner, self.age_gate_note,
+        super().__init__([self.header, self.degraded_banner, self.empty_banner, self.abstained_banner,
+                          self.age_gate_note,
                           self.timeline, self.tabs,
                           self.search_button, self.search_area], layout=W.Layout(width="100%"))
 

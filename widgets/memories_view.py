@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as W
 
-from slm_magic.display import age_text, one_line, recall_text
+from slm_magic.display import age_text, mode_words, one_line, origin_html, recall_text
 from slm_magic.errors import SlmMagicError
-from slm_magic.models import Fact, RecallResult, ScoredMemory
+from slm_magic.models import Fact, RecallResult, ScoredMemory, plural
 
 from .plain_text import PlainTextFallback
 from .score_bars import breakdown, stacked_bar
@@ -22,14 +22,29 @@ from .score_bars import breakdown, stacked_bar
 if TYPE_CHECKING:  # pragma: no cover
     from slm_magic.memory import Memory
 
-# rank · score · memory · type and tags · when and where · actions
-COLUMNS = "24px 140px minmax(200px, 1fr) 150px 150px 150px"
-HEADINGS = ["#", "SearchScore", "memory", "type · tags", "when · from", ""]
+# rank · score · the memory (its text, then a line of type, tags, when, where, id) · actions.
+# The memory column takes what is left; the actions column is as wide as its buttons (or the
+# forget question), so it is never pushed off-screen. Below 560 px of output width the actions
+# move under the memory (a container query: the width that matters is the output area's).
+COLUMNS = "28px 112px minmax(0, 1fr) max-content"
+HEADINGS = ["#", "score", "memory", ""]
+HEADING_TIPS = {"score": "SearchScore = 0.60×relevance + 0.25×recency + 0.15×revision (hover a bar for its sum; "
+                         "“score parts” shows each part)"}
 _CELL = "overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
 _TWO_LINES = "display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden;line-height:1.35"
+_META = "color:#555;font-size:12px;line-height:1.5;white-space:normal;overflow-wrap:anywhere"
 # ipywidgets' HTML content box would otherwise grow with its text instead of clipping it.
 GRID_CSS = ("<style>.slm-grid .widget-html, .slm-grid .widget-html-content{min-width:0;overflow:hidden}"
-            ".slm-grid .widget-html-content{width:100%}</style>")
+            ".slm-grid .widget-html-content{width:100%}"
+            ".slm-table{container-type:inline-size;width:100%}"
+            "@container (max-width: 560px){.slm-table .slm-grid{grid-template-columns:28px minmax(0,1fr) !important;"
+            "row-gap:2px !important}.slm-table .slm-grid > .slm-score{grid-column:2}"
+            ".slm-table .slm-grid > .slm-memory, .slm-table .slm-grid > .slm-actions{grid-column:1 / -1}"
+            ".slm-table .slm-grid > .slm-heading-blank, .slm-table .slm-grid > .slm-heading-memory{display:none}}"
+            ".slm-id{font-family:var(--jp-code-font-family,monospace);user-select:all;background:#f3f4f6;"
+            "border-radius:3px;padding:0 3px}"
+            ".slm-copy{border:none;background:none;cursor:pointer;color:#666;padding:0 2px;font-size:12px}</style>")
+SHORT_ID = 8  # characters of an id shown in a row (any 6+ character prefix is accepted back)
 
 
 def _cell(text: str, *, title: str | None = None, style: str = "") -> str:
@@ -38,8 +53,8 @@ def _cell(text: str, *, title: str | None = None, style: str = "") -> str:
 
 
 def _grid(cells: list[W.Widget]) -> W.GridBox:
-    grid = W.GridBox(cells, layout=W.Layout(grid_template_columns=COLUMNS, grid_gap="0 8px", align_items="center",
-                                            width="100%", padding="1px 0"))
+    grid = W.GridBox(cells, layout=W.Layout(grid_template_columns=COLUMNS, grid_gap="0 8px", align_items="flex-start",
+                                            width="100%", padding="2px 0"))
     grid.add_class("slm-grid")
     return grid
 
@@ -47,6 +62,20 @@ def _grid(cells: list[W.Widget]) -> W.GridBox:
 def _html(value: str = "", **layout) -> W.HTML:
     """A grid cell: clipped to its column (long text ends in an ellipsis, never overflows)."""
     return W.HTML(value, layout=W.Layout(min_width="0", margin="0", overflow="hidden", **layout))
+
+
+def short_id(fact_id: str) -> str:
+    return fact_id[:SHORT_ID]
+
+
+def id_chip(fact_id: str) -> str:
+    """The short id, selectable, with a button that copies the whole id to the clipboard."""
+    fid = html.escape(fact_id)
+    return (f"<span class='slm-id' title='id {fid} (any 6 or more of its first characters work in "
+            f"%slm_pin, %slm_forget …)'>{html.escape(short_id(fact_id))}</span>"
+            f"<button class='slm-copy' title='copy the id' "
+            f"onclick=\"navigator.clipboard && navigator.clipboard.writeText('{fid}')\"><i class='fa fa-clone'></i>"
+            f"</button>")
 
 
 class MemoryRow:
@@ -59,17 +88,29 @@ class MemoryRow:
         self.signal: str | None = None  # the last feedback given here: "up" or "down"
         self.rank_cell = _html(_cell(str(rank), style="color:#777;text-align:right"))
         self.bar = _html(stacked_bar(item.score))
+        self.bar.add_class("slm-score")
         self.text = _html()
-        self.kind_cell = _html()
-        self.from_cell = _html()
+        self.meta = _html()
+        self.origin_button = W.Button(description="where from", icon="code",
+                                      tooltip="the notebook, the cell and the code that produced this memory",
+                                      layout=W.Layout(width="auto", height="22px", padding="0 6px", margin="0"))
+        self.origin_button.on_click(lambda _: self.toggle_origin())
+        self.origin_button.disabled = self.table.memory is None
+        self.memory_cell = W.VBox([self.text, W.Box([self.meta, self.origin_button],
+                                                    layout=W.Layout(flex_flow="row wrap", align_items="center",
+                                                                    min_width="0"))],
+                                  layout=W.Layout(min_width="0"))
+        self.memory_cell.add_class("slm-memory")
         # Icons from the font JupyterLab ships (an emoji font may be missing on the machine).
         self.up = self._button("thumbs-up", "👍 useful: a positive feedback signal", lambda _: self.feedback("up"))
         self.down = self._button("thumbs-down", "👎 not useful: a negative feedback signal",
                                  lambda _: self.feedback("down"))
         self.pin = self._button("thumb-tack", "pin: always in a session's context", lambda _: self.toggle_pin())
         self.forget = self._button("trash", "forget this memory for good", lambda _: self.ask_forget())
-        self.actions = W.HBox([self.up, self.down, self.pin, self.forget], layout=W.Layout(min_width="0"))
+        self.actions = W.HBox([self.up, self.down, self.pin, self.forget], layout=W.Layout(min_width="max-content"))
+        self.actions.add_class("slm-actions")
         self.parts = _html(breakdown(item.score), display="none")
+        self.origin = _html(display="none")
         self.refresh()
 
     def _button(self, icon: str, tip: str, on_click) -> W.Button:
@@ -81,11 +122,11 @@ class MemoryRow:
 
     @property
     def cells(self) -> list[W.Widget]:
-        return [self.rank_cell, self.bar, self.text, self.kind_cell, self.from_cell, self.actions]
+        return [self.rank_cell, self.bar, self.memory_cell, self.actions]
 
     def widget(self) -> W.VBox:
-        """The row's cells on the table's column grid, and its score parts below them."""
-        return W.VBox([_grid(self.cells), self.parts], layout=W.Layout(width="100%"))
+        """The row's cells on the table's column grid; its score parts and origin below them."""
+        return W.VBox([_grid(self.cells), self.parts, self.origin], layout=W.Layout(width="100%"))
 
     def refresh(self) -> None:
         """Redraw from `self.fact` (after a pin, unpin or forget)."""
@@ -98,26 +139,40 @@ class MemoryRow:
         self.text.value = (f"<div title='{html.escape(tip)}' style='{_TWO_LINES};{style}'>"
                            f"{badge}{head}{html.escape(one_line(f.content, 400))}</div>")
         colour = "#7a4f01" if f.type in ("decision", "preference", "profile") else "#444"
-        tags = ", ".join(f.tags)
-        self.kind_cell.value = _cell(f"<span style='color:{colour}'>{html.escape(f.type)}</span>"
-                                     + (f" <span style='color:#666'>· {html.escape(tags)}</span>" if tags else ""),
-                                     title=f"{f.type}" + (f" · tags: {tags}" if tags else ""))
-        where = (f.notebook or "").rsplit("/", 1)[-1] + (f" [{f.cell}]" if f.cell is not None else "")
-        self.from_cell.value = _cell(f"{age_text(f.updated_at)}" + (f" · {html.escape(where)}" if where else ""),
-                                     title=f"updated {f.updated_at:%Y-%m-%d %H:%M} UTC"
-                                     + (f" · {f.notebook}" if f.notebook else ""), style="color:#555")
+        parts = [f"<span style='color:{colour}'>{html.escape(f.type)}</span>"]
+        if f.tags:
+            parts.append(" ".join(f"<span style='background:#eef2ff;border-radius:3px;padding:0 4px'>"
+                                  f"{html.escape(t)}</span>" for t in f.tags))
+        parts.append(f"<span title='updated {f.updated_at:%Y-%m-%d %H:%M} UTC'>{age_text(f.updated_at)}</span>")
+        if f.notebook or f.cell is not None:
+            name = (f.notebook or "").rsplit("/", 1)[-1]
+            where = f"{name} [{f.cell}]" if f.cell is not None else name
+            parts.append(f"<span title='{html.escape(f.notebook or '')}'>{html.escape(where)}</span>")
+        parts.append(id_chip(f.fact_id))
+        self.meta.value = f"<div class='slm-meta' style='{_META}'>{' · '.join(parts)}</div>"
         self.pin.button_style = "warning" if f.is_core else ""
         self.pin.tooltip = "unpin: an ordinary memory again" if f.is_core else "pin: always in a session's context"
         if self.forgotten:
-            for b in (self.up, self.down, self.pin, self.forget):
+            for b in (self.up, self.down, self.pin, self.forget, self.origin_button):
                 b.disabled = True
+
+    def toggle_origin(self) -> None:
+        """Where the memory came from, read from the file when asked (the code is not held)."""
+        if self.origin.layout.display != "none":
+            self.origin.layout.display = "none"
+            return
+        got: list = []
+        if self.table.act(lambda mem: got.append(mem.provenance(self.fact.fact_id)), ""):
+            self.origin.value = origin_html(got[0])
+            self.origin.layout.display = None
 
     # --- actions ----------------------------------------------------------------------------
     def feedback(self, signal: str) -> None:
         def act(mem: "Memory") -> None:
             mem.feedback(self.fact.fact_id, signal, session_id=self.table.session_id, query=self.table.query,
                          rank=self.rank, project=self.table.project)
-        if self.table.act(act, f"{'👍' if signal == 'up' else '👎'} recorded for “{one_line(self.fact.content, 50)}”"):
+        said = "marked useful" if signal == "up" else "marked not useful"
+        if self.table.act(act, f"{said}: “{one_line(self.fact.content, 50)}”"):
             self.signal = signal
             self.up.button_style = "success" if signal == "up" else ""
             self.down.button_style = "danger" if signal == "down" else ""
@@ -132,13 +187,14 @@ class MemoryRow:
             self.refresh()
 
     def ask_forget(self) -> None:
-        """Forgetting cannot be undone: ask first, in the row."""
-        yes = W.Button(description="forget", button_style="danger", layout=W.Layout(width="64px", height="26px"))
-        no = W.Button(description="keep", layout=W.Layout(width="52px", height="26px"))
+        """Forgetting cannot be undone: ask first, in the row (the column widens to fit)."""
+        yes = W.Button(description="forget", button_style="danger",
+                       layout=W.Layout(width="auto", height="26px", padding="0 8px"))
+        no = W.Button(description="keep", layout=W.Layout(width="auto", height="26px", padding="0 8px"))
         yes.on_click(lambda _: self.confirm_forget())
         no.on_click(lambda _: self._restore_actions())
-        self.actions.children = [W.HTML("<span style='color:#b00'>sure?</span>", layout=W.Layout(margin="0 4px")),
-                                 yes, no]
+        self.actions.children = [W.HTML("<span style='color:#b00;white-space:nowrap'>forget for good?</span>",
+                                        layout=W.Layout(margin="0 4px", min_width="max-content")), yes, no]
 
     def confirm_forget(self) -> None:
         if self.table.act(lambda mem: mem.forget(self.fact.fact_id), f"forgot “{one_line(self.fact.content, 50)}”"):
@@ -160,11 +216,15 @@ class MemoriesView(PlainTextFallback, W.VBox):
         self.items = list(memories)
         self.caption = _html(GRID_CSS + caption)
         self.rows = [MemoryRow(self, i, m) for i, m in enumerate(self.items, 1)]
-        head = [_html(_cell(h, style="font-weight:600;color:#333" + (";text-align:right" if h == "#" else "")))
+        head = [_html(_cell(h, title=HEADING_TIPS.get(h),
+                            style="font-weight:600;color:#333" + (";text-align:right" if h == "#" else "")))
                 for h in HEADINGS]
+        head[-1].add_class("slm-heading-blank")
+        head[2].add_class("slm-heading-memory")
         # One grid per row on the same column template: the columns line up across rows, and
         # a row's score parts can open below it without disturbing the others.
         self.grid = W.VBox([_grid(head), *(r.widget() for r in self.rows)], layout=W.Layout(width="100%"))
+        self.grid.add_class("slm-table")
         self.show_parts = W.ToggleButton(description="score parts", value=False,
                                          tooltip="show each score's parts: bm25, tfidf, recency, revision",
                                          layout=W.Layout(width="120px"))
@@ -177,10 +237,13 @@ class MemoriesView(PlainTextFallback, W.VBox):
 
     @classmethod
     def of(cls, result: RecallResult, *, memory: "Memory | None" = None, session_id: str | None = None,
-           took_ms: float | None = None) -> "MemoriesView":
-        ms = result.elapsed_ms if took_ms is None else took_ms
-        cap = (f"<span style='color:#444'>recall <b>{html.escape(result.query)}</b> · {len(result.memories)} "
-               f"memories · {ms:.1f} ms · {html.escape(result.retrieval_mode)}</span>")
+           summary: bool = True) -> "MemoriesView":
+        """The table of a recall; `summary=False` leaves out the count and time (a live search
+        shows them beside its box)."""
+        said = (f" · {plural(len(result.memories), 'memory', 'memories')} · {result.elapsed_ms:.1f} ms"
+                if summary else "")
+        cap = (f"<span style='color:#444' title='{html.escape(mode_words(result.retrieval_mode, technical=True))}'>"
+               f"recall <b>{html.escape(result.query)}</b>{said}</span>")
         view = cls(result.memories, memory=memory, session_id=session_id, query=result.query, project=result.project,
                    caption=cap)
         view.result = result
@@ -201,9 +264,10 @@ class MemoriesView(PlainTextFallback, W.VBox):
         except SlmMagicError as exc:
             self.status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
             return False
-        self.status.value = f"<span style='color:#555'>{html.escape(done)}</span>"
+        if done:
+            self.status.value = f"<span style='color:#555'>{html.escape(done)}</span>"
         return True
 
     def __repr__(self) -> str:  # what a notebook saved without widget state shows
         result = getattr(self, "result", None)
-        return recall_text(result) if result is not None else f"{len(self.items)} memories"
+        return recall_text(result) if result is not None else plural(len(self.items), "memory", "memories")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as W
 
 from slm_magic.errors import SlmMagicError
+from slm_magic.models import plural
 
 from .memories_view import MemoriesView
 from .plain_text import PlainTextFallback
@@ -76,10 +77,10 @@ class LiveSearch(PlainTextFallback, W.VBox):
             return None
         took = (time.perf_counter() - started) * 1000
         self.searches.append((query, took))
-        self.view = MemoriesView.of(result, memory=self.memory, session_id=self.session_id, took_ms=took)
+        self.view = MemoriesView.of(result, memory=self.memory, session_id=self.session_id, summary=False)
         self.results.children = [self.view]
-        self.timing.value = (f"<span style='color:#555;font-variant-numeric:tabular-nums'>{len(result.memories)} "
-                             f"memor{'y' if len(result.memories) == 1 else 'ies'} in {took:.1f} ms</span>")
+        self.timing.value = (f"<span style='color:#555;font-variant-numeric:tabular-nums'>"
+                             f"{plural(len(result.memories), 'memory', 'memories')} in {took:.1f} ms</span>")
         return self.view
 
     def __repr__(self) -> str:
