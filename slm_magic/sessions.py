@@ -227,7 +227,10 @@ class SessionLifecycle:
         if not sid:
             return CloseSessionResult(success=False, session_id="", summary_events_created=0)
         facts = self.session_facts(sid)
-        started = self.store.session_started(sid) or (min(f.created_at for f in facts) if facts else self.now())
+        known = self.store.session_started(sid)
+        if known is None and not facts and not is_synthetic_session(sid):  # a typo must not look closed
+            raise InvalidInput(f"no session with id {sid!r}")
+        started = known or (min(f.created_at for f in facts) if facts else self.now())
         done = set(self.store.summarised_entities(sid))
         groups: dict[str, list[Fact]] = defaultdict(list)
         labels: dict[str, str] = {}

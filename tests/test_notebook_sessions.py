@@ -164,3 +164,10 @@ def test_provenance_travels_through_export_and_import(tmp_path):
         b.import_file(tmp_path / "a.parquet")
         got = b.provenance(fid)
         assert (got.notebook, got.cell, got.cell_id, got.code) == ("n.ipynb", 3, "abc", "df.size()")
+
+
+def test_closing_an_unknown_session_is_an_error_not_a_success(mem):
+    with pytest.raises(InvalidInput, match="no session with id 'slm-20260601-nothere'"):
+        mem.close_session("slm-20260601-nothere")
+    mem.remember("a finding in a session only the memories know", session_id="s1")
+    assert mem.close_session("s1").success  # (sessions given by id alone, as benchmarks do, still close)
