@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import InvalidInput
 from .models import MEMORY_TYPES
-from .records import Postings, indexed_text
+from .records import Postings
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory import Memory
@@ -122,7 +122,8 @@ class Exchange:
         """The bulk path, keeping every field as exported."""
         import pyarrow as pa
 
-        post = Postings.of([indexed_text(r["content"], r["title"]) for r in rows])
+        post = Postings.of([r["content"] for r in rows], [r["title"] for r in rows], [r["tags"] for r in rows],
+                          [r["project"] for r in rows], [r["type"] for r in rows])
         columns = {c: [r[c] for r in rows] for c in EXPORT_COLUMNS}
         columns["tags"] = [list(t or []) for t in columns["tags"]]
         columns["project"] = [p or "" for p in columns["project"]]

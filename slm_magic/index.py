@@ -393,13 +393,14 @@ class SparseIndex:
             used_idf.append(ib)
             all_b.append((qf * ib * (k1 + 1)) * f / (f + K[d]))
             all_t.append((qw * it) * (1.0 + np.log(f)))
+        idf_max = float(self.bm25_idf(np.ones(1))[0])  # a term one memory has: the relevance scale
         if not all_d:
-            return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms))
+            return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms), idf_max=idf_max)
         d = np.concatenate(all_d).astype(np.intp)  # once, not inside each bincount
         bm = np.bincount(d, weights=np.concatenate(all_b), minlength=n + 1)
         dot = np.bincount(d, weights=np.concatenate(all_t), minlength=n + 1)
         return ChannelScores(bm, dot, ideal, q_norm, term_docs=all_d, term_idf=np.array(used_idf),
-                             n_terms=len(terms), idf_total=float(idf_b.sum()))
+                             n_terms=len(terms), idf_total=float(idf_b.sum()), idf_max=idf_max)
 
 
 @dataclass
@@ -416,6 +417,7 @@ class ChannelScores:
     term_idf: np.ndarray = field(default_factory=lambda: np.empty(0))
     n_terms: int = 0
     idf_total: float = 0.0
+    idf_max: float = 0.0   # BM25 idf of a term one memory has (see ranking.bm25_relevance)
 
     def coverage(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per document: the share of the query's terms it contains, plain and idf-weighted."""

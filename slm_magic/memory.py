@@ -19,7 +19,8 @@ from .errors import InvalidInput
 from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact, RecallResult, ScoredMemory, SearchScore, StatusReport
 from .reranker import CANDIDATES
-from .ranking import Ranked, RankingConfig, WorkingSet, fuse, rank_index, recency, revision, search_score
+from .ranking import (Ranked, RankingConfig, WorkingSet, bm25_relevance, fuse, rank_index, rank_related, recency,
+                      revision, search_score)
 from .exchange import Exchange
 from .calibration import Calibrating, Judge
 from .learning import FeedbackSignals
@@ -27,7 +28,7 @@ from .observations import ObservationsAPI
 from .sessions import SessionLifecycle, is_synthetic_session
 from .temporal import temporal_terms
 from .rows import FactRows
-from .records import Postings, content_hash, indexed_text, to_utc_naive, validate
+from .records import Postings, content_hash, field_counts, matched_fields, to_utc_naive, validate
 from .store import FACT_COLUMNS, Store, utcnow
 
 _KINDS = {"memory": 0, "summary_event": 1}
@@ -280,10 +281,10 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                               user_id=user_id, source=source, notebook=notebook, cell=cell)],
                         now=self.now(), default_user=self.user_id)
         row = {k: v[0] for k, v in cols.items()}
-        counts = text.term_counts(indexed_text(row["content"], row["title"]))
+        counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
         self._flush_events()
         row.update(fact_id=uuid.uuid4().hex[:16], content_hash=content_hash(row["content"]),
-                   revision_count=0, kind="memory", doc_len=sum(counts.values()),
+                   revision_count=0, kind="memory", doc_len=length,
                    terms=list(counts.keys()), tfs=list(counts.values()))
         self._refresh()
         doc_id, changed = self.store.insert_one(row)
@@ -324,7 +325,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             columns["type"] = [type_override] * len(columns["content"])
         contents = columns["content"]
         n = len(contents)
-        post = Postings.of(list(map(indexed_text, contents, columns["title"])))
+        post = Postings.of_columns(columns)
         terms_col, tfs_col = post.list_columns()
         fact_ids = [uuid.uuid4().hex[:16] for _ in range(n)]
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
@@ -359,11 +360,12 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         now = self.now()
         cols = validate([{"content": content, "title": title if title is not None else current.title,
                           "type": type or current.type}], now=now, default_user=current.user_id)
-        counts = text.term_counts(indexed_text(cols["content"][0], cols["title"][0]))
+        counts, length = field_counts(cols["content"][0], cols["title"][0], current.tags, current.project,
+                                      cols["type"][0])
         self.store.revise(fact_id, {
             "content": cols["content"][0], "content_hash": content_hash(cols["content"][0]),
             "title": cols["title"][0], "type": cols["type"][0], "terms": list(counts.keys()),
-            "tfs": list(counts.values()), "doc_len": sum(counts.values()), "updated_at": now})
+            "tfs": list(counts.values()), "doc_len": length, "updated_at": now})
         self._sync()
         self._implicit_after_showing(fact_id, "revised", current.user_id)
         return self.get(fact_id, user_id=current.user_id)
@@ -425,7 +427,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
     # --- reads ------------------------------------------------------------------------------
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10,
                project: str | None = None, user_id: str | None = None, max_age_days: int | None = None,
-               kind: str | None = "auto", type: str | None = None) -> RecallResult:
+               kind: str | None = "auto", type: str | None = None, related: bool = False) -> RecallResult:
         """The memories that best answer `query`, best first, each with its score's parts.
 
         With a session id (not a synthetic one), what the session's earlier recalls showed is
@@ -435,6 +437,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         session summaries only to a query about days or sessions ("what did I do last Tuesday",
         "session slm-…"), where they answer, and keeps them from crowding out the memories they
         repeat everywhere else. `type` keeps one memory type ("decision", …, "summary").
+        Only memories that match the query themselves come back; with `related`, the session
+        neighbours of those matches follow them, each saying which match it sits beside.
         """
         started = time.perf_counter()
         if not isinstance(query, str):
@@ -456,6 +460,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         now_dt = self.now()
         updated_after = _epoch(now_dt) - max_age_days * 86_400 if max_age_days else None
         terms, qtf, qlen, kind = self._analyse_query(query, now_dt, kind)
+        words = text.term_words(query)
         now = _epoch(now_dt)
         tracked = bool(session_id) and not is_synthetic_session(session_id)
         mode = "full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"
@@ -479,7 +484,11 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                                         type_code=None if type is None else _TYPE_CODE[type])
                     if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
                         ranked = learner.rerank(ranked, cs, index, limit)
-                memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()))
+                    if related:
+                        ranked = ranked.then_related(*rank_related(
+                            index, ranked.doc_ids, self.config, now=now, user=user_code, project=project_code,
+                            limit=limit, updated_after=updated_after))
+                memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()), words)
             except Exception as exc:  # noqa: BLE001 - degrade to SQL rather than fail the user
                 self.index = None
                 self.index_error = f"in-process index failed ({builtins.type(exc).__name__}: {exc})"
@@ -489,7 +498,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
             ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide)
             facts = {d: _fact(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
-            wide_memories = [m for m in self._materialise(ranked, facts)
+            wide_memories = [m for m in self._materialise(ranked, facts, words)
                              if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
             older = [m for m in wide_memories
                      if updated_after is not None and _epoch(m.fact.updated_at) < updated_after]
@@ -578,45 +587,45 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             self.store.record_recalls(events)
 
     def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit) -> Ranked:
-        """BM25 only, computed by DuckDB from the stored postings."""
+        """The in-process ranking's BM25 part, computed by DuckDB from the stored postings:
+        the same fields, relevance, recency and revision (the context channel is skipped)."""
         if not terms or limit <= 0:
             return Ranked.empty()
         cfg = self.config
-        pool = max(limit * 5, 50)
-        hits, idf, avgdl = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, pool, user, project)
+        hits, n = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project)
         if not hits:
             return Ranked.empty()
-        q = np.asarray(qtf, dtype=np.float64)
-        idf_a = np.array([idf[t] for t in terms])
-        ideal = float(np.sum(q * idf_a * q * (cfg.k1 + 1) / (q + cfg.k1 * (1 - cfg.b + cfg.b * qlen / avgdl))))
-        docs = np.array([d for d, _ in hits], dtype=np.int64)
-        with self.store.lock:
-            meta = dict(
-                (int(d), (u, r)) for d, u, r in self.store.con.execute(
-                    "SELECT doc_id, epoch(updated_at), revision_count FROM memories "
-                    "WHERE doc_id IN (SELECT unnest(?::BIGINT[]))", [docs.tolist()]).fetchall())
-        bm25 = np.minimum(1.0, np.array([s for _, s in hits]) / ideal) if ideal > 0 else np.zeros(docs.size)
+        docs, raw, updated, revs = (np.array(c) for c in zip(*hits))
+        docs = docs.astype(np.int64)
+        idf_max = float(np.log1p((n - 0.5) / 1.5))  # as SparseIndex.bm25_idf of df = 1
+        bm25 = bm25_relevance(raw.astype(np.float64), idf_max)
         ctx = np.zeros(docs.size)
         rel = fuse(bm25, ctx, cfg)
-        rec = recency(np.array([meta[d][0] for d in docs.tolist()], dtype=np.float64), now, cfg.recency_half_life_days)
-        rev = revision(np.array([meta[d][1] for d in docs.tolist()], dtype=np.float64), cfg.revision_cap)
+        rec = recency(updated.astype(np.float64), now, cfg.recency_half_life_days)
+        rev = revision(revs.astype(np.float64), cfg.revision_cap)
         score = search_score(rel, rec, rev, cfg)
         order = np.lexsort((docs, -score))[:limit]
         return Ranked(docs[order], score[order], rel[order], bm25[order], ctx[order], rec[order], rev[order],
                       np.zeros(order.size))
 
     @staticmethod
-    def _materialise(ranked: Ranked, facts: Mapping[int, Fact]) -> list[ScoredMemory]:
+    def _materialise(ranked: Ranked, facts: Mapping[int, Fact], words: Mapping[int, str]) -> list[ScoredMemory]:
+        """Scored memories of ranked rows, each with the query words it matched, by field."""
         out = []
+        rel_to = ranked.related_to
         for i, d in enumerate(ranked.doc_ids.tolist()):
             fact = facts.get(d)
             if fact is None:  # removed by another process since we ranked it
                 continue
+            near = 0 if rel_to is None else int(rel_to[i])
             out.append(ScoredMemory(fact=fact, score=SearchScore(
                 value=float(ranked.score[i]), relevance=float(ranked.relevance[i]), bm25=float(ranked.bm25[i]),
                 tfidf=float(ranked.tfidf[i]), recency=float(ranked.recency[i]), revision=float(ranked.revision[i]),
                 working_set=float(ranked.working_set[i]),
-                learned=0.0 if ranked.learned is None else float(ranked.learned[i]))))
+                learned=0.0 if ranked.learned is None else float(ranked.learned[i])),
+                matched={} if near else matched_fields(words, fact.content, fact.title, fact.tags, fact.project,
+                                                       fact.type),
+                related_to=near or None))
         return out
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:

@@ -114,6 +114,19 @@ class ScoredMemory(BaseModel):
 
     fact: Fact
     score: SearchScore
+    # Why it is here: the query's words it contains, by field ("content", "title", "tags",
+    # "project", "type"); empty for a related memory, which matched nothing itself and is
+    # shown only on request, after the matches, because it shares a session with match
+    # number `related_to` (1-based).
+    matched: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    related_to: int | None = None
+
+    @property
+    def reason(self) -> str:
+        """One line on why it was returned: the matched words by field, or its relation."""
+        if self.related_to is not None:
+            return f"same session as #{self.related_to}"
+        return "; ".join(f"{field}: {', '.join(words)}" for field, words in self.matched.items())
 
     # The parts by name, so `m.bm25` reads like the breakdown it is.
     @property

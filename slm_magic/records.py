@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -148,9 +149,46 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
     return cols
 
 
-def indexed_text(content: str, title: str | None) -> str:
-    """What a memory is found by: its title (if any) and its content."""
-    return f"{title}\n{content}" if title else content
+#: How much a term counts in each field of a memory, as a multiple of one occurrence in its
+#: content (BM25F with one posting list per memory: the weighted counts are its term
+#: frequencies). Measured on the notebook, LoCoMo and LongMemEval benchmarks (RESULTS.md,
+#: section 7): a title or a tag names what a memory is about, so one occurrence there says
+#: more than one in the running text.
+FIELD_WEIGHTS = {"content": 1, "title": 2, "tags": 2, "project": 1, "type": 1}
+#: Labels, not text: they match, but add nothing to a memory's length (every memory has one,
+#: of about the same size, so BM25's length normalisation has nothing to learn from them).
+LABEL_FIELDS = frozenset(("project", "type"))
+
+
+def field_counts(content: str, title: str | None = None, tags: Iterable[str] = (), project: str | None = "",
+                 type: str | None = "", weights: Mapping[str, int] = FIELD_WEIGHTS) -> tuple[Counter[int], int]:
+    """(term hash -> weighted frequency over every searchable field, weighted length of the
+    text fields) of one memory."""
+    counts = text.term_counts(content)
+    length = sum(counts.values())
+    for name, value in (("title", title), ("tags", " ".join(tags or ())), ("project", project), ("type", type)):
+        w = weights.get(name, 0)
+        if value and w:
+            for term, f in text.term_counts(value).items():
+                counts[term] += w * f
+                if name not in LABEL_FIELDS:
+                    length += w * f
+    return counts, length
+
+
+def matched_fields(terms: Mapping[int, str], content: str, title: str | None, tags: Iterable[str],
+                   project: str | None, type: str | None) -> dict[str, tuple[str, ...]]:
+    """Which of the query's terms (hash -> the query word) a memory contains, field by field:
+    the engine's account of why it matched."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, value in (("content", content), ("title", title), ("tags", " ".join(tags or ())),
+                        ("project", project), ("type", type)):
+        if value:
+            have = set(text.term_ids(value))
+            hit = tuple(dict.fromkeys(w for h, w in terms.items() if h in have))
+            if hit:
+                out[name] = hit
+    return out
 
 
 @dataclass
@@ -161,18 +199,28 @@ class Postings:
     lengths: np.ndarray   # distinct terms per memory
     terms: np.ndarray     # int64 term hashes, memory after memory
     tfs: np.ndarray       # int32 frequencies, aligned with terms
-    doc_len: np.ndarray   # int32 number of terms per memory
+    doc_len: np.ndarray   # int32 weighted number of terms of its text fields (labels left out)
 
     @classmethod
-    def of(cls, contents: Sequence[str]) -> "Postings":
-        counts = [text.term_counts(c) for c in contents]
-        n = len(counts)
+    def of(cls, contents: Sequence[str], titles: Sequence[str | None] | None = None,
+           tags: Sequence[Iterable[str]] | None = None, projects: Sequence[str | None] | None = None,
+           types: Sequence[str | None] | None = None) -> "Postings":
+        n = len(contents)
+        none = [None] * n
+        pairs = [field_counts(c, t, g or (), p, y) for c, t, g, p, y in
+                 zip(contents, titles or none, tags or none, projects or none, types or none)]
+        counts = [c for c, _ in pairs]
         lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
         total = int(lengths.sum())
         return cls(lengths,
                    np.fromiter((t for c in counts for t in c.keys()), dtype=np.int64, count=total),
                    np.fromiter((f for c in counts for f in c.values()), dtype=np.int32, count=total),
-                   np.fromiter((sum(c.values()) for c in counts), dtype=np.int32, count=n))
+                   np.fromiter((length for _, length in pairs), dtype=np.int32, count=n))
+
+    @classmethod
+    def of_columns(cls, cols: Mapping[str, Sequence]) -> "Postings":
+        """Postings of validated columns (content, title, tags, project, type)."""
+        return cls.of(cols["content"], cols.get("title"), cols.get("tags"), cols.get("project"), cols.get("type"))
 
     def list_columns(self):
         """(terms, tfs) as Arrow list columns, one list per memory."""

@@ -153,7 +153,31 @@ def _v3(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3]
+def _v4(con: duckdb.DuckDBPyConnection) -> None:
+    """Every field is searchable: postings re-derived from content, title, tags, project and
+    type with their field weights (records.FIELD_WEIGHTS), in chunks of rows."""
+    import pyarrow as pa
+
+    from .records import Postings
+
+    lo, hi = con.execute("SELECT coalesce(min(doc_id), 0), coalesce(max(doc_id), -1) FROM memories").fetchall()[0]
+    for start in range(int(lo), int(hi) + 1, 50_000):
+        rows = con.execute("SELECT doc_id, content, title, tags, project, type FROM memories "
+                           "WHERE doc_id BETWEEN ? AND ?", [start, start + 49_999]).fetchall()
+        if not rows:
+            continue
+        doc, content, title, tags, project, type_ = (list(c) for c in zip(*rows))
+        post = Postings.of(content, title, tags, project, type_)
+        terms, tfs = post.list_columns()
+        con.register("_reindexed", pa.table({"doc_id": doc, "doc_len": post.doc_len, "terms": terms, "tfs": tfs}))
+        try:
+            con.execute("UPDATE memories SET doc_len = r.doc_len, terms = r.terms, tfs = r.tfs "
+                        "FROM _reindexed r WHERE memories.doc_id = r.doc_id")
+        finally:
+            con.unregister("_reindexed")
+
+
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What a caller provides for a new memory (doc_id and changed come from the sequences).
@@ -522,12 +546,12 @@ class Store:
             ).fetchall()
         return {r[0]: r[1:] for r in rows}
 
-    def bm25_sql(self, terms: Sequence[int], qtf: Sequence[int], k1: float, b: float, limit: int,
-                 user_id: str, project: str | None) -> tuple[list[tuple[int, float]], dict[int, float], float]:
+    def bm25_sql(self, terms: Sequence[int], qtf: Sequence[int], k1: float, b: float,
+                 user_id: str, project: str | None) -> tuple[list[tuple[int, float, float, int]], int]:
         """BM25 straight from the stored postings, for when the in-process index is unusable.
 
-        Returns (doc_id, bm25) best first, the idf of each query term, and avgdl, so the caller
-        can normalise exactly as the in-process path does.
+        Returns every matching memory as (doc_id, raw bm25, updated_at epoch, revision_count)
+        and the number of memories, so the caller ranks them exactly as the in-process path does.
         """
         with self.lock:
             n, avgdl = self.con.execute(
@@ -540,32 +564,31 @@ class Store:
             ).fetchall())
             idf = {t: float(np.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))) for t in terms}
             if not n or not df:
-                return [], idf, float(avgdl or 1.0)
+                return [], int(n)
             filters = "user_id = ? AND list_has_any(terms, ?::BIGINT[])"
             params: list = [list(terms), [idf[t] for t in terms], list(qtf), k1, b, float(avgdl),
                             user_id, list(terms)]
             if project is not None:
                 filters += " AND project = ?"
                 params.append(project)
-            params.append(limit)
             rows = self.con.execute(
                 f"""
                 WITH q AS (SELECT unnest(?::BIGINT[]) AS term, unnest(?::DOUBLE[]) AS idf,
                                   unnest(?::INTEGER[]) AS qtf),
                      k AS (SELECT ?::DOUBLE AS k1, ?::DOUBLE AS b, ?::DOUBLE AS avgdl),
-                     p AS (SELECT doc_id, doc_len, unnest(terms) AS term, unnest(tfs) AS tf
+                     p AS (SELECT doc_id, doc_len, epoch(updated_at) AS updated, revision_count,
+                                  unnest(terms) AS term, unnest(tfs) AS tf
                            FROM memories WHERE {filters})
                 SELECT p.doc_id,
                        sum(q.qtf * q.idf * p.tf * (k.k1 + 1)
-                           / (p.tf + k.k1 * (1 - k.b + k.b * p.doc_len / k.avgdl))) AS score
+                           / (p.tf + k.k1 * (1 - k.b + k.b * p.doc_len / k.avgdl))) AS score,
+                       any_value(p.updated), any_value(p.revision_count)
                 FROM p JOIN q USING (term), k
                 GROUP BY p.doc_id
-                ORDER BY score DESC, p.doc_id
-                LIMIT ?
                 """,
                 params,
             ).fetchall()
-        return [(int(d), float(s)) for d, s in rows], idf, float(avgdl)
+        return [(int(d), float(s), float(u), int(r)) for d, s, u, r in rows], int(n)
 
     # --- sessions ---------------------------------------------------------------------------
     def _cached(self, key: tuple, compute):

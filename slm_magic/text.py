@@ -113,6 +113,16 @@ def term_ids(text: str) -> list[int]:
         return list(chain.from_iterable(map(_HASHES.__getitem__, words)))
 
 
+def term_words(text: str) -> dict[int, str]:
+    """Term hash -> the word of `text` it came from (casefolded): what a match is shown as."""
+    out: dict[int, str] = {}
+    for raw in _WORD.findall(unicodedata.normalize("NFKC", text)):
+        if raw.casefold() not in STOP_WORDS:
+            for term in _word_terms(raw):
+                out.setdefault(term_hash(term), raw.casefold())
+    return out
+
+
 def term_counts(text: str) -> Counter[int]:
     """Term hash -> frequency for one text."""
     return Counter(term_ids(text))

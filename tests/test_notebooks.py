@@ -58,7 +58,7 @@ def test_data_science_session_comes_back_in_a_fresh_kernel(tmp_path):
     first, second = "\n".join(texts[:restart]), "\n".join(texts[restart:])
     assert "imported 4 memories" in first
     # session one: the pilot's notes match but are months old: the age gate holds them back
-    assert "abstained: 1 matching memory is older than the age gate (30 days)" in first
+    assert "abstained: 4 matching memories are older than the age gate (30 days)" in first
     # session two, in a fresh kernel: a new session with yesterday's findings, the pinned decision,
     # and the first session's summary in the timeline
     start = next(t for t in texts[restart:] if t.startswith("session slm-"))
