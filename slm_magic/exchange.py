@@ -132,7 +132,7 @@ class Exchange:
         columns["revision_count"] = np.asarray([r or 0 for r in columns["revision_count"]], dtype=np.int32)
         columns["is_core"] = [bool(x) for x in columns["is_core"]]
         columns["doc_len"] = post.doc_len
-        columns["terms"], columns["tfs"] = post.list_columns()
+        columns["terms"], columns["tfs"], columns["grams"], columns["gtfs"] = post.list_columns()
         self._flush_events()
         self.store.insert_many(columns)
         self._sync()

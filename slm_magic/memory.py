@@ -19,8 +19,9 @@ from .errors import InvalidInput
 from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact, RecallResult, ScoredMemory, SearchScore, StatusReport
 from .reranker import CANDIDATES
+from . import ngrams
 from .ranking import (Ranked, RankingConfig, WorkingSet, bm25_relevance, fuse, rank_index, rank_related, recency,
-                      revision, search_score)
+                      revision, search_score, second_stage)
 from .exchange import Exchange
 from .calibration import Calibrating, Judge
 from .learning import FeedbackSignals
@@ -28,7 +29,7 @@ from .observations import ObservationsAPI
 from .sessions import SessionLifecycle, is_synthetic_session
 from .temporal import temporal_terms
 from .rows import FactRows
-from .records import Postings, content_hash, field_counts, matched_fields, to_utc_naive, validate
+from .records import Postings, content_hash, field_counts, field_grams, matched_fields, to_utc_naive, validate
 from .store import FACT_COLUMNS, Store, utcnow
 
 _KINDS = {"memory": 0, "summary_event": 1}
@@ -194,7 +195,11 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             terms, tfs = sub.column("terms").combine_chunks(), sub.column("tfs").combine_chunks()
             parents = pc.list_parent_indices(terms).to_numpy()
             p_doc = doc_ids[fresh][parents]
-            self._index_new(doc_ids[fresh], {k: v[fresh] for k, v in meta.items()}, p_doc,
+            grams, gtfs = sub.column("grams").combine_chunks(), sub.column("gtfs").combine_chunks()
+            new_meta = {k: v[fresh] for k, v in meta.items()}
+            new_meta.update(g_doc=doc_ids[fresh][pc.list_parent_indices(grams).to_numpy()],
+                            g_gram=pc.list_flatten(grams).to_numpy(), g_tf=pc.list_flatten(gtfs).to_numpy())
+            self._index_new(doc_ids[fresh], new_meta, p_doc,
                             pc.list_flatten(terms).to_numpy(), pc.list_flatten(tfs).to_numpy(), replaced=replaced)
         self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
         return int(meta["changed"].max())
@@ -206,6 +211,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         if not meta["doc_id"].size:
             return
         post = store.index_postings(0, None, docs)
+        grams = store.index_grams(docs)
+        meta.update(g_doc=grams["doc_id"], g_gram=grams["gram"], g_tf=grams["tf"])
         self._index_new(meta["doc_id"].astype(np.int64), meta, post["doc_id"], post["term"], post["tf"], link=False)
         self.rows.add_table(store.fact_rows(0, docs))
 
@@ -235,6 +242,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
              "type": np.array([_TYPE_CODE.get(t, 0) for t in meta["type"]], dtype=np.int8)},
             count_df=link,
         )
+        if "g_gram" in meta:  # the n-gram channel's forward vectors
+            index.grams.add(meta["g_doc"], meta["g_gram"], meta["g_tf"], doc_ids)
         if not link:
             return
         last = self._session_last
@@ -282,10 +291,11 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                         now=self.now(), default_user=self.user_id)
         row = {k: v[0] for k, v in cols.items()}
         counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
+        grams = field_grams(row["content"], row["title"], row["tags"])
         self._flush_events()
         row.update(fact_id=uuid.uuid4().hex[:16], content_hash=content_hash(row["content"]),
                    revision_count=0, kind="memory", doc_len=length,
-                   terms=list(counts.keys()), tfs=list(counts.values()))
+                   terms=list(counts.keys()), tfs=list(counts.values()), grams=list(grams), gtfs=list(grams.values()))
         self._refresh()
         doc_id, changed = self.store.insert_one(row)
         fact = Fact(**{k: row[k] for k in FACT_COLUMNS if k != "tags"}, tags=tuple(row["tags"]))
@@ -294,7 +304,9 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             np.array([doc_id], dtype=np.int64), np.array([changed]),
             {"doc_len": [row["doc_len"]], "updated": [_epoch(row["updated_at"])], "revision_count": [0],
              "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
-             "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]]},
+             "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]],
+             "g_doc": np.full(len(grams), doc_id), "g_gram": np.array(row["grams"], dtype=np.int64),
+             "g_tf": np.array(row["gtfs"], dtype=np.int64)},
             np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         sid = row["session_id"]
@@ -326,13 +338,13 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         contents = columns["content"]
         n = len(contents)
         post = Postings.of_columns(columns)
-        terms_col, tfs_col = post.list_columns()
+        terms_col, tfs_col, grams_col, gtfs_col = post.list_columns()
         fact_ids = [uuid.uuid4().hex[:16] for _ in range(n)]
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns.update(
             fact_id=fact_ids, content_hash=list(map(content_hash, contents)),
             revision_count=np.zeros(n, dtype=np.int32), kind=[kind] * n,
-            doc_len=post.doc_len, terms=terms_col, tfs=tfs_col,
+            doc_len=post.doc_len, terms=terms_col, tfs=tfs_col, grams=grams_col, gtfs=gtfs_col,
         )
         self._refresh()
         self._flush_events()
@@ -344,7 +356,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         created = np.array(columns["created_at"], dtype="datetime64[us]").astype(np.int64) / 1e6
         meta = {"doc_len": columns["doc_len"], "updated": created, "revision_count": columns["revision_count"],
                 "user_id": columns["user_id"], "project": columns["project"], "is_core": columns["is_core"],
-                "kind": columns["kind"], "type": columns["type"], "session_id": columns["session_id"]}
+                "kind": columns["kind"], "type": columns["type"], "session_id": columns["session_id"],
+                "g_doc": np.repeat(doc_ids, post.glengths), "g_gram": post.grams, "g_tf": post.gtfs}
         table = pa.table({"doc_id": doc_ids, **{name: columns[name] for name in FACT_COLUMNS}})
         self._after_write(doc_ids, changed, meta, np.repeat(doc_ids, post.lengths), post.terms, post.tfs,
                           rows_table=table)
@@ -362,10 +375,12 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                           "type": type or current.type}], now=now, default_user=current.user_id)
         counts, length = field_counts(cols["content"][0], cols["title"][0], current.tags, current.project,
                                       cols["type"][0])
+        grams = field_grams(cols["content"][0], cols["title"][0], current.tags)
         self.store.revise(fact_id, {
             "content": cols["content"][0], "content_hash": content_hash(cols["content"][0]),
             "title": cols["title"][0], "type": cols["type"][0], "terms": list(counts.keys()),
-            "tfs": list(counts.values()), "doc_len": length, "updated_at": now})
+            "tfs": list(counts.values()), "doc_len": length, "grams": list(grams), "gtfs": list(grams.values()),
+            "updated_at": now})
         self._sync()
         self._implicit_after_showing(fact_id, "revised", current.user_id)
         return self.get(fact_id, user_id=current.user_id)
@@ -474,7 +489,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                 user_code = index.lookup_code("user", user)
                 project_code = None if project is None else index.lookup_code("project", project)
                 if terms and user_code >= 0 and (project_code is None or project_code >= 0):
-                    cs = index.channel_scores(terms, qtf, qlen)
+                    cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
                     ws = WorkingSet(self._working_set(session_id), self.config) if tracked else None
                     learner = self._learner(user) if limit > 0 else None
                     ranked = rank_index(index, cs, self.config, now=now, user=user_code,
@@ -496,7 +511,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         if ranked is None:
             mode, degraded, reason = "bm25_sql_fallback", True, self.index_error
             wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
-            ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide)
+            ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide,
+                                    qgrams=text.query_grams(query))
             facts = {d: _fact(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
             wide_memories = [m for m in self._materialise(ranked, facts, words)
                              if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
@@ -549,7 +565,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         project_code = None if project is None else index.lookup_code("project", project)
         if not terms or user_code < 0 or (project_code is not None and project_code < 0):
             return Ranked.empty(), None
-        cs = index.channel_scores(terms, qtf, qlen)
+        cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
         return rank_index(index, cs, self.config, now=_epoch(now_dt), user=user_code, project=project_code, limit=k,
                           kind=None if kind is None else _KINDS[kind]), cs
 
@@ -586,27 +602,42 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             events, self._pending_events = self._pending_events, []
             self.store.record_recalls(events)
 
-    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit) -> Ranked:
-        """The in-process ranking's BM25 part, computed by DuckDB from the stored postings:
-        the same fields, relevance, recency and revision (the context channel is skipped)."""
+    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, qgrams=(), updated_after=None) -> Ranked:
+        """The in-process ranking, computed from the file: the same fields, relevance, n-gram
+        channel, recency, revision and age gate (the context channel is skipped)."""
         if not terms or limit <= 0:
             return Ranked.empty()
         cfg = self.config
-        hits, n = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project)
+        hits, n, known = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project)
         if not hits:
             return Ranked.empty()
         docs, raw, updated, revs = (np.array(c) for c in zip(*hits))
-        docs = docs.astype(np.int64)
+        docs, updated = docs.astype(np.int64), updated.astype(np.float64)
         idf_max = float(np.log1p((n - 0.5) / 1.5))  # as SparseIndex.bm25_idf of df = 1
         bm25 = bm25_relevance(raw.astype(np.float64), idf_max)
         ctx = np.zeros(docs.size)
         rel = fuse(bm25, ctx, cfg)
-        rec = recency(updated.astype(np.float64), now, cfg.recency_half_life_days)
+        rec = recency(updated, now, cfg.recency_half_life_days)
         rev = revision(revs.astype(np.float64), cfg.revision_cap)
         score = search_score(rel, rec, rev, cfg)
-        order = np.lexsort((docs, -score))[:limit]
-        return Ranked(docs[order], score[order], rel[order], bm25[order], ctx[order], rec[order], rev[order],
-                      np.zeros(order.size))
+        # the same pool as in process: the best by everything but the n-gram channel
+        counts, normed = ngrams.query_vector(qgrams, known)
+        wg = cfg.ngram_weight if counts else 0.0
+        if updated_after is not None:
+            keep = (updated >= updated_after) | (rel + wg >= 0.70)
+            docs, score, rel, bm25, rec, rev, updated = (a[keep] for a in (docs, score, rel, bm25, rec, rev, updated))
+        pool = np.lexsort((docs, -score))[:max(limit, ngrams.POOL) if wg > 0 else limit]
+        gram = np.zeros(pool.size)
+        if wg > 0 and pool.size:
+            df, rows = self.store.grams_sql(list(counts), docs[pool].tolist())
+            keys, weights, qnorm = ngrams.query_weights(counts, normed, df, n)
+            by_doc = {int(d): (g, f) for d, g, f in rows}
+            gram = ngrams.cosine_of_rows(keys, weights, qnorm, [by_doc.get(int(d), ((), ())) for d in docs[pool]])
+        rows_, rel2, score2 = second_stage(docs[pool], score[pool], rel[pool], gram, updated[pool], updated_after,
+                                           cfg.model_copy(update={"ngram_weight": wg}), limit)
+        top = pool[rows_]
+        return Ranked(docs[top], score2[rows_], rel2[rows_], bm25[top], gram[rows_], rec[top], rev[top],
+                      np.zeros(top.size))
 
     @staticmethod
     def _materialise(ranked: Ranked, facts: Mapping[int, Fact], words: Mapping[int, str]) -> list[ScoredMemory]:
@@ -622,6 +653,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                 value=float(ranked.score[i]), relevance=float(ranked.relevance[i]), bm25=float(ranked.bm25[i]),
                 tfidf=float(ranked.tfidf[i]), recency=float(ranked.recency[i]), revision=float(ranked.revision[i]),
                 working_set=float(ranked.working_set[i]),
+                context=0.0 if ranked.context is None else float(ranked.context[i]),
                 learned=0.0 if ranked.learned is None else float(ranked.learned[i])),
                 matched={} if near else matched_fields(words, fact.content, fact.title, fact.tags, fact.project,
                                                        fact.type),

@@ -84,7 +84,8 @@ SEARCH_WEIGHTS: tuple[float, float, float] = (0.60, 0.25, 0.15)
 class SearchScore(BaseModel):
     """SearchScore = 0.60·relevance + 0.25·recency + 0.15·revision, with its parts.
 
-    `bm25` and `tfidf` are the two channels that make up `relevance`; all values are in [0, 1].
+    `bm25` and `tfidf` (the character n-gram channel) make up `relevance`, with `context` (the
+    session context channel, 0 unless switched on); all values are in [0, 1].
     Not comparable with ContextScore: a different formula on a different scale.
     """
 
@@ -97,6 +98,7 @@ class SearchScore(BaseModel):
     recency: float
     revision: float
     working_set: float = 0.0  # the session boost (capped), added on top; 0 outside a session
+    context: float = 0.0      # the context channel's part of relevance (off by default)
     learned: float = 0.0      # from the learning loop (phase 2 prior or phase 3 model), either sign
 
     def contributions(self) -> dict[str, float]:

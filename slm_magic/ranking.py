@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import ngrams
 from .index import ChannelScores, SparseIndex
 from .models import SEARCH_WEIGHTS
 
@@ -37,6 +38,8 @@ class RankingConfig(BaseModel):
     b: float = Field(0.8, ge=0, le=1)  # memories vary in length more than most collections (RESULTS.md 7)
     context_weight: float = Field(0.0, ge=0, le=1)  # off: it helps LoCoMo, hurts LongMemEval (RESULTS.md 7)
     context_decay: float = Field(0.5, ge=0, le=1)
+    # The n-gram channel's weight in the noisy-or with the BM25 part (of the pool it re-orders).
+    ngram_weight: float = Field(0.7, ge=0, le=1)
     recency_half_life_days: float = Field(30.0, gt=0)
     revision_cap: int = Field(10, gt=0)
     w_relevance: float = SEARCH_WEIGHTS[0]
@@ -65,12 +68,14 @@ class Ranked:
     older_matches: int = 0  # with an age gate: matching memories older than it (shown only if relevant)
     learned: np.ndarray | None = None  # the learning loop's part, already inside `score`
     related_to: np.ndarray | None = None  # per row: 0 for a match, else the rank of the match it is beside
+    context: np.ndarray | None = None     # the context channel's part (in `relevance`), when it is on
 
     def take(self, order: np.ndarray, *, score: np.ndarray, learned: np.ndarray) -> "Ranked":
         """The rows `order` picks, with new scores and their learned parts."""
         return Ranked(self.doc_ids[order], score, self.relevance[order], self.bm25[order], self.tfidf[order],
                       self.recency[order], self.revision[order], self.working_set[order],
-                      older_matches=self.older_matches, learned=learned)
+                      older_matches=self.older_matches, learned=learned,
+                      context=None if self.context is None else self.context[order])
 
     def then_related(self, near: "Ranked", of: np.ndarray) -> "Ranked":
         """These matches followed by related memories `near` (beside matches `of`)."""
@@ -79,7 +84,8 @@ class Ranked:
         cat = [np.concatenate([getattr(self, f), getattr(near, f)]) for f in
                ("doc_ids", "score", "relevance", "bm25", "tfidf", "recency", "revision", "working_set")]
         learned = None if self.learned is None else np.concatenate([self.learned, np.zeros(near.doc_ids.size)])
-        return Ranked(*cat, older_matches=self.older_matches, learned=learned,
+        context = None if self.context is None else np.concatenate([self.context, np.zeros(near.doc_ids.size)])
+        return Ranked(*cat, older_matches=self.older_matches, learned=learned, context=context,
                       related_to=np.concatenate([np.zeros(self.doc_ids.size, np.int64), of]))
 
     @classmethod
@@ -214,6 +220,7 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     if not own.size:
         return Ranked.empty()
     w, wr = cfg.context_weight, cfg.w_relevance
+    wg = cfg.ngram_weight if cs.grams[0].size else 0.0
     prev, nxt = t.prev, t.next
     rbase = index.recency_base
     rscale = index.recency_scale(now, cfg.recency_half_life_days)
@@ -240,11 +247,12 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
         rev = np.minimum(t.revision[c], cfg.revision_cap) * (1.0 / cfg.revision_cap)
         ws = working_set.lookup(c) if working_set is not None else np.zeros(c.size)
         score = wr * rel + cfg.w_recency * rec + cfg.w_revision * rev + ws
-        if updated_after is not None:  # the age gate: old memories stay only if highly relevant
-            score[(t.updated[c] < updated_after) & (rel < AGE_GATE_RELEVANCE)] = -np.inf
+        if updated_after is not None:  # the age gate (read again after the n-gram part is in)
+            score[(t.updated[c] < updated_after) & (rel + wg < AGE_GATE_RELEVANCE)] = -np.inf
         return score, rel, bm25, ctx, rec, rev, ws
 
-    k = limit
+    wg = cfg.ngram_weight if cs.grams[0].size else 0.0
+    k = max(limit, ngrams.POOL) if wg > 0 else limit  # the pool the n-gram channel re-orders
     probe_n = 4 * k + 64
     cand = own
     if own.size > 4 * probe_n:
@@ -258,7 +266,7 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
         rel_bound = 1.0 - (1.0 - bm25_own) * (1.0 - w * cmax)
         bound = wr * rel_bound + static_own + ws_max
         if updated_after is not None:  # old and unable to reach the gate's relevance: out
-            bound[(t.updated[own] < updated_after) & (rel_bound < AGE_GATE_RELEVANCE)] = -np.inf
+            bound[(t.updated[own] < updated_after) & (rel_bound + wg < AGE_GATE_RELEVANCE)] = -np.inf
         probe = _eligible(t, own[np.argpartition(-bound, probe_n - 1)[:probe_n]], only_user, project, kind,
                           type_code)
         if probe.size >= k:
@@ -280,4 +288,22 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     else:
         top = np.arange(cand.size)
     top = top[np.lexsort((cand[top], -score[top]))][:k]
-    return Ranked(cand[top], score[top], rel[top], bm25[top], ctx[top], rec[top], rev[top], ws[top])
+    gram = index.grams.cosine(cand[top], *cs.grams) if wg > 0 else np.zeros(top.size)
+    rows, rel2, score2 = second_stage(cand[top], score[top], rel[top], gram, t.updated[cand[top]], updated_after,
+                                      cfg if wg > 0 else cfg.model_copy(update={"ngram_weight": 0.0}), limit)
+    top = top[rows]
+    return Ranked(cand[top], score2[rows], rel2[rows], bm25[top], gram[rows], rec[top], rev[top], ws[top],
+                  context=ctx[top])
+
+
+def second_stage(docs: np.ndarray, score: np.ndarray, rel: np.ndarray, gram: np.ndarray, updated: np.ndarray,
+                 updated_after: float | None, cfg: RankingConfig, limit: int):
+    """The pool's n-gram part fused into its relevance as a noisy-or (it can only raise it), the
+    age gate read on that relevance, the best `limit` (ties broken by doc id): (rows kept in order, relevance, score).
+    The in-process and the SQL paths both end here."""
+    rel2 = 1.0 - (1.0 - rel) * (1.0 - cfg.ngram_weight * gram)
+    score2 = score + cfg.w_relevance * (rel2 - rel)
+    rows = np.arange(docs.size)
+    if updated_after is not None:
+        rows = rows[(updated >= updated_after) | (rel2 >= AGE_GATE_RELEVANCE)]
+    return rows[np.lexsort((docs[rows], -score2[rows]))][:limit], rel2, score2

@@ -176,6 +176,17 @@ def field_counts(content: str, title: str | None = None, tags: Iterable[str] = (
     return counts, length
 
 
+def field_grams(content: str, title: str | None = None, tags: Iterable[str] = (),
+                weights: Mapping[str, int] = FIELD_WEIGHTS) -> Counter[int]:
+    """Gram hash -> weighted frequency over the text fields of one memory (the n-gram channel
+    reads text; labels are matched by BM25 only)."""
+    counts = text.gram_counts(content)
+    for name, value in (("title", title), ("tags", " ".join(tags or ()))):
+        if value and weights.get(name, 0):
+            text.gram_counts(value, weights[name], counts)
+    return counts
+
+
 def matched_fields(terms: Mapping[int, str], content: str, title: str | None, tags: Iterable[str],
                    project: str | None, type: str | None) -> dict[str, tuple[str, ...]]:
     """Which of the query's terms (hash -> the query word) a memory contains, field by field:
@@ -200,6 +211,9 @@ class Postings:
     terms: np.ndarray     # int64 term hashes, memory after memory
     tfs: np.ndarray       # int32 frequencies, aligned with terms
     doc_len: np.ndarray   # int32 weighted number of terms of its text fields (labels left out)
+    glengths: np.ndarray  # distinct character 3-grams per memory (the n-gram channel) ...
+    grams: np.ndarray     # ... their int64 hashes ...
+    gtfs: np.ndarray      # ... and int32 weighted frequencies
 
     @classmethod
     def of(cls, contents: Sequence[str], titles: Sequence[str | None] | None = None,
@@ -210,12 +224,9 @@ class Postings:
         pairs = [field_counts(c, t, g or (), p, y) for c, t, g, p, y in
                  zip(contents, titles or none, tags or none, projects or none, types or none)]
         counts = [c for c, _ in pairs]
-        lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
-        total = int(lengths.sum())
-        return cls(lengths,
-                   np.fromiter((t for c in counts for t in c.keys()), dtype=np.int64, count=total),
-                   np.fromiter((f for c in counts for f in c.values()), dtype=np.int32, count=total),
-                   np.fromiter((length for _, length in pairs), dtype=np.int32, count=n))
+        grams = [field_grams(c, t, g or ()) for c, t, g in zip(contents, titles or none, tags or none)]
+        return cls(*_flat(counts), np.fromiter((length for _, length in pairs), dtype=np.int32, count=n),
+                   *_flat(grams))
 
     @classmethod
     def of_columns(cls, cols: Mapping[str, Sequence]) -> "Postings":
@@ -223,10 +234,23 @@ class Postings:
         return cls.of(cols["content"], cols.get("title"), cols.get("tags"), cols.get("project"), cols.get("type"))
 
     def list_columns(self):
-        """(terms, tfs) as Arrow list columns, one list per memory."""
-        import pyarrow as pa
+        """(terms, tfs, grams, gtfs) as Arrow list columns, one list per memory."""
+        return (*_lists(self.lengths, self.terms, self.tfs), *_lists(self.glengths, self.grams, self.gtfs))
 
-        offsets = np.zeros(self.lengths.size + 1, dtype=np.int32)
-        np.cumsum(self.lengths, out=offsets[1:])
-        return (pa.ListArray.from_arrays(pa.array(offsets), pa.array(self.terms)),
-                pa.ListArray.from_arrays(pa.array(offsets), pa.array(self.tfs)))
+
+def _flat(counts: Sequence[Counter[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lengths, keys, values) of a batch of counters, flat, memory after memory."""
+    n = len(counts)
+    lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
+    total = int(lengths.sum())
+    return (lengths, np.fromiter((t for c in counts for t in c.keys()), dtype=np.int64, count=total),
+            np.fromiter((f for c in counts for f in c.values()), dtype=np.int32, count=total))
+
+
+def _lists(lengths: np.ndarray, keys: np.ndarray, values: np.ndarray):
+    import pyarrow as pa
+
+    offsets = np.zeros(lengths.size + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return (pa.ListArray.from_arrays(pa.array(offsets), pa.array(keys)),
+            pa.ListArray.from_arrays(pa.array(offsets), pa.array(values)))

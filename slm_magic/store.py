@@ -155,11 +155,14 @@ def _v3(con: duckdb.DuckDBPyConnection) -> None:
 
 def _v4(con: duckdb.DuckDBPyConnection) -> None:
     """Every field is searchable: postings re-derived from content, title, tags, project and
-    type with their field weights (records.FIELD_WEIGHTS), in chunks of rows."""
+    type with their field weights (records.FIELD_WEIGHTS), and the character 3-grams of each
+    memory's terms stored for the n-gram channel, in chunks of rows."""
     import pyarrow as pa
 
     from .records import Postings
 
+    con.execute("ALTER TABLE memories ADD COLUMN grams BIGINT[] DEFAULT []")
+    con.execute("ALTER TABLE memories ADD COLUMN gtfs INTEGER[] DEFAULT []")
     lo, hi = con.execute("SELECT coalesce(min(doc_id), 0), coalesce(max(doc_id), -1) FROM memories").fetchall()[0]
     for start in range(int(lo), int(hi) + 1, 50_000):
         rows = con.execute("SELECT doc_id, content, title, tags, project, type FROM memories "
@@ -168,11 +171,12 @@ def _v4(con: duckdb.DuckDBPyConnection) -> None:
             continue
         doc, content, title, tags, project, type_ = (list(c) for c in zip(*rows))
         post = Postings.of(content, title, tags, project, type_)
-        terms, tfs = post.list_columns()
-        con.register("_reindexed", pa.table({"doc_id": doc, "doc_len": post.doc_len, "terms": terms, "tfs": tfs}))
+        terms, tfs, grams, gtfs = post.list_columns()
+        con.register("_reindexed", pa.table({"doc_id": doc, "doc_len": post.doc_len, "terms": terms, "tfs": tfs,
+                                             "grams": grams, "gtfs": gtfs}))
         try:
-            con.execute("UPDATE memories SET doc_len = r.doc_len, terms = r.terms, tfs = r.tfs "
-                        "FROM _reindexed r WHERE memories.doc_id = r.doc_id")
+            con.execute("UPDATE memories SET doc_len = r.doc_len, terms = r.terms, tfs = r.tfs, grams = r.grams, "
+                        "gtfs = r.gtfs FROM _reindexed r WHERE memories.doc_id = r.doc_id")
         finally:
             con.unregister("_reindexed")
 
@@ -184,7 +188,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 INSERT_COLUMNS = (
     "fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
     "content_hash", "tags", "is_core", "source", "notebook", "cell", "created_at", "updated_at",
-    "revision_count", "kind", "doc_len", "terms", "tfs",
+    "revision_count", "kind", "doc_len", "terms", "tfs", "grams", "gtfs",
 )
 FACT_COLUMNS = (
     "fact_id", "content", "user_id", "session_id", "project", "type", "title", "topic_key",
@@ -461,10 +465,30 @@ class Store:
                 f"FROM memories WHERE {where}", params
             ).fetchnumpy()
 
+    def index_grams(self, docs: tuple[int, int]) -> dict[str, np.ndarray]:
+        """(doc_id, gram, tf) of the memories in a doc_id range, in doc order (the whole load)."""
+        with self.lock:
+            return self.con.execute(
+                "SELECT doc_id::INTEGER AS doc_id, unnest(grams) AS gram, unnest(gtfs) AS tf FROM memories "
+                "WHERE doc_id BETWEEN ? AND ? ORDER BY doc_id", list(docs)).fetchnumpy()
+
+    def grams_sql(self, grams: Sequence[int], doc_ids: Sequence[int]) -> tuple[dict[int, int], list[tuple]]:
+        """For the n-gram channel without the index: the document frequency of the query's
+        grams, and (doc_id, grams, gtfs) of the memories to score."""
+        with self.lock:
+            df = dict(self.con.execute(
+                "SELECT g, count(*) FROM (SELECT unnest(grams) AS g FROM memories "
+                "WHERE list_has_any(grams, ?::BIGINT[])) WHERE g IN (SELECT unnest(?::BIGINT[])) GROUP BY g",
+                [list(grams), list(grams)]).fetchall())
+            rows = self.con.execute(
+                "SELECT doc_id, grams, gtfs FROM memories WHERE doc_id IN (SELECT unnest(?::BIGINT[]))",
+                [list(map(int, doc_ids))]).fetchall()
+        return {int(g): int(c) for g, c in df.items()}, rows
+
     def changes(self, since: int):
         """Everything the index and the rows need about rows changed after `since`, in one
         statement (the catch-up after another process wrote): an Arrow table in insertion order."""
-        cols = ", ".join(dict.fromkeys([*INDEX_COLUMNS, *FACT_COLUMNS, "terms", "tfs"]))
+        cols = ", ".join(dict.fromkeys([*INDEX_COLUMNS, *FACT_COLUMNS, "terms", "tfs", "grams", "gtfs"]))
         with self.lock:
             return self.con.sql(f"SELECT {cols} FROM memories WHERE changed > {int(since)} ORDER BY seq").to_arrow_table()
 
@@ -547,11 +571,12 @@ class Store:
         return {r[0]: r[1:] for r in rows}
 
     def bm25_sql(self, terms: Sequence[int], qtf: Sequence[int], k1: float, b: float,
-                 user_id: str, project: str | None) -> tuple[list[tuple[int, float, float, int]], int]:
+                 user_id: str, project: str | None) -> tuple[list[tuple[int, float, float, int]], int, set[int]]:
         """BM25 straight from the stored postings, for when the in-process index is unusable.
 
-        Returns every matching memory as (doc_id, raw bm25, updated_at epoch, revision_count)
-        and the number of memories, so the caller ranks them exactly as the in-process path does.
+        Returns every matching memory as (doc_id, raw bm25, updated_at epoch, revision_count),
+        the number of memories and the query terms some memory has, so the caller ranks them
+        exactly as the in-process path does.
         """
         with self.lock:
             n, avgdl = self.con.execute(
@@ -564,7 +589,7 @@ class Store:
             ).fetchall())
             idf = {t: float(np.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))) for t in terms}
             if not n or not df:
-                return [], int(n)
+                return [], int(n), set()
             filters = "user_id = ? AND list_has_any(terms, ?::BIGINT[])"
             params: list = [list(terms), [idf[t] for t in terms], list(qtf), k1, b, float(avgdl),
                             user_id, list(terms)]
@@ -588,7 +613,7 @@ class Store:
                 """,
                 params,
             ).fetchall()
-        return [(int(d), float(s), float(u), int(r)) for d, s, u, r in rows], int(n)
+        return [(int(d), float(s), float(u), int(r)) for d, s, u, r in rows], int(n), set(df)
 
     # --- sessions ---------------------------------------------------------------------------
     def _cached(self, key: tuple, compute):

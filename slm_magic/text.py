@@ -113,6 +113,32 @@ def term_ids(text: str) -> list[int]:
         return list(chain.from_iterable(map(_HASHES.__getitem__, words)))
 
 
+GRAM_N = 3
+_GRAM_MARK = "\x1f"  # keeps gram hashes apart from word-term hashes
+
+
+@lru_cache(maxsize=200_000)
+def term_grams(term: str) -> tuple[int, ...]:
+    """Hashes of the character 3-grams of one index term, a space padding each side: what
+    the n-gram channel sees ("dedup" and "deduplic" share " de", "ded", "edu", "dup")."""
+    w = f" {term} "
+    return tuple(term_hash(_GRAM_MARK + w[i:i + GRAM_N]) for i in range(len(w) - GRAM_N + 1))
+
+
+def gram_counts(text: str, weight: int = 1, into: Counter[int] | None = None) -> Counter[int]:
+    """Gram hash -> frequency over the index terms of `text` (each occurrence counts `weight`)."""
+    out = Counter() if into is None else into
+    for term in analyse(text):
+        for g in term_grams(term):
+            out[g] += weight
+    return out
+
+
+def query_grams(text: str) -> list[tuple[int, tuple[int, ...]]]:
+    """(term hash, its gram hashes) for each index term of a query, in order."""
+    return [(term_hash(t), term_grams(t)) for t in analyse(text)]
+
+
 def term_words(text: str) -> dict[int, str]:
     """Term hash -> the word of `text` it came from (casefolded): what a match is shown as."""
     out: dict[int, str] = {}

@@ -60,7 +60,7 @@ def test_tfidf_cosine_equals_scikit_learn():
 
 
 def test_context_reorders_matches_and_admits_nothing():
-    with Memory(":memory:", context_weight=0.6) as m:
+    with Memory(":memory:", context_weight=0.6, ngram_weight=0.0) as m:
         m.remember_many([
             {"content": "which join lost rows in the churn table?", "session_id": "s1"},
             {"content": "the left merge on customer_id dropped 3% of the churn rows", "session_id": "s1"},
@@ -71,8 +71,9 @@ def test_context_reorders_matches_and_admits_nothing():
         by = {r.content: r for r in res}
         lifted = by["the left merge on customer_id dropped 3% of the churn rows"]
         alone = by["churn rows counted twice in the weekly report"]
-        assert lifted.tfidf > 0.5 and alone.tfidf == 0  # its neighbour matches: context; no session: none
-        assert lifted.relevance == pytest.approx(1 - (1 - lifted.bm25) * (1 - 0.6 * lifted.tfidf))
+        ctx = lifted.score.context
+        assert ctx > 0.5 and alone.score.context == 0  # its neighbour matches: context; no session: none
+        assert lifted.relevance == pytest.approx(1 - (1 - lifted.bm25) * (1 - 0.6 * ctx))
         assert lifted.relevance > alone.relevance and lifted.bm25 == pytest.approx(alone.bm25, rel=0.2)
         assert "unrelated note about plotting colours" not in by  # a neighbour that matches nothing
         assert all(r.bm25 > 0 and r.matched for r in res)
@@ -100,3 +101,52 @@ def test_context_channel_needs_a_session():
         m.remember_many([{"content": "which join lost rows in the churn table?"},
                          {"content": "the left merge on customer_id dropped 3%"}])
         assert [r.content for r in m.recall("join lost rows churn")] == ["which join lost rows in the churn table?"]
+
+
+def test_ngram_channel_is_lnc_ltc_cosine_of_term_trigrams():
+    """Memories: 1 + ln(tf) per 3-gram of their terms, cosine normalised; the query: (1 + ln tf)
+    times the smooth idf of the gram over memories. Computed here from scratch."""
+    from collections import Counter
+
+    docs = ["deduplicated the events table", "dedup step before the join", "timezone bug in txn_ts",
+            "weekly sales forecast"]
+    query = "dedup events"
+
+    def grams(t):
+        out = Counter()
+        for term in text.analyse(t):
+            w = f" {term} "
+            out.update(w[i:i + 3] for i in range(len(w) - 2))
+        return out
+
+    dg = [grams(d) for d in docs]  # (no title or tags: the type label is not text)
+    qg = grams(query)
+    n = len(docs)
+    idf = {g: math.log((1 + n) / (1 + sum(g in d for d in dg))) + 1 for g in qg if any(g in d for d in dg)}
+    qw = {g: (1 + math.log(c)) * idf[g] for g, c in qg.items() if g in idf}
+    qn = math.sqrt(sum(v * v for v in qw.values()))
+    expected = [sum(qw[g] * (1 + math.log(c)) for g, c in d.items() if g in qw)
+                / (qn * math.sqrt(sum((1 + math.log(c)) ** 2 for c in d.values()))) for d in dg]
+    with Memory(":memory:") as m:
+        m.remember_many({"content": d} for d in docs)
+        cs = m.index.channel_scores([text.term_hash(t) for t in text.analyse(query)], [1, 1], 2,
+                                    text.query_grams(query))
+        ours = m.index.grams.cosine(np.arange(n), *cs.grams)
+        np.testing.assert_allclose(ours, expected, rtol=1e-5)
+        res = m.recall(query)
+        # it re-orders matches, and admits none: the timezone and sales notes share no term
+        assert {r.content for r in res} == {docs[0], docs[1]}
+        assert all(r.tfidf == pytest.approx(expected[docs.index(r.content)], rel=1e-5) for r in res)
+
+
+def test_ngram_channel_sees_word_parts_and_typos_without_admitting_them():
+    with Memory(":memory:") as m:
+        m.remember_many([{"content": "deduplicated the events table before the join"},
+                         {"content": "the join kept every event"}])
+        res = m.recall("dedup join")  # both match "join"; only one is about deduplicating
+        assert res.memories[0].content.startswith("deduplicated") and res.memories[0].tfidf > res.memories[1].tfidf
+        typo = m.recall("deduplicatd join")  # a word no memory contains lowers nothing, its grams still count
+        plain = m.recall("join")
+        rel = {r.content: r.relevance for r in plain}
+        assert all(r.relevance >= rel[r.content] - 1e-12 for r in typo)
+        assert typo.memories[0].content.startswith("deduplicated")

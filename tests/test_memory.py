@@ -210,7 +210,7 @@ def test_reopen_rebuilds_the_same_ranking_when_loaded_in_chunks(db_path, monkeyp
     queries = ["churn", "customer_id rows", "holiday forecast", "feature churn label", "order value"]
 
     def snapshot(m):  # rounded: summation order may differ in the last bits
-        return [sorted((-round(r.score.value, 9), r.fact_id, round(r.tfidf, 9)) for r in m.recall(q, limit=50))
+        return [sorted((-round(r.score.value, 9), r.fact_id, round(r.score.context, 9)) for r in m.recall(q, limit=50))
                 for q in queries]
 
     with Memory(db_path, clock=clock, context_weight=0.6) as m:
@@ -243,7 +243,7 @@ def test_another_connection_s_revision_replaces_the_old_text(db_path):
         assert fact.fact_id not in [r.fact_id for r in b.recall("pilot") if r.bm25 > 0]
         # the revised memory keeps its place in the session: it and its neighbour give each other context
         assert b.recall("sampling").memories[0].content.startswith("first note")
-        assert all(r.tfidf > 0 for r in b.recall("sampling churn threshold"))
+        assert all(r.score.context > 0 for r in b.recall("sampling churn threshold"))
 
 
 def test_a_first_version_database_upgrades_in_place(db_path):

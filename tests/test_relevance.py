@@ -69,7 +69,9 @@ def test_relevance_does_not_depend_on_what_else_matched(mem):
     assert top.fact_id == small.fact_id and top.relevance < 0.9
     mem.remember("the finance committee approved nothing")
     again = next(r for r in mem.recall(q) if r.fact_id == small.fact_id)
-    assert again.relevance == pytest.approx(top.relevance, abs=0.02)  # (N grew by one: idf moved a little)
+    assert again.bm25 == pytest.approx(top.bm25, abs=0.01)  # (N grew by one: idf moved a little)
+    # the n-gram channel's query norm now counts the words the new memory brought: a little lower
+    assert again.relevance == pytest.approx(top.relevance, abs=0.05)
 
 
 def test_a_word_no_memory_contains_changes_no_relevance(mem):
