@@ -140,6 +140,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         if whole:  # a whole load: one bounded range of doc ids at a time, then the links
             vocab = store.vocabulary()
             index.set_vocabulary(vocab["term"], vocab["df"])
+            grams = store.gram_vocabulary()
+            index.grams.set_vocabulary(grams["gram"], grams["df"])
             lo, hi = store.doc_bounds()
             for start in range(lo, hi + 1, self.LOAD_CHUNK):
                 self._load_rows((start, start + self.LOAD_CHUNK - 1))
@@ -206,13 +208,18 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
 
     def _load_rows(self, docs: tuple[int, int]) -> None:
         """Whole load: one range of doc ids into a fresh index (the vocabulary is already set)."""
+        import pyarrow.compute as pc
+
         store = self.store
         meta = store.index_rows(0, docs)
         if not meta["doc_id"].size:
             return
         post = store.index_postings(0, None, docs)
         grams = store.index_grams(docs)
-        meta.update(g_doc=grams["doc_id"], g_gram=grams["gram"], g_tf=grams["tf"])
+        g_list = grams.column("grams").combine_chunks()
+        meta.update(g_doc=grams.column("doc_id").to_numpy()[pc.list_parent_indices(g_list).to_numpy()],
+                    g_gram=pc.list_flatten(g_list).to_numpy(),
+                    g_tf=pc.list_flatten(grams.column("gtfs").combine_chunks()).to_numpy())
         self._index_new(meta["doc_id"].astype(np.int64), meta, post["doc_id"], post["term"], post["tf"], link=False)
         self.rows.add_table(store.fact_rows(0, docs))
 
@@ -243,7 +250,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             count_df=link,
         )
         if "g_gram" in meta:  # the n-gram channel's forward vectors
-            index.grams.add(meta["g_doc"], meta["g_gram"], meta["g_tf"], doc_ids)
+            index.grams.add(meta["g_doc"], meta["g_gram"], meta["g_tf"], doc_ids, count_df=link)
         if not link:
             return
         last = self._session_last

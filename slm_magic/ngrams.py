@@ -42,18 +42,20 @@ def query_weights(counts: Counter, normed: set[int], df: dict[int, int] | np.nda
                   cols: dict[int, int] | None = None) -> tuple[np.ndarray, np.ndarray, float]:
     """(gram keys that some memory has, their ltc weights, the query norm): keys are gram hashes,
     or columns of `cols` when given; `df` is looked up by hash, or by column when `cols` is given."""
-    keys, w, norm_sq = [], [], 0.0
-    for g, c in counts.items():
-        k = g if cols is None else cols.get(g, -1)
-        f = (df.get(g, 0) if cols is None else (df[k] if k >= 0 else 0))
-        if f <= 0:
-            continue
-        weight = (1.0 + np.log(c)) * float(smooth_idf(n, np.float64(f)))
-        keys.append(k)
-        w.append(weight)
-        if g in normed:
-            norm_sq += weight * weight
-    return np.asarray(keys, dtype=np.int64), np.asarray(w), float(np.sqrt(norm_sq))
+    if not counts:
+        return np.empty(0, np.int64), np.empty(0), 0.0
+    grams = list(counts)
+    c = np.fromiter(counts.values(), dtype=np.float64, count=len(grams))
+    if cols is None:
+        keys = np.asarray(grams, dtype=np.int64)
+        f = np.fromiter((df.get(g, 0) for g in grams), dtype=np.float64, count=len(grams))
+    else:
+        keys = np.fromiter((cols.get(g, -1) for g in grams), dtype=np.int64, count=len(grams))
+        f = np.where(keys >= 0, df[np.maximum(keys, 0)], 0).astype(np.float64)
+    has = f > 0
+    w = (1.0 + np.log(c[has])) * smooth_idf(n, f[has])
+    in_norm = np.fromiter((g in normed for g in grams), dtype=bool, count=len(grams))[has]
+    return keys[has], w, float(np.sqrt(np.sum(w[in_norm] ** 2)))
 
 
 def doc_norm(gtfs: np.ndarray) -> float:
@@ -102,8 +104,17 @@ class GramStore:
                 new[: old.size] = old
                 setattr(self, name, new)
 
-    def add(self, p_doc: np.ndarray, p_gram: np.ndarray, p_tf: np.ndarray, doc_ids: np.ndarray) -> None:
-        """Add memories `doc_ids` with their (doc, gram, tf) triples (grouped by doc)."""
+    def set_vocabulary(self, grams: np.ndarray, df: np.ndarray) -> None:
+        """Whole-load path: every gram, sorted by hash, with its document frequency."""
+        self.vocab_sorted = np.asarray(grams, dtype=np.int64)
+        self.cols = dict(zip(self.vocab_sorted.tolist(), range(self.vocab_sorted.size)))
+        self.df = np.zeros(max(1024, 2 * self.vocab_sorted.size), dtype=np.int64)
+        self.df[: self.vocab_sorted.size] = df
+
+    def add(self, p_doc: np.ndarray, p_gram: np.ndarray, p_tf: np.ndarray, doc_ids: np.ndarray,
+            count_df: bool = True) -> None:
+        """Add memories `doc_ids` with their (doc, gram, tf) triples (grouped by doc). Without
+        `count_df` (the whole load) the vocabulary and its frequencies are set already."""
         doc_ids = np.asarray(doc_ids, dtype=np.int64)
         if not doc_ids.size:
             return
@@ -112,13 +123,16 @@ class GramStore:
         if p_doc.size > 1 and not (p_doc[1:] >= p_doc[:-1]).all():
             order = np.argsort(p_doc, kind="stable")
             p_doc, p_gram, p_tf = p_doc[order], np.asarray(p_gram)[order], np.asarray(p_tf)[order]
-        uniq, inverse = np.unique(np.asarray(p_gram, dtype=np.int64), return_inverse=True)
-        cols_of = self.cols
-        col = np.fromiter((cols_of.setdefault(g, len(cols_of)) for g in uniq.tolist()), dtype=np.int64,
-                          count=uniq.size)[inverse]
-        if len(cols_of) > self.df.size:
-            self.df = np.concatenate([self.df, np.zeros(max(len(cols_of), self.df.size), dtype=np.int64)])
-        np.add.at(self.df, col, 1)
+        if not count_df:
+            col = np.searchsorted(self.vocab_sorted, np.asarray(p_gram, dtype=np.int64))
+        else:
+            uniq, inverse = np.unique(np.asarray(p_gram, dtype=np.int64), return_inverse=True)
+            cols_of = self.cols
+            col = np.fromiter((cols_of.setdefault(g, len(cols_of)) for g in uniq.tolist()), dtype=np.int64,
+                              count=uniq.size)[inverse]
+            if len(cols_of) > self.df.size:
+                self.df = np.concatenate([self.df, np.zeros(max(len(cols_of), self.df.size), dtype=np.int64)])
+            self.df[: len(cols_of)] += np.bincount(col, minlength=len(cols_of))
         m = col.size
         if self.used + m > self.col_buf.size:
             size = max(self.used + m, 2 * self.col_buf.size)
@@ -130,7 +144,9 @@ class GramStore:
         w = (1.0 + np.log(np.asarray(p_tf, dtype=np.float64)))
         self.col_buf[self.used: self.used + m] = col
         self.w_buf[self.used: self.used + m] = w
-        counts = np.bincount(np.searchsorted(doc_ids_sorted := np.sort(doc_ids), p_doc), minlength=doc_ids.size)
+        doc_ids_sorted = np.sort(doc_ids)
+        lo = int(doc_ids_sorted[0])
+        counts = np.bincount(p_doc - lo, minlength=int(doc_ids_sorted[-1]) - lo + 1)[doc_ids_sorted - lo]
         offsets = self.used + np.concatenate(([0], np.cumsum(counts)))
         self.start[doc_ids_sorted] = offsets[:-1]
         self.stop[doc_ids_sorted] = offsets[1:]

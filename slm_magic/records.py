@@ -11,6 +11,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import chain
 from datetime import datetime, timezone
 from typing import Any
 
@@ -195,11 +197,17 @@ def matched_fields(terms: Mapping[int, str], content: str, title: str | None, ta
     for name, value in (("content", content), ("title", title), ("tags", " ".join(tags or ())),
                         ("project", project), ("type", type)):
         if value:
-            have = set(text.term_ids(value))
+            have = set(text.term_ids(value)) if name == "content" else _short_terms(value)
             hit = tuple(dict.fromkeys(w for h, w in terms.items() if h in have))
             if hit:
                 out[name] = hit
     return out
+
+
+@lru_cache(maxsize=4096)
+def _short_terms(value: str) -> frozenset[int]:
+    """The terms of a title, tags, a project or a type: few values, seen again and again."""
+    return frozenset(text.term_ids(value))
 
 
 @dataclass
@@ -243,8 +251,8 @@ def _flat(counts: Sequence[Counter[int]]) -> tuple[np.ndarray, np.ndarray, np.nd
     n = len(counts)
     lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
     total = int(lengths.sum())
-    return (lengths, np.fromiter((t for c in counts for t in c.keys()), dtype=np.int64, count=total),
-            np.fromiter((f for c in counts for f in c.values()), dtype=np.int32, count=total))
+    return (lengths, np.fromiter(chain.from_iterable(map(Counter.keys, counts)), dtype=np.int64, count=total),
+            np.fromiter(chain.from_iterable(map(Counter.values, counts)), dtype=np.int32, count=total))
 
 
 def _lists(lengths: np.ndarray, keys: np.ndarray, values: np.ndarray):

@@ -465,12 +465,18 @@ class Store:
                 f"FROM memories WHERE {where}", params
             ).fetchnumpy()
 
-    def index_grams(self, docs: tuple[int, int]) -> dict[str, np.ndarray]:
-        """(doc_id, gram, tf) of the memories in a doc_id range, in doc order (the whole load)."""
+    def gram_vocabulary(self) -> dict[str, np.ndarray]:
+        """Every gram hash with its document frequency, sorted by hash (the whole load)."""
         with self.lock:
             return self.con.execute(
-                "SELECT doc_id::INTEGER AS doc_id, unnest(grams) AS gram, unnest(gtfs) AS tf FROM memories "
-                "WHERE doc_id BETWEEN ? AND ? ORDER BY doc_id", list(docs)).fetchnumpy()
+                "SELECT gram, count(*) AS df FROM (SELECT unnest(grams) AS gram FROM memories) "
+                "GROUP BY gram ORDER BY gram").fetchnumpy()
+
+    def index_grams(self, docs: tuple[int, int]):
+        """(doc_id, grams, gtfs) of the memories in a doc_id range, as an Arrow table."""
+        with self.lock:
+            return self.con.execute("SELECT doc_id, grams, gtfs FROM memories WHERE doc_id BETWEEN ? AND ?",
+                                    list(docs)).to_arrow_table()
 
     def grams_sql(self, grams: Sequence[int], doc_ids: Sequence[int]) -> tuple[dict[int, int], list[tuple]]:
         """For the n-gram channel without the index: the document frequency of the query's

@@ -125,12 +125,35 @@ def term_grams(term: str) -> tuple[int, ...]:
     return tuple(term_hash(_GRAM_MARK + w[i:i + GRAM_N]) for i in range(len(w) - GRAM_N + 1))
 
 
+# Raw word -> the gram hashes of its terms. Bounded, cleared when full (as _HASHES).
+_GRAMS: dict[str, tuple[int, ...]] = {}
+
+
+def _fill_grams(raws: Iterable[str]) -> None:
+    if len(_GRAMS) >= _HASHES_MAX:
+        _GRAMS.clear()
+    for raw in raws:
+        _GRAMS[raw] = () if raw.casefold() in STOP_WORDS else tuple(
+            chain.from_iterable(term_grams(t) for t in _word_terms(raw)))
+
+
 def gram_counts(text: str, weight: int = 1, into: Counter[int] | None = None) -> Counter[int]:
-    """Gram hash -> frequency over the index terms of `text` (each occurrence counts `weight`)."""
+    """Gram hash -> frequency over the index terms of `text` (each occurrence counts `weight`);
+    cached per raw word like `term_ids`, so a write pays C speed for words seen before."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    words = _WORD.findall(text)
+    try:
+        grams = list(chain.from_iterable(map(_GRAMS.__getitem__, words)))
+    except KeyError:
+        _fill_grams(set(words).difference(_GRAMS))
+        grams = list(chain.from_iterable(map(_GRAMS.__getitem__, words)))
     out = Counter() if into is None else into
-    for term in analyse(text):
-        for g in term_grams(term):
-            out[g] += weight
+    if weight == 1:
+        out.update(grams)
+    else:
+        for g, c in Counter(grams).items():
+            out[g] += weight * c
     return out
 
 
