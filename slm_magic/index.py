@@ -427,6 +427,7 @@ class ChannelScores:
     idf_total: float = 0.0
     idf_max: float = 0.0   # BM25 idf of a term one memory has (see ranking.bm25_relevance)
     grams: tuple = (np.empty(0, np.int64), np.empty(0), 0.0)  # the query's n-gram columns, weights, norm
+    words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
 
     def coverage(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per document: the share of the query's terms it contains, plain and idf-weighted."""

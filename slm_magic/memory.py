@@ -29,7 +29,7 @@ from .observations import ObservationsAPI
 from .sessions import SessionLifecycle, is_synthetic_session
 from .temporal import temporal_terms
 from .rows import FactRows
-from .records import Postings, content_hash, field_counts, field_grams, matched_fields, to_utc_naive, validate
+from .records import Postings, content_hash, field_counts, field_grams, to_utc_naive, validate
 from .store import FACT_COLUMNS, Store, utcnow
 
 _KINDS = {"memory": 0, "summary_event": 1}
@@ -485,7 +485,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         words = text.term_words(query)
         now = _epoch(now_dt)
         tracked = bool(session_id) and not is_synthetic_session(session_id)
-        mode = "full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"
+        mode = "full_bm25_tfidf" if self.config.tfidf_on else "bm25_in_process"
         degraded, reason = False, None
         ranked: Ranked | None = None
         if self.index is not None:
@@ -497,6 +497,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                 project_code = None if project is None else index.lookup_code("project", project)
                 if terms and user_code >= 0 and (project_code is None or project_code >= 0):
                     cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
+                    cs.words = words
                     ws = WorkingSet(self._working_set(session_id), self.config) if tracked else None
                     learner = self._learner(user) if limit > 0 else None
                     ranked = rank_index(index, cs, self.config, now=now, user=user_code,
@@ -519,7 +520,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             mode, degraded, reason = "bm25_sql_fallback", True, self.index_error
             wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
             ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide,
-                                    qgrams=text.query_grams(query))
+                                    qgrams=text.query_grams(query), kind=kind, type=type, shown=limit)
             facts = {d: _fact(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
             wide_memories = [m for m in self._materialise(ranked, facts, words)
                              if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
@@ -573,6 +574,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         if not terms or user_code < 0 or (project_code is not None and project_code < 0):
             return Ranked.empty(), None
         cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
+        cs.words = text.term_words(query)
         return rank_index(index, cs, self.config, now=_epoch(now_dt), user=user_code, project=project_code, limit=k,
                           kind=None if kind is None else _KINDS[kind]), cs
 
@@ -609,16 +611,22 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             events, self._pending_events = self._pending_events, []
             self.store.record_recalls(events)
 
-    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, qgrams=(), updated_after=None) -> Ranked:
-        """The in-process ranking, computed from the file: the same fields, relevance, n-gram
-        channel, recency, revision and age gate (the context channel is skipped)."""
+    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, qgrams=(), updated_after=None,
+                  kind=None, type=None, shown=None) -> Ranked:
+        """The in-process ranking, computed from the file: the same fields, filters, relevance,
+        n-gram channel (on the same pool: the best `shown` or POOL), recency, revision and age
+        gate (the context channel is skipped)."""
         if not terms or limit <= 0:
             return Ranked.empty()
         cfg = self.config
         hits, n, known = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project)
         if not hits:
             return Ranked.empty()
-        docs, raw, updated, revs = (np.array(c) for c in zip(*hits))
+        if kind is not None or type is not None:
+            hits = [h for h in hits if (kind is None or h[4] == kind) and (type is None or h[5] == type)]
+            if not hits:
+                return Ranked.empty()
+        docs, raw, updated, revs = (np.array(c) for c in list(zip(*hits))[:4])
         docs, updated = docs.astype(np.int64), updated.astype(np.float64)
         idf_max = float(np.log1p((n - 0.5) / 1.5))  # as SparseIndex.bm25_idf of df = 1
         bm25 = bm25_relevance(raw.astype(np.float64), idf_max)
@@ -633,17 +641,20 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         if updated_after is not None:
             keep = (updated >= updated_after) | (rel + wg >= 0.70)
             docs, score, rel, bm25, rec, rev, updated = (a[keep] for a in (docs, score, rel, bm25, rec, rev, updated))
-        pool = np.lexsort((docs, -score))[:max(limit, ngrams.POOL) if wg > 0 else limit]
+        order = np.lexsort((docs, -score))
+        pool = order[:max(limit if shown is None else shown, ngrams.POOL)] if wg > 0 else order[:limit]
         gram = np.zeros(pool.size)
         if wg > 0 and pool.size:
             df, rows = self.store.grams_sql(list(counts), docs[pool].tolist())
             keys, weights, qnorm = ngrams.query_weights(counts, normed, df, n)
             by_doc = {int(d): (g, f) for d, g, f in rows}
             gram = ngrams.cosine_of_rows(keys, weights, qnorm, [by_doc.get(int(d), ((), ())) for d in docs[pool]])
-        rows_, rel2, score2 = second_stage(docs[pool], score[pool], rel[pool], gram, updated[pool], updated_after,
-                                           cfg.model_copy(update={"ngram_weight": wg}), limit)
-        top = pool[rows_]
-        return Ranked(docs[top], score2[rows_], rel2[rows_], bm25[top], gram[rows_], rec[top], rev[top],
+        kept, rel2, score2 = second_stage(docs[pool], score[pool], rel[pool], gram, updated[pool], updated_after,
+                                          cfg.model_copy(update={"ngram_weight": wg}), limit)
+        rest = order[pool.size:limit]  # beyond the pool (a wide fallback list): the n-gram part is not computed
+        top = np.concatenate([pool[kept], rest])
+        return Ranked(docs[top], np.concatenate([score2[kept], score[rest]]), np.concatenate([rel2[kept], rel[rest]]),
+                      bm25[top], np.concatenate([gram[kept], np.zeros(rest.size)]), rec[top], rev[top],
                       np.zeros(top.size))
 
     @staticmethod
@@ -656,15 +667,14 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             if fact is None:  # removed by another process since we ranked it
                 continue
             near = 0 if rel_to is None else int(rel_to[i])
-            out.append(ScoredMemory(fact=fact, score=SearchScore(
+            out.append(m := ScoredMemory(fact=fact, score=SearchScore(
                 value=float(ranked.score[i]), relevance=float(ranked.relevance[i]), bm25=float(ranked.bm25[i]),
                 tfidf=float(ranked.tfidf[i]), recency=float(ranked.recency[i]), revision=float(ranked.revision[i]),
                 working_set=float(ranked.working_set[i]),
                 context=0.0 if ranked.context is None else float(ranked.context[i]),
                 learned=0.0 if ranked.learned is None else float(ranked.learned[i])),
-                matched={} if near else matched_fields(words, fact.content, fact.title, fact.tags, fact.project,
-                                                       fact.type),
                 related_to=near or None))
+            m._words = words
         return out
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:
@@ -689,7 +699,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             core_memories=len(self.core_memories()), sessions=st["sessions"], feedback_signals=signals,
             learning_phase=self.learning_status().phase,
             retrieval_mode="bm25_sql_fallback" if self.index is None else
-            ("full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"))
+            ("full_bm25_tfidf" if self.config.tfidf_on else "bm25_in_process"))
 
     def count(self, user_id: str | None = None) -> int:
         user = self.user_id if user_id is None else user_id

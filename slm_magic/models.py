@@ -116,12 +116,21 @@ class ScoredMemory(BaseModel):
 
     fact: Fact
     score: SearchScore
-    # Why it is here: the query's words it contains, by field ("content", "title", "tags",
-    # "project", "type"); empty for a related memory, which matched nothing itself and is
-    # shown only on request, after the matches, because it shares a session with match
-    # number `related_to` (1-based).
-    matched: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    # A related memory matched nothing itself: it is shown only on request, after the
+    # matches, because it shares a session with match number `related_to` (1-based).
     related_to: int | None = None
+    _words: dict = PrivateAttr(default_factory=dict)  # the query's term hashes -> its words
+
+    @property
+    def matched(self) -> dict[str, tuple[str, ...]]:
+        """Why it is here: the query's words it contains, by field ("content", "title", "tags",
+        "project", "type"); empty for a related memory. Worked out when asked for."""
+        if self.related_to is not None or not self._words:
+            return {}
+        from .records import matched_fields
+
+        f = self.fact
+        return matched_fields(self._words, f.content, f.title, f.tags, f.project, f.type)
 
     @property
     def reason(self) -> str:
@@ -164,8 +173,9 @@ class ScoredMemory(BaseModel):
         return self.score.working_set
 
 
-# full_bm25_tfidf: both channels ran in process; bm25_in_process: the context channel is
-# switched off by configuration (context_weight=0); bm25_sql_fallback: the index could not run.
+# full_bm25_tfidf: BM25 and a TF-IDF channel (n-grams, context) ran in process; bm25_in_process:
+# the TF-IDF channels are switched off by configuration (ngram_weight=0, context_weight=0);
+# bm25_sql_fallback: the index could not run (the file computes BM25 and the n-gram channel).
 RetrievalMode = Literal["full_bm25_tfidf", "bm25_in_process", "bm25_sql_fallback"]
 
 

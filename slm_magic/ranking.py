@@ -52,6 +52,11 @@ class RankingConfig(BaseModel):
     # The learning loop (phases 2 and 3): off, recalls rank by the default fusion whatever the signals.
     learning: bool = True
 
+    @property
+    def tfidf_on(self) -> bool:
+        """Whether a TF-IDF channel (n-grams or context) takes part: what retrieval_mode says."""
+        return self.ngram_weight > 0 or self.context_weight > 0
+
 
 @dataclass
 class Ranked:

@@ -475,8 +475,8 @@ class Store:
     def index_grams(self, docs: tuple[int, int]):
         """(doc_id, grams, gtfs) of the memories in a doc_id range, as an Arrow table."""
         with self.lock:
-            return self.con.execute("SELECT doc_id, grams, gtfs FROM memories WHERE doc_id BETWEEN ? AND ?",
-                                    list(docs)).to_arrow_table()
+            return self.con.sql("SELECT doc_id, grams, gtfs FROM memories WHERE doc_id BETWEEN ? AND ?",
+                                params=list(docs)).to_arrow_table()
 
     def grams_sql(self, grams: Sequence[int], doc_ids: Sequence[int]) -> tuple[dict[int, int], list[tuple]]:
         """For the n-gram channel without the index: the document frequency of the query's
@@ -580,7 +580,8 @@ class Store:
                  user_id: str, project: str | None) -> tuple[list[tuple[int, float, float, int]], int, set[int]]:
         """BM25 straight from the stored postings, for when the in-process index is unusable.
 
-        Returns every matching memory as (doc_id, raw bm25, updated_at epoch, revision_count),
+        Returns every matching memory as (doc_id, raw bm25, updated_at epoch, revision_count,
+        kind, type),
         the number of memories and the query terms some memory has, so the caller ranks them
         exactly as the in-process path does.
         """
@@ -607,19 +608,19 @@ class Store:
                 WITH q AS (SELECT unnest(?::BIGINT[]) AS term, unnest(?::DOUBLE[]) AS idf,
                                   unnest(?::INTEGER[]) AS qtf),
                      k AS (SELECT ?::DOUBLE AS k1, ?::DOUBLE AS b, ?::DOUBLE AS avgdl),
-                     p AS (SELECT doc_id, doc_len, epoch(updated_at) AS updated, revision_count,
+                     p AS (SELECT doc_id, doc_len, epoch(updated_at) AS updated, revision_count, kind, type,
                                   unnest(terms) AS term, unnest(tfs) AS tf
                            FROM memories WHERE {filters})
                 SELECT p.doc_id,
                        sum(q.qtf * q.idf * p.tf * (k.k1 + 1)
                            / (p.tf + k.k1 * (1 - k.b + k.b * p.doc_len / k.avgdl))) AS score,
-                       any_value(p.updated), any_value(p.revision_count)
+                       any_value(p.updated), any_value(p.revision_count), any_value(p.kind), any_value(p.type)
                 FROM p JOIN q USING (term), k
                 GROUP BY p.doc_id
                 """,
                 params,
             ).fetchall()
-        return [(int(d), float(s), float(u), int(r)) for d, s, u, r in rows], int(n), set(df)
+        return [(int(d), float(s), float(u), int(r), k, t) for d, s, u, r, k, t in rows], int(n), set(df)
 
     # --- sessions ---------------------------------------------------------------------------
     def _cached(self, key: tuple, compute):

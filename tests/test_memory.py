@@ -108,7 +108,7 @@ def test_sql_fallback_agrees_with_the_index(mem):
         fb = mem.recall(q)
         mem.index = index
         assert fb.degraded_mode and fb.retrieval_mode == "bm25_sql_fallback"
-        assert not full.degraded_mode and full.retrieval_mode == "bm25_in_process"
+        assert not full.degraded_mode and full.retrieval_mode == "full_bm25_tfidf"
         assert [r.fact_id for r in fb] == [r.fact_id for r in full]
         assert [r.score.value for r in fb] == pytest.approx([r.score.value for r in full])
 
