@@ -96,6 +96,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{lm[0]:.3f} / {lm[1]:.3f} / {lm[2]:.3f} |", flush=True)
     records.FIELD_WEIGHTS.clear()
     records.FIELD_WEIGHTS.update(default_weights)
+    docs, questions = nb.load()
+    by_id = {d["id"]: d for d in docs}
+    shown = nb.run_engine(docs, questions, sessions=False).shown
+    labelled = sum(not (nb.tokens(f"{s.text} {by_id[s.doc_id]['project']} {by_id[s.doc_id]['type']}")
+                        & nb.tokens(q["text"])) for q, row in zip(questions, shown) for s in row)
+    print(f"\nnotebook, default, no sessions: unrelated per question with a memory's project and type "
+          f"counted as its words: {labelled / len(questions):.2f}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0
