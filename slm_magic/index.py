@@ -401,7 +401,7 @@ class SparseIndex:
             all_t.append((qw * it) * (1.0 + np.log(f)))
         idf_max = float(self.bm25_idf(np.ones(1))[0])  # a term one memory has: the relevance scale
         known = {t for t, c in zip(terms, q_cols) if c >= 0 and self.df[c] > 0}
-        gq = ngrams.query_weights(*ngrams.query_vector(qgrams, known), self.grams.df, self.n_live, self.grams.cols)
+        gq = ngrams.query_weights(*ngrams.query_vector(qgrams, known), self.grams.df, self.n_live)
         if not all_d:
             return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms), idf_max=idf_max, grams=gq)
         d = np.concatenate(all_d).astype(np.intp)  # once, not inside each bincount
@@ -426,7 +426,7 @@ class ChannelScores:
     n_terms: int = 0
     idf_total: float = 0.0
     idf_max: float = 0.0   # BM25 idf of a term one memory has (see ranking.bm25_relevance)
-    grams: tuple = (np.empty(0, np.int64), np.empty(0), 0.0)  # the query's n-gram columns, weights, norm
+    grams: tuple = (np.empty(0, np.int64), np.empty(0), 0.0)  # the query's gram hashes, weights, norm
     words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
 
     def coverage(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -39,28 +39,19 @@ def query_vector(qgrams: Sequence[tuple[int, tuple[int, ...]]], known_terms) -> 
     return counts, normed
 
 
-def query_weights(counts: Counter, normed: set[int], df: dict[int, int] | np.ndarray, n: int,
-                  cols: dict[int, int] | None = None) -> tuple[np.ndarray, np.ndarray, float]:
-    """(gram keys that some memory has, their ltc weights, the query norm): keys are gram hashes,
-    or columns of `cols` when given; `df` is looked up by hash, or by column when `cols` is given."""
+def query_weights(counts: Counter, normed: set[int], df, n: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """(gram hashes that some memory has, their ltc weights, the query norm); `df` maps a gram
+    hash to its document frequency."""
     if not counts:
         return np.empty(0, np.int64), np.empty(0), 0.0
     grams = list(counts)
     c = np.fromiter(counts.values(), dtype=np.float64, count=len(grams))
-    if cols is None:
-        keys = np.asarray(grams, dtype=np.int64)
-        f = np.fromiter((df.get(g, 0) for g in grams), dtype=np.float64, count=len(grams))
-    else:
-        keys = np.fromiter((cols.get(g, -1) for g in grams), dtype=np.int64, count=len(grams))
-        f = np.where(keys >= 0, df[np.maximum(keys, 0)], 0).astype(np.float64)
+    keys = np.asarray(grams, dtype=np.int64)
+    f = np.fromiter((df.get(g, 0) for g in grams), dtype=np.float64, count=len(grams))
     has = f > 0
     w = (1.0 + np.log(c[has])) * smooth_idf(n, f[has])
     in_norm = np.fromiter((g in normed for g in grams), dtype=bool, count=len(grams))[has]
     return keys[has], w, float(np.sqrt(np.sum(w[in_norm] ** 2)))
-
-
-def doc_norm(gtfs: np.ndarray) -> float:
-    return float(np.sqrt(np.sum((1.0 + np.log(np.asarray(gtfs, dtype=np.float64))) ** 2)))
 
 
 def cosine_of_rows(keys: np.ndarray, weights: np.ndarray, qnorm: float,
@@ -83,18 +74,22 @@ def cosine_of_rows(keys: np.ndarray, weights: np.ndarray, qnorm: float,
 
 
 class GramStore:
-    """Each memory's gram vector, stored forward (memory -> grams) in growing flat buffers:
-    scoring a pool of memories reads their slices only, never a gram's postings."""
+    """Each memory's gram vector, stored forward (memory -> gram hashes) in growing flat buffers:
+    scoring a pool of memories reads their slices only, never a gram's postings. The document
+    frequency of each gram (for the query's idf) is a dict."""
 
     def __init__(self):
-        self.cols: dict[int, int] = {}
-        self.df = np.zeros(1024, dtype=np.int64)
+        self.df: dict[int, int] = {}
         self.start = np.zeros(1024, dtype=np.int64)
         self.stop = np.zeros(1024, dtype=np.int64)
         self.norm = np.zeros(1024, dtype=np.float64)
-        self.col_buf = np.zeros(4096, dtype=np.int32)
+        self.gram_buf = np.zeros(4096, dtype=np.int64)
         self.w_buf = np.zeros(4096, dtype=np.float32)   # 1 + ln(tf)
         self.used = 0
+
+    def set_vocabulary(self, grams: np.ndarray, df: np.ndarray) -> None:
+        """Whole-load path: every gram with its document frequency."""
+        self.df = dict(zip(np.asarray(grams).tolist(), np.asarray(df).tolist()))
 
     def _grow_docs(self, n: int) -> None:
         if n > self.start.size:
@@ -105,45 +100,34 @@ class GramStore:
                 new[: old.size] = old
                 setattr(self, name, new)
 
-    def set_vocabulary(self, grams: np.ndarray, df: np.ndarray) -> None:
-        """Whole-load path: every gram, sorted by hash, with its document frequency."""
-        self.vocab_sorted = np.asarray(grams, dtype=np.int64)
-        self.cols = dict(zip(self.vocab_sorted.tolist(), range(self.vocab_sorted.size)))
-        self.df = np.zeros(max(1024, 2 * self.vocab_sorted.size), dtype=np.int64)
-        self.df[: self.vocab_sorted.size] = df
-
     def add(self, p_doc: np.ndarray, p_gram: np.ndarray, p_tf: np.ndarray, doc_ids: np.ndarray,
             count_df: bool = True) -> None:
         """Add memories `doc_ids` with their (doc, gram, tf) triples (grouped by doc). Without
-        `count_df` (the whole load) the vocabulary and its frequencies are set already."""
+        `count_df` (the whole load) the frequencies are set already."""
         doc_ids = np.asarray(doc_ids, dtype=np.int64)
         if not doc_ids.size:
             return
         self._grow_docs(int(doc_ids.max()) + 1)
         p_doc = np.asarray(p_doc, dtype=np.int64)
+        p_gram = np.asarray(p_gram, dtype=np.int64)
         if p_doc.size > 1 and not (p_doc[1:] >= p_doc[:-1]).all():
             order = np.argsort(p_doc, kind="stable")
-            p_doc, p_gram, p_tf = p_doc[order], np.asarray(p_gram)[order], np.asarray(p_tf)[order]
-        if not count_df:
-            col = np.searchsorted(self.vocab_sorted, np.asarray(p_gram, dtype=np.int64))
-        else:
-            uniq, inverse = np.unique(np.asarray(p_gram, dtype=np.int64), return_inverse=True)
-            cols_of = self.cols
-            col = np.fromiter((cols_of.setdefault(g, len(cols_of)) for g in uniq.tolist()), dtype=np.int64,
-                              count=uniq.size)[inverse]
-            if len(cols_of) > self.df.size:
-                self.df = np.concatenate([self.df, np.zeros(max(len(cols_of), self.df.size), dtype=np.int64)])
-            self.df[: len(cols_of)] += np.bincount(col, minlength=len(cols_of))
-        m = col.size
-        if self.used + m > self.col_buf.size:
-            size = max(self.used + m, 2 * self.col_buf.size)
-            for name in ("col_buf", "w_buf"):
+            p_doc, p_gram, p_tf = p_doc[order], p_gram[order], np.asarray(p_tf)[order]
+        if count_df and p_gram.size:  # (a memory lists each of its grams once)
+            uniq, counts = np.unique(p_gram, return_counts=True)
+            df = self.df
+            for g, c in zip(uniq.tolist(), counts.tolist()):
+                df[g] = df.get(g, 0) + c
+        m = p_gram.size
+        if self.used + m > self.gram_buf.size:
+            size = max(self.used + m, 2 * self.gram_buf.size)
+            for name in ("gram_buf", "w_buf"):
                 old = getattr(self, name)
                 new = np.zeros(size, dtype=old.dtype)
                 new[: self.used] = old[: self.used]
                 setattr(self, name, new)
         w = (1.0 + np.log(np.asarray(p_tf, dtype=np.float64)))
-        self.col_buf[self.used: self.used + m] = col
+        self.gram_buf[self.used: self.used + m] = p_gram
         self.w_buf[self.used: self.used + m] = w
         doc_ids_sorted = np.sort(doc_ids)
         lo = int(doc_ids_sorted[0])
@@ -157,7 +141,9 @@ class GramStore:
 
     def remove(self, doc: int) -> None:
         if 0 <= doc < self.start.size and self.stop[doc] > self.start[doc]:
-            np.subtract.at(self.df, self.col_buf[self.start[doc]: self.stop[doc]], 1)
+            df = self.df
+            for g in self.gram_buf[self.start[doc]: self.stop[doc]].tolist():
+                df[g] -= 1
             self.start[doc] = self.stop[doc] = 0
 
     def cosine(self, docs: np.ndarray, keys: np.ndarray, weights: np.ndarray, qnorm: float) -> np.ndarray:
@@ -174,9 +160,9 @@ class GramStore:
             return out
         row = np.repeat(np.arange(docs.size), lens)
         idx = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens) + np.repeat(lo, lens)
-        cols = self.col_buf[idx]
-        pos = np.minimum(np.searchsorted(sk, cols), sk.size - 1)
-        hit = sk[pos] == cols
+        grams = self.gram_buf[idx]
+        pos = np.minimum(np.searchsorted(sk, grams), sk.size - 1)
+        hit = sk[pos] == grams
         dot = np.bincount(row[hit], weights=self.w_buf[idx[hit]] * sw[pos[hit]], minlength=docs.size)
         norm = self.norm[docs]
         ok = norm > 0
