@@ -13,7 +13,7 @@ import numpy as np
 
 from .errors import InvalidInput
 from .models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
-from .records import MAX_CONTENT_CHARS, Postings, indexed_text
+from .records import MAX_CONTENT_CHARS, Postings
 
 if TYPE_CHECKING:  # pragma: no cover
     from .memory import Memory
@@ -170,7 +170,8 @@ class Exchange:
         """The bulk path, keeping every field as exported."""
         import pyarrow as pa
 
-        post = Postings.of([indexed_text(r["content"], r["title"]) for r in rows])
+        post = Postings.of([r["content"] for r in rows], [r["title"] for r in rows], [r["tags"] for r in rows],
+                          [r["project"] for r in rows], [r["type"] for r in rows])
         columns = {c: [r[c] for r in rows] for c in EXPORT_COLUMNS}
         columns["tags"] = [list(t or []) for t in columns["tags"]]
         columns["project"] = [p or "" for p in columns["project"]]
@@ -179,7 +180,7 @@ class Exchange:
         columns["revision_count"] = np.asarray([r or 0 for r in columns["revision_count"]], dtype=np.int32)
         columns["is_core"] = [bool(x) for x in columns["is_core"]]
         columns["doc_len"] = post.doc_len
-        columns["terms"], columns["tfs"] = post.list_columns()
+        columns["terms"], columns["tfs"], columns["grams"], columns["gtfs"] = post.list_columns()
         self._flush_events()
         self.store.insert_many(columns)
         self._sync()

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import ngrams
+
 TAIL_SEAL_POSTINGS = 32_768       # seal the tail into a segment past this many postings
 MAX_MERGE_POSTINGS = 4_000_000    # segments this large are left alone (bounds a write's cost)
 
@@ -120,6 +122,7 @@ class SparseIndex:
         self.n_live = 0
         self.total_len = 0.0
         self.codes: dict[str, dict[str, int]] = {"user": {}, "project": {}}
+        self.grams = ngrams.GramStore()       # the n-gram channel's forward vectors
         # Arrays derived from the per-document ones, kept up to date document by document.
         self._rb: np.ndarray | None = None      # recency base
         self._rb_hl = 30.0
@@ -286,6 +289,7 @@ class SparseIndex:
                 self.total_len -= float(table.dl[d])
                 if cols_by_doc and d in cols_by_doc:
                     np.subtract.at(self.df, cols_by_doc[d], 1)
+                self.grams.remove(d)
                 self.unlink(d)
 
     def _seal_tail(self) -> None:
@@ -367,8 +371,10 @@ class SparseIndex:
             return parts_d[0], parts_f[0]
         return np.concatenate(parts_d), np.concatenate(parts_f)
 
-    def channel_scores(self, terms: Sequence[int], qtf: Sequence[int], query_len: int) -> "ChannelScores":
-        """Raw BM25 and TF-IDF dot products for every document sharing a term with the query."""
+    def channel_scores(self, terms: Sequence[int], qtf: Sequence[int], query_len: int,
+                       qgrams: Sequence[tuple[int, tuple[int, ...]]] = ()) -> "ChannelScores":
+        """Raw BM25 and TF-IDF dot products for every document sharing a term with the query,
+        and the query's n-gram vector (the channel scores a pool of matches later)."""
         n = self.docs.size
         k1, b = self.k1, self.b
         avgdl = self.avgdl
@@ -393,13 +399,16 @@ class SparseIndex:
             used_idf.append(ib)
             all_b.append((qf * ib * (k1 + 1)) * f / (f + K[d]))
             all_t.append((qw * it) * (1.0 + np.log(f)))
+        idf_max = float(self.bm25_idf(np.ones(1))[0])  # a term one memory has: the relevance scale
+        known = {t for t, c in zip(terms, q_cols) if c >= 0 and self.df[c] > 0}
+        gq = ngrams.query_weights(*ngrams.query_vector(qgrams, known), self.grams.df, self.n_live)
         if not all_d:
-            return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms))
+            return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms), idf_max=idf_max, grams=gq)
         d = np.concatenate(all_d).astype(np.intp)  # once, not inside each bincount
         bm = np.bincount(d, weights=np.concatenate(all_b), minlength=n + 1)
         dot = np.bincount(d, weights=np.concatenate(all_t), minlength=n + 1)
         return ChannelScores(bm, dot, ideal, q_norm, term_docs=all_d, term_idf=np.array(used_idf),
-                             n_terms=len(terms), idf_total=float(idf_b.sum()))
+                             n_terms=len(terms), idf_total=float(idf_b.sum()), idf_max=idf_max, grams=gq)
 
 
 @dataclass
@@ -416,6 +425,9 @@ class ChannelScores:
     term_idf: np.ndarray = field(default_factory=lambda: np.empty(0))
     n_terms: int = 0
     idf_total: float = 0.0
+    idf_max: float = 0.0   # BM25 idf of a term one memory has (see ranking.bm25_relevance)
+    grams: tuple = (np.empty(0, np.int64), np.empty(0), 0.0)  # the query's gram hashes, weights, norm
+    words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
 
     def coverage(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per document: the share of the query's terms it contains, plain and idf-weighted."""

@@ -58,6 +58,7 @@ class Learner:
     phase: int
     usage: Usage
     ranker: LinearRanker | None
+    facts: object = None  # the memory's rows (FactRows), for the field feature
 
     def rerank(self, ranked: "Ranked", cs: "ChannelScores", index, limit: int) -> "Ranked":
         """Add the learned part to the default fusion's candidates, re-order, keep `limit`."""
@@ -65,7 +66,7 @@ class Learner:
             return ranked
         sums, shown = self.usage.lookup(ranked.doc_ids)
         if self.ranker is not None:
-            learned = self.ranker.learned(feature_matrix(ranked, cs, index, sums, shown))
+            learned = self.ranker.learned(feature_matrix(ranked, cs, index, sums, shown, self.facts))
         else:
             learned = PRIOR_CAP * prior(sums)
         score = ranked.score + learned
@@ -197,7 +198,7 @@ class FeedbackSignals:
         if signals < PHASE_2_SIGNALS:
             return None
         ranker = self._ranker(user_id)[0] if signals >= PHASE_3_SIGNALS else None
-        return Learner(3 if ranker is not None else 2, Usage(*self.store.signal_sums(user_id)), ranker)
+        return Learner(3 if ranker is not None else 2, Usage(*self.store.signal_sums(user_id)), ranker, self.rows)
 
     def _ranker(self: "Memory", user_id: str) -> tuple[LinearRanker | None, str | None, str | None]:
         """(the stored model, its id, None) or (None, None, why there is none)."""
@@ -223,7 +224,8 @@ class FeedbackSignals:
         if signals < PHASE_3_SIGNALS:
             return
         row = self.store.latest_model(user_id, "ranker")
-        if row is not None and signals < max(row[2] + RETRAIN_MIN_NEW, RETRAIN_GROWTH * row[2]):
+        if (row is not None and signals < max(row[2] + RETRAIN_MIN_NEW, RETRAIN_GROWTH * row[2])
+                and self._ranker(user_id)[0] is not None):  # (a model this version cannot read: refit now)
             return
         failed_at = self._training_errors.get(user_id, (None, 0))[1]
         if failed_at and signals < failed_at + RETRAIN_MIN_NEW:
@@ -269,7 +271,7 @@ class FeedbackSignals:
             for doc, value in items:
                 own[doc] += value
             sums = sums - np.array([own.get(int(d), 0.0) for d in ranked.doc_ids])
-            feats = feature_matrix(ranked, cs, self.index, sums, shown)
+            feats = feature_matrix(ranked, cs, self.index, sums, shown, self.rows)
             row_of = {int(d): i for i, d in enumerate(ranked.doc_ids)}
             for doc, value in items:
                 if doc in row_of:

@@ -21,7 +21,9 @@ from .index import SparseIndex
 from .models import (MEMORY_TYPES, Fact, Provenance, RecallResult, Remembered, ScoredMemory, SearchScore, Skipped,
                      StatusReport)
 from .reranker import CANDIDATES
-from .ranking import Ranked, RankingConfig, WorkingSet, fuse, rank_index, recency, revision, search_score
+from . import ngrams
+from .ranking import (Ranked, RankingConfig, WorkingSet, bm25_relevance, fuse, rank_index, rank_related, recency,
+                      revision, search_score, second_stage)
 from .exchange import Exchange
 from .calibration import Calibrating, Judge
 from .learning import FeedbackSignals
@@ -29,7 +31,7 @@ from .observations import ObservationsAPI
 from .sessions import SessionLifecycle, is_synthetic_session
 from .temporal import temporal_terms
 from .rows import FactRows
-from .records import Postings, content_hash, indexed_text, to_utc_naive, validate
+from .records import Postings, content_hash, field_counts, field_grams, to_utc_naive, validate
 from .store import FACT_COLUMNS, Store, utcnow
 
 _KINDS = {"memory": 0, "summary_event": 1}
@@ -143,6 +145,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         if whole:  # a whole load: one bounded range of doc ids at a time, then the links
             vocab = store.vocabulary()
             index.set_vocabulary(vocab["term"], vocab["df"])
+            grams = store.gram_vocabulary()
+            index.grams.set_vocabulary(grams["gram"], grams["df"])
             lo, hi = store.doc_bounds()
             for start in range(lo, hi + 1, self.LOAD_CHUNK):
                 self._load_rows((start, start + self.LOAD_CHUNK - 1))
@@ -198,18 +202,29 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             terms, tfs = sub.column("terms").combine_chunks(), sub.column("tfs").combine_chunks()
             parents = pc.list_parent_indices(terms).to_numpy()
             p_doc = doc_ids[fresh][parents]
-            self._index_new(doc_ids[fresh], {k: v[fresh] for k, v in meta.items()}, p_doc,
+            grams, gtfs = sub.column("grams").combine_chunks(), sub.column("gtfs").combine_chunks()
+            new_meta = {k: v[fresh] for k, v in meta.items()}
+            new_meta.update(g_doc=doc_ids[fresh][pc.list_parent_indices(grams).to_numpy()],
+                            g_gram=pc.list_flatten(grams).to_numpy(), g_tf=pc.list_flatten(gtfs).to_numpy())
+            self._index_new(doc_ids[fresh], new_meta, p_doc,
                             pc.list_flatten(terms).to_numpy(), pc.list_flatten(tfs).to_numpy(), replaced=replaced)
         self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
         return int(meta["changed"].max())
 
     def _load_rows(self, docs: tuple[int, int]) -> None:
         """Whole load: one range of doc ids into a fresh index (the vocabulary is already set)."""
+        import pyarrow.compute as pc
+
         store = self.store
         meta = store.index_rows(0, docs)
         if not meta["doc_id"].size:
             return
         post = store.index_postings(0, None, docs)
+        grams = store.index_grams(docs)
+        g_list = grams.column("grams").combine_chunks()
+        meta.update(g_doc=grams.column("doc_id").to_numpy()[pc.list_parent_indices(g_list).to_numpy()],
+                    g_gram=pc.list_flatten(g_list).to_numpy(),
+                    g_tf=pc.list_flatten(grams.column("gtfs").combine_chunks()).to_numpy())
         self._index_new(meta["doc_id"].astype(np.int64), meta, post["doc_id"], post["term"], post["tf"], link=False)
         self.rows.add_table(store.fact_rows(0, docs))
 
@@ -239,6 +254,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
              "type": np.array([_TYPE_CODE.get(t, 0) for t in meta["type"]], dtype=np.int8)},
             count_df=link,
         )
+        if "g_gram" in meta:  # the n-gram channel's forward vectors
+            index.grams.add(meta["g_doc"], meta["g_gram"], meta["g_tf"], doc_ids, count_df=link)
         if not link:
             return
         last = self._session_last
@@ -303,11 +320,12 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                               code=code)],
                         now=self.now(), default_user=self.user_id)
         row = {k: v[0] for k, v in cols.items()}
-        counts = text.term_counts(indexed_text(row["content"], row["title"]))
+        counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
+        grams = field_grams(row["content"], row["title"], row["tags"])
         self._flush_events()
         row.update(fact_id=uuid.uuid4().hex[:16], content_hash=content_hash(row["content"]),
-                   revision_count=0, kind="memory", doc_len=sum(counts.values()),
-                   terms=list(counts.keys()), tfs=list(counts.values()))
+                   revision_count=0, kind="memory", doc_len=length,
+                   terms=list(counts.keys()), tfs=list(counts.values()), grams=list(grams), gtfs=list(grams.values()))
         self._refresh()
         doc_id, changed = self.store.insert_one(row)
         fact = Fact(**{k: row[k] for k in FACT_COLUMNS if k != "tags"}, tags=tuple(row["tags"]))
@@ -316,7 +334,9 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             np.array([doc_id], dtype=np.int64), np.array([changed]),
             {"doc_len": [row["doc_len"]], "updated": [_epoch(row["updated_at"])], "revision_count": [0],
              "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
-             "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]]},
+             "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]],
+             "g_doc": np.full(len(grams), doc_id), "g_gram": np.array(row["grams"], dtype=np.int64),
+             "g_tf": np.array(row["gtfs"], dtype=np.int64)},
             np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         sid = row["session_id"]
@@ -380,14 +400,14 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             columns["type"] = [type_override] * len(columns["content"])
         contents = columns["content"]
         n = len(contents)
-        post = Postings.of(list(map(indexed_text, contents, columns["title"])))
-        terms_col, tfs_col = post.list_columns()
+        post = Postings.of_columns(columns)
+        terms_col, tfs_col, grams_col, gtfs_col = post.list_columns()
         fact_ids = [uuid.uuid4().hex[:16] for _ in range(n)]
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns.update(
             fact_id=fact_ids, content_hash=list(map(content_hash, contents)),
             revision_count=np.zeros(n, dtype=np.int32), kind=[kind] * n,
-            doc_len=post.doc_len, terms=terms_col, tfs=tfs_col,
+            doc_len=post.doc_len, terms=terms_col, tfs=tfs_col, grams=grams_col, gtfs=gtfs_col,
         )
         self._refresh()
         self._flush_events()
@@ -399,7 +419,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         created = np.array(columns["created_at"], dtype="datetime64[us]").astype(np.int64) / 1e6
         meta = {"doc_len": columns["doc_len"], "updated": created, "revision_count": columns["revision_count"],
                 "user_id": columns["user_id"], "project": columns["project"], "is_core": columns["is_core"],
-                "kind": columns["kind"], "type": columns["type"], "session_id": columns["session_id"]}
+                "kind": columns["kind"], "type": columns["type"], "session_id": columns["session_id"],
+                "g_doc": np.repeat(doc_ids, post.glengths), "g_gram": post.grams, "g_tf": post.gtfs}
         table = pa.table({"doc_id": doc_ids, **{name: columns[name] for name in FACT_COLUMNS}})
         self._after_write(doc_ids, changed, meta, np.repeat(doc_ids, post.lengths), post.terms, post.tfs,
                           rows_table=table)
@@ -419,12 +440,14 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                           "tags": list(current.tags) if tags is None else tags,
                           "project": current.project if project is None else project}],
                         now=now, default_user=current.user_id)
-        counts = text.term_counts(indexed_text(cols["content"][0], cols["title"][0]))
+        row = {k: v[0] for k, v in cols.items()}
+        counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
+        grams = field_grams(row["content"], row["title"], row["tags"])
         self.store.revise(fact_id, {
-            "content": cols["content"][0], "content_hash": content_hash(cols["content"][0]),
-            "title": cols["title"][0], "type": cols["type"][0], "tags": cols["tags"][0],
-            "project": cols["project"][0], "terms": list(counts.keys()),
-            "tfs": list(counts.values()), "doc_len": sum(counts.values()), "updated_at": now})
+            "content": row["content"], "content_hash": content_hash(row["content"]),
+            "title": row["title"], "type": row["type"], "tags": row["tags"], "project": row["project"],
+            "terms": list(counts.keys()), "tfs": list(counts.values()), "doc_len": length,
+            "grams": list(grams), "gtfs": list(grams.values()), "updated_at": now})
         self._sync()
         self._implicit_after_showing(fact_id, "revised", current.user_id)
         return self.get(fact_id, user_id=current.user_id)
@@ -488,7 +511,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
     # --- reads ------------------------------------------------------------------------------
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10,
                project: str | None = None, user_id: str | None = None, max_age_days: int | None = None,
-               kind: str | None = "auto", type: str | None = None) -> RecallResult:
+               kind: str | None = "auto", type: str | None = None, related: bool = False) -> RecallResult:
         """The memories that best answer `query`, best first, each with its score's parts.
 
         With a session id (not a synthetic one), what the session's earlier recalls showed is
@@ -498,6 +521,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         session summaries only to a query about days or sessions ("what did I do last Tuesday",
         "session slm-…"), where they answer, and keeps them from crowding out the memories they
         repeat everywhere else. `type` keeps one memory type ("decision", …, "summary").
+        Only memories that match the query themselves come back; with `related`, the session
+        neighbours of those matches follow them, each saying which match it sits beside.
         """
         started = time.perf_counter()
         if not isinstance(query, str):
@@ -519,9 +544,10 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         now_dt = self.now()
         updated_after = _epoch(now_dt) - max_age_days * 86_400 if max_age_days else None
         terms, qtf, qlen, kind = self._analyse_query(query, now_dt, kind)
+        words = text.term_words(query)
         now = _epoch(now_dt)
         tracked = bool(session_id) and not is_synthetic_session(session_id) and not self.session_is_closed(session_id)
-        mode = "full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"
+        mode = "full_bm25_tfidf" if self.config.tfidf_on else "bm25_in_process"
         degraded, reason = False, None
         ranked: Ranked | None = None
         if self.index is not None:
@@ -532,7 +558,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                 user_code = index.lookup_code("user", user)
                 project_code = None if project is None else index.lookup_code("project", project)
                 if terms and user_code >= 0 and (project_code is None or project_code >= 0):
-                    cs = index.channel_scores(terms, qtf, qlen)
+                    cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
+                    cs.words = words
                     ws = WorkingSet(self._working_set(session_id), self.config) if tracked else None
                     learner = self._learner(user) if limit > 0 else None
                     ranked = rank_index(index, cs, self.config, now=now, user=user_code,
@@ -542,7 +569,11 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                                         type_code=None if type is None else _TYPE_CODE[type])
                     if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
                         ranked = learner.rerank(ranked, cs, index, limit)
-                memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()))
+                    if related:
+                        ranked = ranked.then_related(*rank_related(
+                            index, ranked.doc_ids, self.config, now=now, user=user_code, project=project_code,
+                            limit=limit, updated_after=updated_after))
+                memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()), words)
             except INDEX_FAILURES as exc:  # degrade to SQL rather than fail the user
                 self.index = None
                 self.index_error = f"in-process index failed ({builtins.type(exc).__name__}: {exc})"
@@ -550,9 +581,10 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         if ranked is None:
             mode, degraded, reason = "bm25_sql_fallback", True, self.index_error
             wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
-            ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide)
+            ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide,
+                                    qgrams=text.query_grams(query), kind=kind, type=type, shown=limit)
             facts = {d: _fact(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
-            wide_memories = [m for m in self._materialise(ranked, facts)
+            wide_memories = [m for m in self._materialise(ranked, facts, words)
                              if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
             older = [m for m in wide_memories
                      if updated_after is not None and _epoch(m.fact.updated_at) < updated_after]
@@ -603,7 +635,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         project_code = None if project is None else index.lookup_code("project", project)
         if not terms or user_code < 0 or (project_code is not None and project_code < 0):
             return Ranked.empty(), None
-        cs = index.channel_scores(terms, qtf, qlen)
+        cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
+        cs.words = text.term_words(query)
         return rank_index(index, cs, self.config, now=_epoch(now_dt), user=user_code, project=project_code, limit=k,
                           kind=None if kind is None else _KINDS[kind]), cs
 
@@ -640,46 +673,70 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             events, self._pending_events = self._pending_events, []
             self.store.record_recalls(events)
 
-    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit) -> Ranked:
-        """BM25 only, computed by DuckDB from the stored postings."""
+    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, qgrams=(), updated_after=None,
+                  kind=None, type=None, shown=None) -> Ranked:
+        """The in-process ranking, computed from the file: the same fields, filters, relevance,
+        n-gram channel (on the same pool: the best `shown` or POOL), recency, revision and age
+        gate (the context channel is skipped)."""
         if not terms or limit <= 0:
             return Ranked.empty()
         cfg = self.config
-        pool = max(limit * 5, 50)
-        hits, idf, avgdl = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, pool, user, project)
+        hits, n, known = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project)
         if not hits:
             return Ranked.empty()
-        q = np.asarray(qtf, dtype=np.float64)
-        idf_a = np.array([idf[t] for t in terms])
-        ideal = float(np.sum(q * idf_a * q * (cfg.k1 + 1) / (q + cfg.k1 * (1 - cfg.b + cfg.b * qlen / avgdl))))
-        docs = np.array([d for d, _ in hits], dtype=np.int64)
-        with self.store.lock:
-            meta = dict(
-                (int(d), (u, r)) for d, u, r in self.store.con.execute(
-                    "SELECT doc_id, epoch(updated_at), revision_count FROM memories "
-                    "WHERE doc_id IN (SELECT unnest(?::BIGINT[]))", [docs.tolist()]).fetchall())
-        bm25 = np.minimum(1.0, np.array([s for _, s in hits]) / ideal) if ideal > 0 else np.zeros(docs.size)
+        if kind is not None or type is not None:
+            hits = [h for h in hits if (kind is None or h[4] == kind) and (type is None or h[5] == type)]
+            if not hits:
+                return Ranked.empty()
+        docs, raw, updated, revs = (np.array(c) for c in list(zip(*hits))[:4])
+        docs, updated = docs.astype(np.int64), updated.astype(np.float64)
+        idf_max = float(np.log1p((n - 0.5) / 1.5))  # as SparseIndex.bm25_idf of df = 1
+        bm25 = bm25_relevance(raw.astype(np.float64), idf_max)
         ctx = np.zeros(docs.size)
         rel = fuse(bm25, ctx, cfg)
-        rec = recency(np.array([meta[d][0] for d in docs.tolist()], dtype=np.float64), now, cfg.recency_half_life_days)
-        rev = revision(np.array([meta[d][1] for d in docs.tolist()], dtype=np.float64), cfg.revision_cap)
+        rec = recency(updated, now, cfg.recency_half_life_days)
+        rev = revision(revs.astype(np.float64), cfg.revision_cap)
         score = search_score(rel, rec, rev, cfg)
-        order = np.lexsort((docs, -score))[:limit]
-        return Ranked(docs[order], score[order], rel[order], bm25[order], ctx[order], rec[order], rev[order],
-                      np.zeros(order.size))
+        # the same pool as in process: the best by everything but the n-gram channel
+        counts, normed = ngrams.query_vector(qgrams, known)
+        wg = cfg.ngram_weight if counts else 0.0
+        if updated_after is not None:
+            keep = (updated >= updated_after) | (rel + wg >= 0.70)
+            docs, score, rel, bm25, rec, rev, updated = (a[keep] for a in (docs, score, rel, bm25, rec, rev, updated))
+        order = np.lexsort((docs, -score))
+        pool = order[:max(limit if shown is None else shown, ngrams.POOL)] if wg > 0 else order[:limit]
+        gram = np.zeros(pool.size)
+        if wg > 0 and pool.size:
+            df, rows = self.store.grams_sql(list(counts), docs[pool].tolist())
+            keys, weights, qnorm = ngrams.query_weights(counts, normed, df, n)
+            by_doc = {int(d): (g, f) for d, g, f in rows}
+            gram = ngrams.cosine_of_rows(keys, weights, qnorm, [by_doc.get(int(d), ((), ())) for d in docs[pool]])
+        kept, rel2, score2 = second_stage(docs[pool], score[pool], rel[pool], gram, updated[pool], updated_after,
+                                          cfg.model_copy(update={"ngram_weight": wg}), limit)
+        rest = order[pool.size:limit]  # beyond the pool (a wide fallback list): the n-gram part is not computed
+        top = np.concatenate([pool[kept], rest])
+        return Ranked(docs[top], np.concatenate([score2[kept], score[rest]]), np.concatenate([rel2[kept], rel[rest]]),
+                      bm25[top], np.concatenate([gram[kept], np.zeros(rest.size)]), rec[top], rev[top],
+                      np.zeros(top.size))
 
     @staticmethod
-    def _materialise(ranked: Ranked, facts: Mapping[int, Fact]) -> list[ScoredMemory]:
+    def _materialise(ranked: Ranked, facts: Mapping[int, Fact], words: Mapping[int, str]) -> list[ScoredMemory]:
+        """Scored memories of ranked rows, each with the query words it matched, by field."""
         out = []
+        rel_to = ranked.related_to
         for i, d in enumerate(ranked.doc_ids.tolist()):
             fact = facts.get(d)
             if fact is None:  # removed by another process since we ranked it
                 continue
-            out.append(ScoredMemory(fact=fact, score=SearchScore(
+            near = 0 if rel_to is None else int(rel_to[i])
+            out.append(m := ScoredMemory(fact=fact, score=SearchScore(
                 value=float(ranked.score[i]), relevance=float(ranked.relevance[i]), bm25=float(ranked.bm25[i]),
                 tfidf=float(ranked.tfidf[i]), recency=float(ranked.recency[i]), revision=float(ranked.revision[i]),
                 working_set=float(ranked.working_set[i]),
-                learned=0.0 if ranked.learned is None else float(ranked.learned[i]))))
+                context=0.0 if ranked.context is None else float(ranked.context[i]),
+                learned=0.0 if ranked.learned is None else float(ranked.learned[i])),
+                related_to=near or None))
+            m._words = words
         return out
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:
@@ -739,7 +796,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             core_memories=len(self.core_memories()), sessions=st["sessions"], feedback_signals=signals,
             learning_phase=self.learning_status().phase,
             retrieval_mode="bm25_sql_fallback" if self.index is None else
-            ("full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"))
+            ("full_bm25_tfidf" if self.config.tfidf_on else "bm25_in_process"))
 
     def count(self, user_id: str | None = None) -> int:
         user = self.user_id if user_id is None else user_id

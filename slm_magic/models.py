@@ -214,7 +214,8 @@ SEARCH_WEIGHTS: tuple[float, float, float] = (0.60, 0.25, 0.15)
 class SearchScore(BaseModel):
     """SearchScore = 0.60·relevance + 0.25·recency + 0.15·revision, with its parts.
 
-    `bm25` and `tfidf` are the two channels that make up `relevance`; all values are in [0, 1].
+    `bm25` and `tfidf` (the character n-gram channel) make up `relevance`, with `context` (the
+    session context channel, 0 unless switched on); all values are in [0, 1].
     Not comparable with ContextScore: a different formula on a different scale.
     """
 
@@ -227,6 +228,7 @@ class SearchScore(BaseModel):
     recency: float
     revision: float
     working_set: float = 0.0  # the session boost (capped), added on top; 0 outside a session
+    context: float = 0.0      # the context channel's part of relevance (off by default)
     learned: float = 0.0      # from the learning loop (phase 2 prior or phase 3 model), either sign
 
     def contributions(self) -> dict[str, float]:
@@ -244,6 +246,28 @@ class ScoredMemory(BaseModel):
 
     fact: Fact
     score: SearchScore
+    # A related memory matched nothing itself: it is shown only on request, after the
+    # matches, because it shares a session with match number `related_to` (1-based).
+    related_to: int | None = None
+    _words: dict = PrivateAttr(default_factory=dict)  # the query's term hashes -> its words
+
+    @property
+    def matched(self) -> dict[str, tuple[str, ...]]:
+        """Why it is here: the query's words it contains, by field ("content", "title", "tags",
+        "project", "type"); empty for a related memory. Worked out when asked for."""
+        if self.related_to is not None or not self._words:
+            return {}
+        from .records import matched_fields
+
+        f = self.fact
+        return matched_fields(self._words, f.content, f.title, f.tags, f.project, f.type)
+
+    @property
+    def reason(self) -> str:
+        """One line on why it was returned: the matched words by field, or its relation."""
+        if self.related_to is not None:
+            return f"same session as #{self.related_to}"
+        return "; ".join(f"{field}: {', '.join(words)}" for field, words in self.matched.items())
 
     # The parts by name, so `m.bm25` reads like the breakdown it is.
     @property
@@ -279,8 +303,9 @@ class ScoredMemory(BaseModel):
         return self.score.working_set
 
 
-# full_bm25_tfidf: both channels ran in process; bm25_in_process: the context channel is
-# switched off by configuration (context_weight=0); bm25_sql_fallback: the index could not run.
+# full_bm25_tfidf: BM25 and a TF-IDF channel (n-grams, context) ran in process; bm25_in_process:
+# the TF-IDF channels are switched off by configuration (ngram_weight=0, context_weight=0);
+# bm25_sql_fallback: the index could not run (the file computes BM25 and the n-gram channel).
 RetrievalMode = Literal["full_bm25_tfidf", "bm25_in_process", "bm25_sql_fallback"]
 
 

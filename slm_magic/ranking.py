@@ -1,16 +1,18 @@
-"""From channel scores to ranked memories: normalise, fuse, add recency and revision.
+"""From channel scores to ranked memories: relevance, recency and revision, the age gate.
 
-Two channels, each seeing something the other cannot:
-- BM25 on the memory's own words: precise, but blind to what the memory was about.
-- TF-IDF cosine on the memory's *context*: the best match among its session neighbours
-  (one step away at full weight, two steps at `context_decay`). A finding is often phrased
-  in the words of the cell or turn before it; this channel recovers that, and adds nothing
-  for a memory with no session, so ranking there is plain BM25.
+A memory is returned only if it matches the query itself: BM25 over all its fields (content,
+title, tags, project, type; records.FIELD_WEIGHTS) finds a query term in it. Relevance is
+absolute and means the same in every store and for every query: 1 − 2^(−bm25/idf_max), each
+fully matched rare term halving the distance to 1 (`bm25_relevance`). So a query word no memory
+contains changes nothing, a word a memory contains can only raise its relevance, and the 0.70
+age gate means "about two rare words matched".
 
-Both are absolute, in [0, 1]: BM25 is divided by the score of the query as a document of
-itself (an ideal match), the cosine is bounded by construction. They are fused as a noisy-or,
-relevance = 1 - (1 - bm25)(1 - context_weight · tfidf), so a memory matching nothing scores 0,
-a memory that is the query scores 1, and the context can only raise a score, never lower it.
+The context channel (off by default, `context_weight`): the TF-IDF cosine of a match's session
+neighbours that match too (one step away at full weight, two at `context_decay`), fused as a
+noisy-or, relevance = 1 − (1 − bm25)(1 − context_weight · context). It re-orders matches and
+never admits a memory; what shares a session with a match comes only on request, after the
+matches (`rank_related`). It lifts LoCoMo, where the answer is the turn after the question, and
+lowers LongMemEval and notebooks, so it is not on by default (RESULTS.md, section 9).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import ngrams
 from .index import ChannelScores, SparseIndex
 from .models import SEARCH_WEIGHTS
 
@@ -32,9 +35,11 @@ class RankingConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     k1: float = Field(1.2, gt=0)
-    b: float = Field(0.75, ge=0, le=1)
-    context_weight: float = Field(0.6, ge=0, le=1)
+    b: float = Field(0.8, ge=0, le=1)  # memories vary in length more than most collections (RESULTS.md 7)
+    context_weight: float = Field(0.0, ge=0, le=1)  # off: it helps LoCoMo, hurts LongMemEval (RESULTS.md 7)
     context_decay: float = Field(0.5, ge=0, le=1)
+    # The n-gram channel's weight in the noisy-or with the BM25 part (of the pool it re-orders).
+    ngram_weight: float = Field(0.7, ge=0, le=1)
     recency_half_life_days: float = Field(30.0, gt=0)
     revision_cap: int = Field(10, gt=0)
     w_relevance: float = SEARCH_WEIGHTS[0]
@@ -46,6 +51,11 @@ class RankingConfig(BaseModel):
     working_set_cap: float = Field(0.09, ge=0, le=0.2)
     # The learning loop (phases 2 and 3): off, recalls rank by the default fusion whatever the signals.
     learning: bool = True
+
+    @property
+    def tfidf_on(self) -> bool:
+        """Whether a TF-IDF channel (n-grams or context) takes part: what retrieval_mode says."""
+        return self.ngram_weight > 0 or self.context_weight > 0
 
 
 @dataclass
@@ -62,12 +72,26 @@ class Ranked:
     working_set: np.ndarray
     older_matches: int = 0  # with an age gate: matching memories older than it (shown only if relevant)
     learned: np.ndarray | None = None  # the learning loop's part, already inside `score`
+    related_to: np.ndarray | None = None  # per row: 0 for a match, else the rank of the match it is beside
+    context: np.ndarray | None = None     # the context channel's part (in `relevance`), when it is on
 
     def take(self, order: np.ndarray, *, score: np.ndarray, learned: np.ndarray) -> "Ranked":
         """The rows `order` picks, with new scores and their learned parts."""
         return Ranked(self.doc_ids[order], score, self.relevance[order], self.bm25[order], self.tfidf[order],
                       self.recency[order], self.revision[order], self.working_set[order],
-                      older_matches=self.older_matches, learned=learned)
+                      older_matches=self.older_matches, learned=learned,
+                      context=None if self.context is None else self.context[order])
+
+    def then_related(self, near: "Ranked", of: np.ndarray) -> "Ranked":
+        """These matches followed by related memories `near` (beside matches `of`)."""
+        if not near.doc_ids.size:
+            return self
+        cat = [np.concatenate([getattr(self, f), getattr(near, f)]) for f in
+               ("doc_ids", "score", "relevance", "bm25", "tfidf", "recency", "revision", "working_set")]
+        learned = None if self.learned is None else np.concatenate([self.learned, np.zeros(near.doc_ids.size)])
+        context = None if self.context is None else np.concatenate([self.context, np.zeros(near.doc_ids.size)])
+        return Ranked(*cat, older_matches=self.older_matches, learned=learned, context=context,
+                      related_to=np.concatenate([np.zeros(self.doc_ids.size, np.int64), of]))
 
     @classmethod
     def empty(cls) -> "Ranked":
@@ -117,8 +141,8 @@ AGE_GATE_RELEVANCE = 0.70
 def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
                project: int | None, limit: int, working_set: WorkingSet | None = None,
                updated_after: float | None = None, kind: int | None = None, type_code: int | None = None) -> Ranked:
-    """Rank the live memories of one user (and project) that the query or their context match;
-    with an age gate, also count the matching memories older than it (for the user to see)."""
+    """Rank the live memories of one user (and project) that match the query; with an age
+    gate, also count the matching memories older than it (for the user to see)."""
     ranked = _rank_index(index, cs, cfg, now=now, user=user, project=project, limit=limit,
                          working_set=working_set, updated_after=updated_after, kind=kind, type_code=type_code)
     if updated_after is not None and cs.bm25 is not None:
@@ -126,6 +150,34 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
         own = _eligible(t, np.flatnonzero(cs.bm25[: t.size] != 0), user, project, kind, type_code)
         ranked.older_matches = int(np.count_nonzero(t.updated[own] < updated_after))
     return ranked
+
+
+def rank_related(index: SparseIndex, matches: np.ndarray, cfg: RankingConfig, *, now: float, user: int,
+            project: int | None, limit: int, updated_after: float | None = None) -> tuple[Ranked, np.ndarray]:
+    """Memories the user asked for beside the matches: the session neighbours (the one
+    before, then the one after) of each match in rank order, none of them a match, at most
+    `limit`. They matched nothing: relevance 0, scored by recency and revision only. Returns
+    them and, for each, the 1-based rank of the match it sits beside."""
+    t = index.docs
+    if not matches.size or limit <= 0:
+        return Ranked.empty(), np.empty(0, np.int64)
+    seen = set(matches.tolist())
+    docs, of = [], []
+    for rank, d in enumerate(matches.tolist(), start=1):
+        for n in (int(t.prev[d]), int(t.next[d])):
+            if n >= 0 and n not in seen:
+                seen.add(n)
+                docs.append(n)
+                of.append(rank)
+    c = np.array(docs, dtype=np.int64)
+    keep = np.isin(c, _eligible(t, c, user, project, 0, None))
+    if updated_after is not None:  # the age gate: relevance 0 never passes it
+        keep &= t.updated[c] >= updated_after
+    c, of = c[keep][:limit], np.array(of, dtype=np.int64)[keep][:limit]
+    rec = np.minimum(1.0, index.recency_base[c] * index.recency_scale(now, cfg.recency_half_life_days))
+    rev = np.minimum(t.revision[c], cfg.revision_cap) * (1.0 / cfg.revision_cap)
+    z = np.zeros(c.size)
+    return Ranked(c, search_score(z, rec, rev, cfg), z, z, z, rec, rev, z), of
 
 
 def _eligible(t, c: np.ndarray, user: int | None, project: int | None, kind: int | None,
@@ -143,15 +195,26 @@ def _eligible(t, c: np.ndarray, user: int | None, project: int | None, kind: int
     return c[keep]
 
 
+def bm25_relevance(raw: np.ndarray, idf_max: float) -> np.ndarray:
+    """Raw BM25 as an absolute relevance in [0, 1): 1 − 2^(−raw / idf_max).
+
+    idf_max is the idf of a term only one memory has: each query term a memory matches
+    fully, once, at average length, halves its distance to 1. It depends on the memory and
+    the store, never on the query: a query word no memory contains adds 0 to the raw score and
+    changes nothing, a word the memory contains can only raise it.
+    """
+    return -np.expm1(-np.log(2.0) * raw / idf_max) if idf_max > 0 else np.zeros_like(raw)
+
+
 def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
                 project: int | None, limit: int, working_set: WorkingSet | None = None,
                 updated_after: float | None = None, kind: int | None = None, type_code: int | None = None) -> Ranked:
-    """Rank the live memories of one user (and project) that the query or their context match.
+    """Rank the live memories of one user (and project) that match the query themselves.
 
-    Exact, with safe pruning: the full score of a few promising memories gives a bar θ that
-    the k-th result must clear; a memory whose score cannot reach θ even with the best
-    context and the best recency of the store is never scored, and only matches whose cosine
-    could lift a neighbour over θ have their session neighbours considered.
+    The context (the best cosine among a match's session neighbours that match too) re-orders
+    matches; it never admits a memory. Exact, with safe pruning: the full score of a few
+    promising matches gives a bar θ the k-th result must clear; a match whose score cannot
+    reach θ even with the best context and recency of the store is never scored in full.
     """
     if cs.bm25 is None or limit <= 0:
         return Ranked.empty()
@@ -162,22 +225,22 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     if not own.size:
         return Ranked.empty()
     w, wr = cfg.context_weight, cfg.w_relevance
-    inv_ideal = 1.0 / cs.ideal_bm25 if cs.ideal_bm25 > 0 else 0.0
+    wg = cfg.ngram_weight if cs.grams[0].size else 0.0
     prev, nxt = t.prev, t.next
     rbase = index.recency_base
     rscale = index.recency_scale(now, cfg.recency_half_life_days)
-    # Cosine of each matching memory's own tf-idf vector; dead ones and the sentinel stay 0.
-    cos_own = np.minimum(1.0, dot[own] / np.maximum(t.norm[own] * cs.query_norm, 1e-12))
-    cos_own[~t.alive[own]] = 0.0
-    cos = np.zeros(t.capacity + 1)
-    cos[own] = cos_own
+    cos = None
+    cmax = 0.0
+    if w > 0:  # cosine of each match's own tf-idf vector; dead ones and the sentinel stay 0
+        cos_own = np.minimum(1.0, dot[own] / np.maximum(t.norm[own] * cs.query_norm, 1e-12))
+        cos_own[~t.alive[own]] = 0.0
+        cos = np.zeros(t.capacity + 1)
+        cos[own] = cos_own
+        cmax = float(cos_own.max())
     only_user = user if len(index.codes["user"]) > 1 else None  # (one user: no need to compare)
 
-    def valid(c: np.ndarray) -> np.ndarray:
-        return _eligible(t, c, only_user, project, kind, type_code)
-
     def exact(c: np.ndarray):
-        bm25 = np.minimum(1.0, bm[c] * inv_ideal)
+        bm25 = bm25_relevance(bm[c], cs.idf_max)
         if w > 0:
             p1, n1 = prev[c], nxt[c]
             ctx = np.maximum(np.maximum(cos[p1], cos[n1]),
@@ -189,57 +252,32 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
         rev = np.minimum(t.revision[c], cfg.revision_cap) * (1.0 / cfg.revision_cap)
         ws = working_set.lookup(c) if working_set is not None else np.zeros(c.size)
         score = wr * rel + cfg.w_recency * rec + cfg.w_revision * rev + ws
-        if updated_after is not None:  # the age gate: old memories stay only if highly relevant
-            score[(t.updated[c] < updated_after) & (rel < AGE_GATE_RELEVANCE)] = -np.inf
+        if updated_after is not None:  # the age gate (read again after the n-gram part is in)
+            score[(t.updated[c] < updated_after) & (rel + wg < AGE_GATE_RELEVANCE)] = -np.inf
         return score, rel, bm25, ctx, rec, rev, ws
 
-    k = limit
+    wg = cfg.ngram_weight if cs.grams[0].size else 0.0
+    k = max(limit, ngrams.POOL) if wg > 0 else limit  # the pool the n-gram channel re-orders
     probe_n = 4 * k + 64
-    cand = None
+    cand = own
     if own.size > 4 * probe_n:
         # An upper bound of each match's score: its own BM25 and recency/revision, with the
         # best context any match could give. The k-th best full score among the most
         # promising is a bar θ; only what can still clear it is scored in full.
-        bm25_own = np.minimum(1.0, bm[own] * inv_ideal)
+        bm25_own = bm25_relevance(bm[own], cs.idf_max)
         static_own = (cfg.w_recency * np.minimum(1.0, rbase[own] * rscale)
                       + cfg.w_revision * (np.minimum(t.revision[own], cfg.revision_cap) / cfg.revision_cap))
-        cmax = float(cos_own.max())
         ws_max = working_set.max if working_set is not None else 0.0
         rel_bound = 1.0 - (1.0 - bm25_own) * (1.0 - w * cmax)
         bound = wr * rel_bound + static_own + ws_max
         if updated_after is not None:  # old and unable to reach the gate's relevance: out
-            bound[(t.updated[own] < updated_after) & (rel_bound < AGE_GATE_RELEVANCE)] = -np.inf
-        probe = valid(own[np.argpartition(-bound, probe_n - 1)[:probe_n]])
+            bound[(t.updated[own] < updated_after) & (rel_bound + wg < AGE_GATE_RELEVANCE)] = -np.inf
+        probe = _eligible(t, own[np.argpartition(-bound, probe_n - 1)[:probe_n]], only_user, project, kind,
+                          type_code)
         if probe.size >= k:
             theta = np.partition(exact(probe)[0], probe.size - k)[probe.size - k] - 1e-12
             cand = own[bound >= theta]
-            if w > 0 and (updated_after is None or w * cmax >= AGE_GATE_RELEVANCE
-                          or t.updated[: t.size].max() >= updated_after):
-                # A memory matched only through context scores <= wr·w·cos(neighbour) + best_static.
-                lift = own[cos_own * (wr * w) + index.best_static(cfg, rscale) + ws_max >= theta]
-                if lift.size:
-                    p1, n1 = prev[lift], nxt[lift]
-                    near = np.concatenate([cand, p1, n1, prev[p1], nxt[n1]])
-                    cand = np.sort(near[near >= 0])
-                    cand = cand[np.concatenate(([True], cand[1:] != cand[:-1]))]
-            cand = valid(cand)
-    if cand is None:
-        cand = own
-        if w > 0:
-            mark = np.zeros(t.capacity + 1, dtype=bool)
-            p1, n1 = prev[own], nxt[own]
-            mark[own] = True
-            mark[p1] = True
-            mark[n1] = True
-            mark[prev[p1]] = True
-            mark[nxt[n1]] = True
-            mark[-1] = False
-            cand = np.flatnonzero(mark)
-        cand = valid(cand)
-        if updated_after is not None and cand.size:
-            cmax = float(cos_own.max())
-            rel_bound = 1.0 - (1.0 - np.minimum(1.0, bm[cand] * inv_ideal)) * (1.0 - w * cmax)
-            cand = cand[(t.updated[cand] >= updated_after) | (rel_bound >= AGE_GATE_RELEVANCE)]
+    cand = _eligible(t, cand, only_user, project, kind, type_code)
     if not cand.size:
         return Ranked.empty()
     score, rel, bm25, ctx, rec, rev, ws = exact(cand)
@@ -255,4 +293,22 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     else:
         top = np.arange(cand.size)
     top = top[np.lexsort((cand[top], -score[top]))][:k]
-    return Ranked(cand[top], score[top], rel[top], bm25[top], ctx[top], rec[top], rev[top], ws[top])
+    gram = index.grams.cosine(cand[top], *cs.grams) if wg > 0 else np.zeros(top.size)
+    rows, rel2, score2 = second_stage(cand[top], score[top], rel[top], gram, t.updated[cand[top]], updated_after,
+                                      cfg if wg > 0 else cfg.model_copy(update={"ngram_weight": 0.0}), limit)
+    top = top[rows]
+    return Ranked(cand[top], score2[rows], rel2[rows], bm25[top], gram[rows], rec[top], rev[top], ws[top],
+                  context=ctx[top])
+
+
+def second_stage(docs: np.ndarray, score: np.ndarray, rel: np.ndarray, gram: np.ndarray, updated: np.ndarray,
+                 updated_after: float | None, cfg: RankingConfig, limit: int):
+    """The pool's n-gram part fused into its relevance as a noisy-or (it can only raise it), the
+    age gate read on that relevance, the best `limit` (ties broken by doc id): (rows kept in order, relevance, score).
+    The in-process and the SQL paths both end here."""
+    rel2 = 1.0 - (1.0 - rel) * (1.0 - cfg.ngram_weight * gram)
+    score2 = score + cfg.w_relevance * (rel2 - rel)
+    rows = np.arange(docs.size)
+    if updated_after is not None:
+        rows = rows[(updated >= updated_after) | (rel2 >= AGE_GATE_RELEVANCE)]
+    return rows[np.lexsort((docs[rows], -score2[rows]))][:limit], rel2, score2

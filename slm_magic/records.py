@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import chain
 from datetime import datetime, timezone
 from typing import Any
 
@@ -153,9 +156,63 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
     return cols
 
 
-def indexed_text(content: str, title: str | None) -> str:
-    """What a memory is found by: its title (if any) and its content."""
-    return f"{title}\n{content}" if title else content
+#: How much a term counts in each field of a memory, as a multiple of one occurrence in its
+#: content (BM25F with one posting list per memory: the weighted counts are its term
+#: frequencies). Measured on the notebook, LoCoMo and LongMemEval benchmarks (RESULTS.md,
+#: section 9): a title or a tag names what a memory is about, so one occurrence there says
+#: more than one in the running text.
+FIELD_WEIGHTS = {"content": 1, "title": 2, "tags": 2, "project": 1, "type": 1}
+#: Labels, not text: they match, but add nothing to a memory's length (every memory has one,
+#: of about the same size, so BM25's length normalisation has nothing to learn from them).
+LABEL_FIELDS = frozenset(("project", "type"))
+
+
+def field_counts(content: str, title: str | None = None, tags: Iterable[str] = (), project: str | None = "",
+                 type: str | None = "", weights: Mapping[str, int] = FIELD_WEIGHTS) -> tuple[Counter[int], int]:
+    """(term hash -> weighted frequency over every searchable field, weighted length of the
+    text fields) of one memory."""
+    counts = text.term_counts(content)
+    length = sum(counts.values())
+    for name, value in (("title", title), ("tags", " ".join(tags or ())), ("project", project), ("type", type)):
+        w = weights.get(name, 0)
+        if value and w:
+            for term, f in text.term_counts(value).items():
+                counts[term] += w * f
+                if name not in LABEL_FIELDS:
+                    length += w * f
+    return counts, length
+
+
+def field_grams(content: str, title: str | None = None, tags: Iterable[str] = (),
+                weights: Mapping[str, int] = FIELD_WEIGHTS) -> Counter[int]:
+    """Gram hash -> weighted frequency over the text fields of one memory (the n-gram channel
+    reads text; labels are matched by BM25 only)."""
+    counts = text.gram_counts(content)
+    for name, value in (("title", title), ("tags", " ".join(tags or ()))):
+        if value and weights.get(name, 0):
+            text.gram_counts(value, weights[name], counts)
+    return counts
+
+
+def matched_fields(terms: Mapping[int, str], content: str, title: str | None, tags: Iterable[str],
+                   project: str | None, type: str | None) -> dict[str, tuple[str, ...]]:
+    """Which of the query's terms (hash -> the query word) a memory contains, field by field:
+    the engine's account of why it matched."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, value in (("content", content), ("title", title), ("tags", " ".join(tags or ())),
+                        ("project", project), ("type", type)):
+        if value:
+            have = set(text.term_ids(value)) if name == "content" else _short_terms(value)
+            hit = tuple(dict.fromkeys(w for h, w in terms.items() if h in have))
+            if hit:
+                out[name] = hit
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _short_terms(value: str) -> frozenset[int]:
+    """The terms of a title, tags, a project or a type: few values, seen again and again."""
+    return frozenset(text.term_ids(value))
 
 
 @dataclass
@@ -166,24 +223,47 @@ class Postings:
     lengths: np.ndarray   # distinct terms per memory
     terms: np.ndarray     # int64 term hashes, memory after memory
     tfs: np.ndarray       # int32 frequencies, aligned with terms
-    doc_len: np.ndarray   # int32 number of terms per memory
+    doc_len: np.ndarray   # int32 weighted number of terms of its text fields (labels left out)
+    glengths: np.ndarray  # distinct character 3-grams per memory (the n-gram channel) ...
+    grams: np.ndarray     # ... their int64 hashes ...
+    gtfs: np.ndarray      # ... and int32 weighted frequencies
 
     @classmethod
-    def of(cls, contents: Sequence[str]) -> "Postings":
-        counts = [text.term_counts(c) for c in contents]
-        n = len(counts)
-        lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
-        total = int(lengths.sum())
-        return cls(lengths,
-                   np.fromiter((t for c in counts for t in c.keys()), dtype=np.int64, count=total),
-                   np.fromiter((f for c in counts for f in c.values()), dtype=np.int32, count=total),
-                   np.fromiter((sum(c.values()) for c in counts), dtype=np.int32, count=n))
+    def of(cls, contents: Sequence[str], titles: Sequence[str | None] | None = None,
+           tags: Sequence[Iterable[str]] | None = None, projects: Sequence[str | None] | None = None,
+           types: Sequence[str | None] | None = None) -> "Postings":
+        n = len(contents)
+        none = [None] * n
+        pairs = [field_counts(c, t, g or (), p, y) for c, t, g, p, y in
+                 zip(contents, titles or none, tags or none, projects or none, types or none)]
+        counts = [c for c, _ in pairs]
+        grams = [field_grams(c, t, g or ()) for c, t, g in zip(contents, titles or none, tags or none)]
+        return cls(*_flat(counts), np.fromiter((length for _, length in pairs), dtype=np.int32, count=n),
+                   *_flat(grams))
+
+    @classmethod
+    def of_columns(cls, cols: Mapping[str, Sequence]) -> "Postings":
+        """Postings of validated columns (content, title, tags, project, type)."""
+        return cls.of(cols["content"], cols.get("title"), cols.get("tags"), cols.get("project"), cols.get("type"))
 
     def list_columns(self):
-        """(terms, tfs) as Arrow list columns, one list per memory."""
-        import pyarrow as pa
+        """(terms, tfs, grams, gtfs) as Arrow list columns, one list per memory."""
+        return (*_lists(self.lengths, self.terms, self.tfs), *_lists(self.glengths, self.grams, self.gtfs))
 
-        offsets = np.zeros(self.lengths.size + 1, dtype=np.int32)
-        np.cumsum(self.lengths, out=offsets[1:])
-        return (pa.ListArray.from_arrays(pa.array(offsets), pa.array(self.terms)),
-                pa.ListArray.from_arrays(pa.array(offsets), pa.array(self.tfs)))
+
+def _flat(counts: Sequence[Counter[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lengths, keys, values) of a batch of counters, flat, memory after memory."""
+    n = len(counts)
+    lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
+    total = int(lengths.sum())
+    return (lengths, np.fromiter(chain.from_iterable(map(Counter.keys, counts)), dtype=np.int64, count=total),
+            np.fromiter(chain.from_iterable(map(Counter.values, counts)), dtype=np.int32, count=total))
+
+
+def _lists(lengths: np.ndarray, keys: np.ndarray, values: np.ndarray):
+    import pyarrow as pa
+
+    offsets = np.zeros(lengths.size + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return (pa.ListArray.from_arrays(pa.array(offsets), pa.array(keys)),
+            pa.ListArray.from_arrays(pa.array(offsets), pa.array(values)))

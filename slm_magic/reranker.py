@@ -18,6 +18,7 @@ import numpy as np
 
 from .index import ChannelScores, SparseIndex, locate
 from .models import MEMORY_TYPES, TYPE_PRIORITY
+from .records import matched_fields
 
 #: How many of the default fusion's best a learned ranking re-orders.
 CANDIDATES = 50
@@ -26,8 +27,8 @@ REGULARISATION_C = 0.1
 
 FEATURES = (
     "bm25", "tfidf", "relevance", "recency", "revision", "inv_rank", "coverage", "coverage_idf",
-    "bm25_vs_top", "score_vs_top", "log_length", "bm25_x_tfidf", "context_only", "type_priority",
-    "core", "prior", "log_shown",
+    "bm25_vs_top", "score_vs_top", "log_length", "bm25_x_tfidf", "evidence", "context", "field_match",
+    "type_priority", "core", "prior", "log_shown",
 )
 _PRIORITY_BY_CODE = np.array([TYPE_PRIORITY.get(t, 0.5) for t in MEMORY_TYPES] + [0.5])
 
@@ -57,9 +58,28 @@ def prior(sums: np.ndarray) -> np.ndarray:
     return np.tanh(np.asarray(sums, dtype=np.float64) / 2.0)
 
 
+def field_match(docs: np.ndarray, words: dict[int, str], facts) -> np.ndarray:
+    """Per candidate: the share of the query words it matched that sit in its title, tags,
+    project or type (what a person filed it under) rather than only in its text."""
+    out = np.zeros(docs.size)
+    if not words or facts is None:
+        return out
+    got = facts.get(docs.tolist())
+    for i, d in enumerate(docs.tolist()):
+        f = got.get(d)
+        if f is None:
+            continue
+        by_field = matched_fields(words, f.content, f.title, f.tags, f.project, f.type)
+        every = {w for ws in by_field.values() for w in ws}
+        filed = {w for k, ws in by_field.items() if k != "content" for w in ws}
+        out[i] = len(filed) / max(1, len(every))
+    return out
+
+
 def feature_matrix(ranked, cs: ChannelScores, index: SparseIndex, usage_sums: np.ndarray,
-                   shown: np.ndarray) -> np.ndarray:
-    """One row of FEATURES per candidate of `ranked` (in its default order)."""
+                   shown: np.ndarray, facts=None) -> np.ndarray:
+    """One row of FEATURES per candidate of `ranked` (in its default order); `facts` (the
+    memory's rows, with `cs.words`) gives the field feature."""
     docs = ranked.doc_ids
     n = docs.size
     if not n:
@@ -79,7 +99,10 @@ def feature_matrix(ranked, cs: ChannelScores, index: SparseIndex, usage_sums: np
         "inv_rank": 1.0 / (rank + 1.0), "coverage": cov, "coverage_idf": cov_idf,
         "bm25_vs_top": ranked.bm25 / top_bm25, "score_vs_top": base / top_score,
         "log_length": np.log1p(t.dl[docs].astype(np.float64)), "bm25_x_tfidf": ranked.bm25 * ranked.tfidf,
-        "context_only": (ranked.bm25 == 0).astype(np.float64),
+        # the BM25 part before it saturates: strong matches stay apart where relevance nears 1
+        "evidence": -np.log2(np.maximum(1.0 - ranked.bm25, 1e-12)),
+        "context": np.zeros(n) if ranked.context is None else ranked.context,
+        "field_match": field_match(docs, cs.words, facts),
         "type_priority": _PRIORITY_BY_CODE[np.clip(t.type[docs], 0, len(_PRIORITY_BY_CODE) - 1)],
         "core": t.core[docs].astype(np.float64), "prior": prior(usage_sums),
         "log_shown": np.log1p(shown),

@@ -164,7 +164,7 @@ class SessionLifecycle:
             degraded_mode=res.degraded_mode if res else self.index is None,
             retrieval_mode=res.retrieval_mode if res else
             ("bm25_sql_fallback" if self.index is None else
-             "full_bm25_tfidf" if self.config.context_weight > 0 else "bm25_in_process"),
+             "full_bm25_tfidf" if self.config.tfidf_on else "bm25_in_process"),
             calibration_status=conf.calibration_status, calibration_id=conf.calibration_id,
             answer_confidence=conf.answer_confidence, abstained=conf.abstained, abstention_reason=reason,
             learning=self.learning_status(),

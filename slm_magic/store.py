@@ -154,6 +154,10 @@ def _v3(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _v4(con: duckdb.DuckDBPyConnection) -> None:
+    """Provenance and sessions per notebook (new columns), and every field searchable: postings
+    re-derived from content, title, tags, project and type with their field weights
+    (records.FIELD_WEIGHTS), and the character 3-grams of each memory's terms stored for the
+    n-gram channel, in chunks of rows."""
     con.execute(
         """
         -- Where a memory came from, beyond the notebook's path and the execution count (which
@@ -167,6 +171,29 @@ def _v4(con: duckdb.DuckDBPyConnection) -> None:
         """
     )
 
+    import pyarrow as pa
+
+    from .records import Postings
+
+    con.execute("ALTER TABLE memories ADD COLUMN grams BIGINT[] DEFAULT []")
+    con.execute("ALTER TABLE memories ADD COLUMN gtfs INTEGER[] DEFAULT []")
+    lo, hi = con.execute("SELECT coalesce(min(doc_id), 0), coalesce(max(doc_id), -1) FROM memories").fetchall()[0]
+    for start in range(int(lo), int(hi) + 1, 50_000):
+        rows = con.execute("SELECT doc_id, content, title, tags, project, type FROM memories "
+                           "WHERE doc_id BETWEEN ? AND ?", [start, start + 49_999]).fetchall()
+        if not rows:
+            continue
+        doc, content, title, tags, project, type_ = (list(c) for c in zip(*rows))
+        post = Postings.of(content, title, tags, project, type_)
+        terms, tfs, grams, gtfs = post.list_columns()
+        con.register("_reindexed", pa.table({"doc_id": doc, "doc_len": post.doc_len, "terms": terms, "tfs": tfs,
+                                             "grams": grams, "gtfs": gtfs}))
+        try:
+            con.execute("UPDATE memories SET doc_len = r.doc_len, terms = r.terms, tfs = r.tfs, grams = r.grams, "
+                        "gtfs = r.gtfs FROM _reindexed r WHERE memories.doc_id = r.doc_id")
+        finally:
+            con.unregister("_reindexed")
+
 
 MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -175,7 +202,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 INSERT_COLUMNS = (
     "fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
     "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
-    "updated_at", "revision_count", "kind", "doc_len", "terms", "tfs",
+    "updated_at", "revision_count", "kind", "doc_len", "terms", "tfs", "grams", "gtfs",
 )
 FACT_COLUMNS = (
     "fact_id", "content", "user_id", "session_id", "project", "type", "title", "topic_key",
@@ -452,10 +479,36 @@ class Store:
                 f"FROM memories WHERE {where}", params
             ).fetchnumpy()
 
+    def gram_vocabulary(self) -> dict[str, np.ndarray]:
+        """Every gram hash with its document frequency, sorted by hash (the whole load)."""
+        with self.lock:
+            return self.con.execute(
+                "SELECT gram, count(*) AS df FROM (SELECT unnest(grams) AS gram FROM memories) "
+                "GROUP BY gram ORDER BY gram").fetchnumpy()
+
+    def index_grams(self, docs: tuple[int, int]):
+        """(doc_id, grams, gtfs) of the memories in a doc_id range, as an Arrow table."""
+        with self.lock:
+            return self.con.sql("SELECT doc_id, grams, gtfs FROM memories WHERE doc_id BETWEEN ? AND ?",
+                                params=list(docs)).to_arrow_table()
+
+    def grams_sql(self, grams: Sequence[int], doc_ids: Sequence[int]) -> tuple[dict[int, int], list[tuple]]:
+        """For the n-gram channel without the index: the document frequency of the query's
+        grams, and (doc_id, grams, gtfs) of the memories to score."""
+        with self.lock:
+            df = dict(self.con.execute(
+                "SELECT g, count(*) FROM (SELECT unnest(grams) AS g FROM memories "
+                "WHERE list_has_any(grams, ?::BIGINT[])) WHERE g IN (SELECT unnest(?::BIGINT[])) GROUP BY g",
+                [list(grams), list(grams)]).fetchall())
+            rows = self.con.execute(
+                "SELECT doc_id, grams, gtfs FROM memories WHERE doc_id IN (SELECT unnest(?::BIGINT[]))",
+                [list(map(int, doc_ids))]).fetchall()
+        return {int(g): int(c) for g, c in df.items()}, rows
+
     def changes(self, since: int):
         """Everything the index and the rows need about rows changed after `since`, in one
         statement (the catch-up after another process wrote): an Arrow table in insertion order."""
-        cols = ", ".join(dict.fromkeys([*INDEX_COLUMNS, *FACT_COLUMNS, "terms", "tfs"]))
+        cols = ", ".join(dict.fromkeys([*INDEX_COLUMNS, *FACT_COLUMNS, "terms", "tfs", "grams", "gtfs"]))
         with self.lock:
             return self.con.sql(f"SELECT {cols} FROM memories WHERE changed > {int(since)} ORDER BY seq").to_arrow_table()
 
@@ -537,12 +590,14 @@ class Store:
             ).fetchall()
         return {r[0]: r[1:] for r in rows}
 
-    def bm25_sql(self, terms: Sequence[int], qtf: Sequence[int], k1: float, b: float, limit: int,
-                 user_id: str, project: str | None) -> tuple[list[tuple[int, float]], dict[int, float], float]:
+    def bm25_sql(self, terms: Sequence[int], qtf: Sequence[int], k1: float, b: float,
+                 user_id: str, project: str | None) -> tuple[list[tuple[int, float, float, int]], int, set[int]]:
         """BM25 straight from the stored postings, for when the in-process index is unusable.
 
-        Returns (doc_id, bm25) best first, the idf of each query term, and avgdl, so the caller
-        can normalise exactly as the in-process path does.
+        Returns every matching memory as (doc_id, raw bm25, updated_at epoch, revision_count,
+        kind, type),
+        the number of memories and the query terms some memory has, so the caller ranks them
+        exactly as the in-process path does.
         """
         with self.lock:
             n, avgdl = self.con.execute(
@@ -555,32 +610,31 @@ class Store:
             ).fetchall())
             idf = {t: float(np.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))) for t in terms}
             if not n or not df:
-                return [], idf, float(avgdl or 1.0)
+                return [], int(n), set()
             filters = "user_id = ? AND list_has_any(terms, ?::BIGINT[])"
             params: list = [list(terms), [idf[t] for t in terms], list(qtf), k1, b, float(avgdl),
                             user_id, list(terms)]
             if project is not None:
                 filters += " AND project = ?"
                 params.append(project)
-            params.append(limit)
             rows = self.con.execute(
                 f"""
                 WITH q AS (SELECT unnest(?::BIGINT[]) AS term, unnest(?::DOUBLE[]) AS idf,
                                   unnest(?::INTEGER[]) AS qtf),
                      k AS (SELECT ?::DOUBLE AS k1, ?::DOUBLE AS b, ?::DOUBLE AS avgdl),
-                     p AS (SELECT doc_id, doc_len, unnest(terms) AS term, unnest(tfs) AS tf
+                     p AS (SELECT doc_id, doc_len, epoch(updated_at) AS updated, revision_count, kind, type,
+                                  unnest(terms) AS term, unnest(tfs) AS tf
                            FROM memories WHERE {filters})
                 SELECT p.doc_id,
                        sum(q.qtf * q.idf * p.tf * (k.k1 + 1)
-                           / (p.tf + k.k1 * (1 - k.b + k.b * p.doc_len / k.avgdl))) AS score
+                           / (p.tf + k.k1 * (1 - k.b + k.b * p.doc_len / k.avgdl))) AS score,
+                       any_value(p.updated), any_value(p.revision_count), any_value(p.kind), any_value(p.type)
                 FROM p JOIN q USING (term), k
                 GROUP BY p.doc_id
-                ORDER BY score DESC, p.doc_id
-                LIMIT ?
                 """,
                 params,
             ).fetchall()
-        return [(int(d), float(s)) for d, s in rows], idf, float(avgdl)
+        return [(int(d), float(s), float(u), int(r), k, t) for d, s, u, r, k, t in rows], int(n), set(df)
 
     # --- sessions ---------------------------------------------------------------------------
     def _cached(self, key: tuple, compute):

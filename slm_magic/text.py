@@ -115,6 +115,65 @@ def term_ids(text: str) -> list[int]:
         return list(chain.from_iterable(map(_HASHES.__getitem__, words)))
 
 
+GRAM_N = 3
+_GRAM_MARK = "\x1f"  # keeps gram hashes apart from word-term hashes
+
+
+@lru_cache(maxsize=200_000)
+def term_grams(term: str) -> tuple[int, ...]:
+    """Hashes of the character 3-grams of one index term, a space padding each side: what
+    the n-gram channel sees ("dedup" and "deduplic" share " de", "ded", "edu", "dup")."""
+    w = f" {term} "
+    return tuple(term_hash(_GRAM_MARK + w[i:i + GRAM_N]) for i in range(len(w) - GRAM_N + 1))
+
+
+# Raw word -> the gram hashes of its terms. Bounded, cleared when full (as _HASHES).
+_GRAMS: dict[str, tuple[int, ...]] = {}
+
+
+def _fill_grams(raws: Iterable[str]) -> None:
+    if len(_GRAMS) >= _HASHES_MAX:
+        _GRAMS.clear()
+    for raw in raws:
+        _GRAMS[raw] = () if raw.casefold() in STOP_WORDS else tuple(
+            chain.from_iterable(term_grams(t) for t in _word_terms(raw)))
+
+
+def gram_counts(text: str, weight: int = 1, into: Counter[int] | None = None) -> Counter[int]:
+    """Gram hash -> frequency over the index terms of `text` (each occurrence counts `weight`);
+    cached per raw word like `term_ids`, so a write pays C speed for words seen before."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    words = _WORD.findall(text)
+    try:
+        grams = list(chain.from_iterable(map(_GRAMS.__getitem__, words)))
+    except KeyError:
+        _fill_grams(set(words).difference(_GRAMS))
+        grams = list(chain.from_iterable(map(_GRAMS.__getitem__, words)))
+    out = Counter() if into is None else into
+    if weight == 1:
+        out.update(grams)
+    else:
+        for g, c in Counter(grams).items():
+            out[g] += weight * c
+    return out
+
+
+def query_grams(text: str) -> list[tuple[int, tuple[int, ...]]]:
+    """(term hash, its gram hashes) for each index term of a query, in order."""
+    return [(term_hash(t), term_grams(t)) for t in analyse(text)]
+
+
+def term_words(text: str) -> dict[int, str]:
+    """Term hash -> the word of `text` it came from (casefolded): what a match is shown as."""
+    out: dict[int, str] = {}
+    for raw in _WORD.findall(unicodedata.normalize("NFKC", text)):
+        if raw.casefold() not in STOP_WORDS:
+            for term in _word_terms(raw):
+                out.setdefault(term_hash(term), raw.casefold())
+    return out
+
+
 def term_counts(text: str) -> Counter[int]:
     """Term hash -> frequency for one text."""
     return Counter(term_ids(text))

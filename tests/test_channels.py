@@ -1,4 +1,5 @@
-"""The two channels against independent computations: BM25 by hand, TF-IDF by scikit-learn."""
+"""The channels against independent computations: BM25 by hand, TF-IDF by scikit-learn; the
+context channel re-orders matches and never admits a memory."""
 
 import math
 
@@ -14,10 +15,11 @@ def test_bm25_matches_a_hand_computed_example():
     with Memory(":memory:", context_weight=0.0) as m:
         m.remember_many({"content": d} for d in docs)
         index = m.index
-        # query "apple": df=2, N=3, idf = ln(1 + (3-2+0.5)/(2+0.5)) = ln(1.6)
+        # query "apple": df=2, N=3, idf = ln(1 + (3-2+0.5)/(2+0.5)) = ln(1.6); the type label
+        # ("discovery") matches but adds nothing to a memory's length
         idf = math.log(1.6)
         avgdl = (2 + 3 + 4) / 3
-        k1, b = 1.2, 0.75
+        k1, b = 1.2, m.config.b
 
         def bm(tf, dl):
             return idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
@@ -44,31 +46,54 @@ def test_tfidf_cosine_equals_scikit_learn():
             "churn churn churn everywhere"]
     query = "churn tenure contract"
     with Memory(":memory:") as m:
-        m.remember_many({"content": d} for d in docs)
+        m.remember_many({"content": d, "type": "decision"} for d in docs)
         counts = {}
         for t in text.analyse(query):
             counts[t] = counts.get(t, 0) + 1
         cs = m.index.channel_scores([text.term_hash(t) for t in counts], list(counts.values()), 3)
         ours = cs.dot[: len(docs)] / (m.index.docs.norm[: len(docs)] * cs.query_norm)
+    # every field is indexed: the content and the type label ("decision")
     vec = TfidfVectorizer(analyzer=text.analyse, sublinear_tf=True, smooth_idf=True, norm="l2")
-    X = vec.fit_transform(docs)
+    X = vec.fit_transform([f"{d} decision" for d in docs])
     expected = (X @ vec.transform([query]).T).toarray().ravel()
     np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_context_channel_lifts_the_neighbour_of_a_match():
-    with Memory(":memory:") as m:
+def test_context_reorders_matches_and_admits_nothing():
+    with Memory(":memory:", context_weight=0.6, ngram_weight=0.0) as m:
         m.remember_many([
             {"content": "which join lost rows in the churn table?", "session_id": "s1"},
-            {"content": "the left merge on customer_id dropped 3%", "session_id": "s1"},
-            {"content": "unrelated note about plotting colours", "session_id": "s2"},
+            {"content": "the left merge on customer_id dropped 3% of the churn rows", "session_id": "s1"},
+            {"content": "unrelated note about plotting colours", "session_id": "s1"},
+            {"content": "churn rows counted twice in the weekly report", "session_id": "s2"},
         ])
         res = m.recall("join lost rows churn")
         by = {r.content: r for r in res}
-        answer = by["the left merge on customer_id dropped 3%"]
-        assert answer.bm25 == 0 and answer.tfidf > 0.8
-        assert answer.relevance == pytest.approx(0.6 * answer.tfidf)
-        assert "unrelated note about plotting colours" not in by
+        lifted = by["the left merge on customer_id dropped 3% of the churn rows"]
+        alone = by["churn rows counted twice in the weekly report"]
+        ctx = lifted.score.context
+        assert ctx > 0.5 and alone.score.context == 0  # its neighbour matches: context; no session: none
+        assert lifted.relevance == pytest.approx(1 - (1 - lifted.bm25) * (1 - 0.6 * ctx))
+        assert lifted.relevance > alone.relevance and lifted.bm25 == pytest.approx(alone.bm25, rel=0.2)
+        assert "unrelated note about plotting colours" not in by  # a neighbour that matches nothing
+        assert all(r.bm25 > 0 and r.matched for r in res)
+
+
+def test_related_memories_come_after_the_matches_with_their_reason():
+    with Memory(":memory:") as m:
+        m.remember_many([
+            {"content": "which join lost rows in the churn table?", "session_id": "s1"},
+            {"content": "I prefer plotting with seaborn", "session_id": "s1"},
+            {"content": "weekly sales forecast with prophet", "session_id": "s2"},
+        ])
+        assert [r.content for r in m.recall("churn join")] == ["which join lost rows in the churn table?"]
+        res = m.recall("churn join", related=True)
+        assert [r.content for r in res] == ["which join lost rows in the churn table?",
+                                            "I prefer plotting with seaborn"]
+        match, near = res.memories
+        assert match.related_to is None and match.matched == {"content": ("churn", "join")}
+        assert near.related_to == 1 and near.reason == "same session as #1"
+        assert near.relevance == 0 and near.bm25 == 0 and not near.matched
 
 
 def test_context_channel_needs_a_session():
@@ -76,3 +101,52 @@ def test_context_channel_needs_a_session():
         m.remember_many([{"content": "which join lost rows in the churn table?"},
                          {"content": "the left merge on customer_id dropped 3%"}])
         assert [r.content for r in m.recall("join lost rows churn")] == ["which join lost rows in the churn table?"]
+
+
+def test_ngram_channel_is_lnc_ltc_cosine_of_term_trigrams():
+    """Memories: 1 + ln(tf) per 3-gram of their terms, cosine normalised; the query: (1 + ln tf)
+    times the smooth idf of the gram over memories. Computed here from scratch."""
+    from collections import Counter
+
+    docs = ["deduplicated the events table", "dedup step before the join", "timezone bug in txn_ts",
+            "weekly sales forecast"]
+    query = "dedup events"
+
+    def grams(t):
+        out = Counter()
+        for term in text.analyse(t):
+            w = f" {term} "
+            out.update(w[i:i + 3] for i in range(len(w) - 2))
+        return out
+
+    dg = [grams(d) for d in docs]  # (no title or tags: the type label is not text)
+    qg = grams(query)
+    n = len(docs)
+    idf = {g: math.log((1 + n) / (1 + sum(g in d for d in dg))) + 1 for g in qg if any(g in d for d in dg)}
+    qw = {g: (1 + math.log(c)) * idf[g] for g, c in qg.items() if g in idf}
+    qn = math.sqrt(sum(v * v for v in qw.values()))
+    expected = [sum(qw[g] * (1 + math.log(c)) for g, c in d.items() if g in qw)
+                / (qn * math.sqrt(sum((1 + math.log(c)) ** 2 for c in d.values()))) for d in dg]
+    with Memory(":memory:") as m:
+        m.remember_many({"content": d} for d in docs)
+        cs = m.index.channel_scores([text.term_hash(t) for t in text.analyse(query)], [1, 1], 2,
+                                    text.query_grams(query))
+        ours = m.index.grams.cosine(np.arange(n), *cs.grams)
+        np.testing.assert_allclose(ours, expected, rtol=1e-5)
+        res = m.recall(query)
+        # it re-orders matches, and admits none: the timezone and sales notes share no term
+        assert {r.content for r in res} == {docs[0], docs[1]}
+        assert all(r.tfidf == pytest.approx(expected[docs.index(r.content)], rel=1e-5) for r in res)
+
+
+def test_ngram_channel_sees_word_parts_and_typos_without_admitting_them():
+    with Memory(":memory:") as m:
+        m.remember_many([{"content": "deduplicated the events table before the join"},
+                         {"content": "the join kept every event"}])
+        res = m.recall("dedup join")  # both match "join"; only one is about deduplicating
+        assert res.memories[0].content.startswith("deduplicated") and res.memories[0].tfidf > res.memories[1].tfidf
+        typo = m.recall("deduplicatd join")  # a word no memory contains lowers nothing, its grams still count
+        plain = m.recall("join")
+        rel = {r.content: r.relevance for r in plain}
+        assert all(r.relevance >= rel[r.content] - 1e-12 for r in typo)
+        assert typo.memories[0].content.startswith("deduplicated")

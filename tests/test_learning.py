@@ -127,6 +127,23 @@ def test_a_model_that_cannot_be_loaded_falls_back_to_phase_two_and_says_why(mem,
     assert res[0].fact_id == useful["churn"] and 0 < res[0].score.learned <= 0.10  # the prior ranked it
 
 
+def test_a_ranker_of_an_earlier_version_is_set_aside_then_retrained(mem, corpus):
+    """A model fitted on another version's features is never applied to this one's: the
+    status says why, and the next signal fits a model on the current features."""
+    useful, _ = corpus
+    simulate(mem, useful, 67)
+    params = json.loads(mem.store.con.execute("SELECT params FROM models").fetchall()[0][0])
+    old = [f if f != "field_match" else "context_only" for f in params["features"]]  # as an earlier version stored it
+    mem.store.con.execute("UPDATE models SET params = ?", [json.dumps({**params, "features": old})])
+    mem.store._cache.clear()
+    mem._rankers.clear()
+    status = mem.learning_status()
+    assert status.ranking == "usefulness prior" and "fitted on other features" in status.status
+    simulate(mem, useful, 1)  # three more signals: far from a quarter more, but the stored model is unusable
+    assert mem.learning_status().status == "learned ranking"
+    assert mem.store.con.execute("SELECT max(version) FROM models WHERE kind = 'ranker'").fetchall() == [(2,)]
+
+
 def test_training_that_cannot_tell_anything_apart_says_so(mem, corpus):
     useful, _ = corpus
     for i in range(200):

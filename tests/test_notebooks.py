@@ -58,7 +58,7 @@ def test_data_science_session_comes_back_in_a_fresh_kernel(tmp_path):
     first, second = "\n".join(texts[:restart]), "\n".join(texts[restart:])
     assert "imported 4 new (4 memories, 0 session summaries)" in first
     # session one: the pilot's notes match but are months old: the age gate holds them back
-    assert "answers this session's question well: 1 matching memory is older than 30 days" in first
+    assert "answers this session's question well: 4 matching memories are older than 30 days" in first
     # session two, in a fresh kernel: a new session with yesterday's findings, the pinned decision,
     # and the first session's summary in the timeline
     start = next(t for t in texts[restart:] if t.startswith("new session slm-"))
@@ -70,6 +70,6 @@ def test_data_science_session_comes_back_in_a_fresh_kernel(tmp_path):
     shown = visible_html(nb)
     assert any("new session" in h for h in shown) and not any("continued session" in h for h in shown)
     assert any("earlier sessions" in h and "Breast-cancer screening: collinear size features" in h for h in shown)
-    assert any("older than 30 days: 1 matching memory left out" in h for h in shown)
+    assert any("older than 30 days: 4 matching memories left out" in h for h in shown)
     assert any(">core<" in h and "Flag a tumour as malignant" in h for h in shown)
     assert any("answers this session's question well" in h and "older than 30 days" in h for h in shown)  # session one

@@ -147,8 +147,10 @@ def test_search_score_formula_and_the_scales_are_not_mixed(mem, clock):
     saved = mem.mem_save("ana", "seasonal decomposition of weekly sales", type="profile", title="t")
     clock.now = datetime(2026, 6, 1, 12)  # 30 days later: recency 0.5
     [hit] = mem.mem_search("ana", "seasonal decomposition of weekly sales")
-    # The text is the query: relevance 1. SearchScore = 0.60·1 + 0.25·0.5 + 0.15·0
-    assert hit.score == pytest.approx(0.60 + 0.125)
+    # The text is the query: relevance close to 1. SearchScore = 0.60·relevance + 0.25·0.5 + 0.15·0
+    [full] = mem.recall("seasonal decomposition of weekly sales", user_id="ana").memories
+    assert full.relevance > 0.9 and full.recency == pytest.approx(0.5)
+    assert hit.score == pytest.approx(0.60 * full.relevance + 0.125)
     [ctx] = [m for m in mem.mem_session_start("ana").memories if m.id == saved.id]
     # ContextScore of the same observation: 0.50·0.5 + 0.30·0 + 0.20·1.0 (profile)
     assert ctx.score == pytest.approx(0.25 + 0.20)

@@ -226,6 +226,10 @@ def test_a_filled_first_version_file_upgrades_in_place_with_nothing_lost(tmp_pat
         assert mem.store.con.execute("SELECT count(*) FROM sessions").fetchall() == [(1,)]
         assert mem.store.con.execute("SELECT fact_id, query FROM feedback").fetchall() == [("f3", "sampling")]
         assert {m.fact_id for m in mem.recall("sampling weights", limit=50)} == {f for f, _, _ in rows}
+        # version 4 re-derived every memory's postings from all its fields: the tag is searchable now
+        assert {m.fact_id for m in mem.recall("old", limit=50)} == {f for f, _, _ in rows}
+        assert mem.recall("old").memories[0].matched == {"tags": ("old",)}
+        assert all(m.tfidf > 0 for m in mem.recall("sampling weights"))  # and its 3-grams were stored
         new = mem.remember("written after the upgrade about sampling")
         assert new.fact_id in [m.fact_id for m in mem.recall("after the upgrade")]
 

@@ -50,7 +50,7 @@ def test_degraded_mode_is_honest(mem):
     broken = mem.session_init(query="churn window")
     assert broken.degraded_mode is True and broken.retrieval_mode == "bm25_sql_fallback"
     assert [m.content for m in broken.memories] == ["the churn model uses a 90 day window"]
-    with Memory(":memory:", context_weight=0.0) as bm25_only:  # a channel switched off is said too
+    with Memory(":memory:", ngram_weight=0.0) as bm25_only:  # a channel switched off is said too
         bm25_only.remember("the churn model uses a 90 day window")
         init = bm25_only.session_init(query="churn window")
         assert init.retrieval_mode == "bm25_in_process" and not init.degraded_mode

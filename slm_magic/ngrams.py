@@ -1,0 +1,170 @@
+"""The n-gram channel: the character 3-grams of a memory's terms, as a forward vector per memory.
+
+What BM25 on stems cannot see: word parts and variants (`dedup` / `deduplicated`, `df_churn_v2` /
+`churn`, a typo), and how much of a memory is about the query rather than how often it says a
+query word. Weighted as SMART lnc.ltc: a memory's vector is 1 + ln(tf) per gram, cosine
+normalised, with no idf (so its norm is fixed when it is written and every path computes the same
+one); the query's is (1 + ln tf)·idf. The channel re-orders the best matches (`POOL` of them);
+it never admits a memory.
+
+The query's norm counts only the grams of query terms some memory contains: a query word no
+memory has can add to a memory's score through shared grams (a typo finds its word), never
+lower it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+#: How many of the best matches (by everything but this channel) it re-orders: 20 to 100
+#: measured the same on every benchmark (RESULTS.md, section 9).
+POOL = 20
+
+
+def smooth_idf(n: int, df: np.ndarray) -> np.ndarray:
+    return np.log((1.0 + n) / (1.0 + df)) + 1.0
+
+
+def query_vector(qgrams: Sequence[tuple[int, tuple[int, ...]]], known_terms) -> tuple[Counter, set[int]]:
+    """(gram -> count over the query's terms, the grams of terms some memory contains)."""
+    counts: Counter[int] = Counter()
+    normed: set[int] = set()
+    for term, grams in qgrams:
+        counts.update(grams)
+        if term in known_terms:
+            normed.update(grams)
+    return counts, normed
+
+
+def query_weights(counts: Counter, normed: set[int], df, n: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """(gram hashes that some memory has, their ltc weights, the query norm); `df` maps a gram
+    hash to its document frequency."""
+    if not counts:
+        return np.empty(0, np.int64), np.empty(0), 0.0
+    grams = list(counts)
+    c = np.fromiter(counts.values(), dtype=np.float64, count=len(grams))
+    keys = np.asarray(grams, dtype=np.int64)
+    f = np.fromiter((df.get(g, 0) for g in grams), dtype=np.float64, count=len(grams))
+    has = f > 0
+    w = (1.0 + np.log(c[has])) * smooth_idf(n, f[has])
+    in_norm = np.fromiter((g in normed for g in grams), dtype=bool, count=len(grams))[has]
+    return keys[has], w, float(np.sqrt(np.sum(w[in_norm] ** 2)))
+
+
+def cosine_of_rows(keys: np.ndarray, weights: np.ndarray, qnorm: float,
+                   rows: Sequence[tuple[Sequence[int], Sequence[int]]]) -> np.ndarray:
+    """The channel for memories given as (grams, gtfs) lists: the SQL fallback's path."""
+    out = np.zeros(len(rows))
+    if not keys.size or qnorm <= 0:
+        return out
+    order = np.argsort(keys)
+    sk, sw = keys[order], weights[order]
+    for i, (grams, gtfs) in enumerate(rows):
+        g = np.asarray(grams, dtype=np.int64)
+        if not g.size:
+            continue
+        f = 1.0 + np.log(np.asarray(gtfs, dtype=np.float64))
+        pos = np.minimum(np.searchsorted(sk, g), sk.size - 1)
+        hit = sk[pos] == g
+        out[i] = float(np.dot(f[hit], sw[pos[hit]])) / (qnorm * float(np.sqrt(np.sum(f * f))))
+    return np.minimum(1.0, out)
+
+
+class GramStore:
+    """Each memory's gram vector, stored forward (memory -> gram hashes) in growing flat buffers:
+    scoring a pool of memories reads their slices only, never a gram's postings. The document
+    frequency of each gram (for the query's idf) is a dict."""
+
+    def __init__(self):
+        self.df: dict[int, int] = {}
+        self.start = np.zeros(1024, dtype=np.int64)
+        self.stop = np.zeros(1024, dtype=np.int64)
+        self.norm = np.zeros(1024, dtype=np.float64)
+        self.gram_buf = np.zeros(4096, dtype=np.int64)
+        self.w_buf = np.zeros(4096, dtype=np.float32)   # 1 + ln(tf)
+        self.used = 0
+
+    def set_vocabulary(self, grams: np.ndarray, df: np.ndarray) -> None:
+        """Whole-load path: every gram with its document frequency."""
+        self.df = dict(zip(np.asarray(grams).tolist(), np.asarray(df).tolist()))
+
+    def _grow_docs(self, n: int) -> None:
+        if n > self.start.size:
+            size = max(n, 2 * self.start.size)
+            for name in ("start", "stop", "norm"):
+                old = getattr(self, name)
+                new = np.zeros(size, dtype=old.dtype)
+                new[: old.size] = old
+                setattr(self, name, new)
+
+    def add(self, p_doc: np.ndarray, p_gram: np.ndarray, p_tf: np.ndarray, doc_ids: np.ndarray,
+            count_df: bool = True) -> None:
+        """Add memories `doc_ids` with their (doc, gram, tf) triples (grouped by doc). Without
+        `count_df` (the whole load) the frequencies are set already."""
+        doc_ids = np.asarray(doc_ids, dtype=np.int64)
+        if not doc_ids.size:
+            return
+        self._grow_docs(int(doc_ids.max()) + 1)
+        p_doc = np.asarray(p_doc, dtype=np.int64)
+        p_gram = np.asarray(p_gram, dtype=np.int64)
+        if p_doc.size > 1 and not (p_doc[1:] >= p_doc[:-1]).all():
+            order = np.argsort(p_doc, kind="stable")
+            p_doc, p_gram, p_tf = p_doc[order], p_gram[order], np.asarray(p_tf)[order]
+        if count_df and p_gram.size:  # (a memory lists each of its grams once)
+            uniq, counts = np.unique(p_gram, return_counts=True)
+            df = self.df
+            for g, c in zip(uniq.tolist(), counts.tolist()):
+                df[g] = df.get(g, 0) + c
+        m = p_gram.size
+        if self.used + m > self.gram_buf.size:
+            size = max(self.used + m, 2 * self.gram_buf.size)
+            for name in ("gram_buf", "w_buf"):
+                old = getattr(self, name)
+                new = np.zeros(size, dtype=old.dtype)
+                new[: self.used] = old[: self.used]
+                setattr(self, name, new)
+        w = (1.0 + np.log(np.asarray(p_tf, dtype=np.float64)))
+        self.gram_buf[self.used: self.used + m] = p_gram
+        self.w_buf[self.used: self.used + m] = w
+        doc_ids_sorted = np.sort(doc_ids)
+        lo = int(doc_ids_sorted[0])
+        counts = np.bincount(p_doc - lo, minlength=int(doc_ids_sorted[-1]) - lo + 1)[doc_ids_sorted - lo]
+        offsets = self.used + np.concatenate(([0], np.cumsum(counts)))
+        self.start[doc_ids_sorted] = offsets[:-1]
+        self.stop[doc_ids_sorted] = offsets[1:]
+        sq = np.bincount(np.repeat(np.arange(doc_ids.size), counts), weights=w * w, minlength=doc_ids.size)
+        self.norm[doc_ids_sorted] = np.sqrt(sq)
+        self.used += m
+
+    def remove(self, doc: int) -> None:
+        if 0 <= doc < self.start.size and self.stop[doc] > self.start[doc]:
+            df = self.df
+            for g in self.gram_buf[self.start[doc]: self.stop[doc]].tolist():
+                df[g] -= 1
+            self.start[doc] = self.stop[doc] = 0
+
+    def cosine(self, docs: np.ndarray, keys: np.ndarray, weights: np.ndarray, qnorm: float) -> np.ndarray:
+        """The channel for memories `docs` of the index, from their forward slices."""
+        out = np.zeros(docs.size)
+        if not docs.size or not keys.size or qnorm <= 0:
+            return out
+        order = np.argsort(keys)
+        sk, sw = keys[order], weights[order]
+        lo, hi = self.start[docs], self.stop[docs]
+        lens = hi - lo
+        total = int(lens.sum())
+        if not total:
+            return out
+        row = np.repeat(np.arange(docs.size), lens)
+        idx = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens) + np.repeat(lo, lens)
+        grams = self.gram_buf[idx]
+        pos = np.minimum(np.searchsorted(sk, grams), sk.size - 1)
+        hit = sk[pos] == grams
+        dot = np.bincount(row[hit], weights=self.w_buf[idx[hit]] * sw[pos[hit]], minlength=docs.size)
+        norm = self.norm[docs]
+        ok = norm > 0
+        out[ok] = dot[ok] / (qnorm * norm[ok])
+        return np.minimum(1.0, out)
