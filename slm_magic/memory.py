@@ -621,9 +621,16 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             expanded = f"{expanded} {' '.join(days)}"
         if kind == "auto":
             kind = None if days or _ASKS_ABOUT_SESSIONS.search(query) else "memory"
-        counts = text.term_counts(expanded)
+        counts = text.query_counts(expanded, self._known_terms)
         qtf = list(counts.values())
         return list(counts.keys()), qtf, sum(qtf), kind
+
+    def _known_terms(self, hashes: list[int]) -> set[int]:
+        """Which of these terms some memory holds (the index's vocabulary, else the file's)."""
+        if self.index is not None:
+            cols = self.index.cols
+            return {h for h in hashes if h in cols and self.index.df[cols[h]] > 0}
+        return self.store.terms_present(hashes)
 
     def _candidates(self, query: str, user: str, k: int, project: str | None = None):
         """The default fusion's best k for a query (no session, no learning), with the channel

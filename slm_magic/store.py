@@ -421,6 +421,14 @@ class Store:
                 "GROUP BY term ORDER BY term"
             ).fetchnumpy()
 
+    def terms_present(self, hashes: list[int]) -> set[int]:
+        """Which of these term hashes some memory's postings hold (a scan: the SQL fallback's
+        answer to what the in-process vocabulary knows at once)."""
+        with self.lock:
+            return {int(r[0]) for r in self.con.execute(
+                "SELECT DISTINCT t FROM (SELECT unnest(terms) AS t FROM memories) WHERE t IN (SELECT unnest(?::BIGINT[]))",
+                [hashes]).fetchall()}
+
     def doc_bounds(self) -> tuple[int, int]:
         with self.lock:
             lo, hi = self.con.execute(

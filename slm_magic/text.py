@@ -10,7 +10,7 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import chain
 from functools import lru_cache
 
@@ -132,9 +132,10 @@ _GRAMS: dict[str, tuple[int, ...]] = {}
 
 
 def _fill_grams(raws: Iterable[str]) -> None:
+    """As `_fill`: a full cache is emptied before what is missing is worked out."""
     if len(_GRAMS) >= _HASHES_MAX:
         _GRAMS.clear()
-    for raw in raws:
+    for raw in set(raws).difference(_GRAMS):
         _GRAMS[raw] = () if raw.casefold() in STOP_WORDS else tuple(
             chain.from_iterable(term_grams(t) for t in _word_terms(raw)))
 
@@ -148,7 +149,7 @@ def gram_counts(text: str, weight: int = 1, into: Counter[int] | None = None) ->
     try:
         grams = list(chain.from_iterable(map(_GRAMS.__getitem__, words)))
     except KeyError:
-        _fill_grams(set(words).difference(_GRAMS))
+        _fill_grams(words)
         grams = list(chain.from_iterable(map(_GRAMS.__getitem__, words)))
     out = Counter() if into is None else into
     if weight == 1:
@@ -177,3 +178,29 @@ def term_words(text: str) -> dict[int, str]:
 def term_counts(text: str) -> Counter[int]:
     """Term hash -> frequency for one text."""
     return Counter(term_ids(text))
+
+
+def query_counts(text: str, known: Callable[[list[int]], set[int]]) -> Counter[int]:
+    """A question's terms, as `term_counts` cuts them, except that an identifier some memory
+    holds whole ("store_master", as `known` says of the whole terms) is asked for whole: its
+    parts alone ("store", "master") would match every memory that merely says "store"."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    words = [w for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS]
+    idents = {w: term_hash(w.casefold()) for w in words if len(_word_terms(w)) > 1 and _is_identifier(w)}
+    held = known(list(set(idents.values()))) if idents else set()
+    counts: Counter[int] = Counter()
+    for w in words:
+        whole = idents.get(w)
+        if whole is not None and whole in held:
+            counts[whole] += 1
+        else:
+            counts.update(term_hash(t) for t in _word_terms(w))
+    return counts
+
+
+def _is_identifier(raw: str) -> bool:
+    """A name of code: parts joined by underscores or camelCase (not "5pm" or "2nd", whose
+    parts are just how a person writes them)."""
+    joined = _CAMEL.sub("_", raw).strip("_")
+    return "_" in joined and len(_PART.findall(joined.casefold())) > 1

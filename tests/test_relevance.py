@@ -121,3 +121,13 @@ def test_the_age_gate_reads_relevance_and_keeps_only_strong_old_matches():
         assert every[strong.fact_id] >= 0.70 > every[weak.fact_id] > 0
         gated = {r.fact_id for r in m.recall(q, limit=200, max_age_days=30)}
         assert strong.fact_id in gated and fresh.fact_id in gated and weak.fact_id not in gated
+
+
+def test_an_identifier_some_memory_holds_is_asked_for_whole(mem):
+    exact = mem.remember("store_master has one row per store and opening date")
+    mem.remember("the store in Leeds closes on Sundays")
+    mem.remember("the master branch was tagged v2")
+    assert [m.fact_id for m in mem.recall("store_master")] == [exact.fact_id]
+    # an identifier no memory holds is still found by its parts
+    assert {m.content for m in mem.recall("leeds_store")} == {"the store in Leeds closes on Sundays",
+                                                              "store_master has one row per store and opening date"}
