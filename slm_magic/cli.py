@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--limit", "-n", type=int, default=10)
     q.add_argument("--project")
     q.add_argument("--json", action="store_true", help="one JSON object per memory")
+    q.add_argument("--related", action="store_true", help="also each match's session neighbours, after the matches")
     sub.add_parser("stats", help="what is stored")
     e = sub.add_parser("export", help="write the memories to a .jsonl or .parquet file")
     e.add_argument("path")
@@ -82,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
             elif args.command == "recall":
                 if args.limit < 1:
                     raise SlmMagicError("--limit must be at least 1")
-                res = mem.recall(" ".join(args.query), limit=args.limit, project=args.project)
+                res = mem.recall(" ".join(args.query), limit=args.limit, project=args.project, related=args.related)
                 if args.json:
                     for m in res:
-                        print(json.dumps({"fact_id": m.fact_id, "content": m.content, **m.score.model_dump()}))
+                        print(json.dumps({"fact_id": m.fact_id, "content": m.content, **m.score.model_dump(),
+                                          "matched": m.matched, "reason": m.reason}))
                 else:
                     print(res)
             elif args.command == "stats":

@@ -97,6 +97,14 @@ def wrap(text: str, width: int, indent: int = 0, *, lines: int | None = None) ->
     return out
 
 
+def _why_text(m) -> str:
+    """Why a memory is in the list, in words: how well it matched and on what."""
+    if m.strength == "related":
+        return f"related: {m.reason} (it does not match the question itself)"
+    label = {"strong": "strong match", "partial": "match", "weak": "weak match"}[m.strength]
+    return f"{label} on {m.reason}" if m.reason else label
+
+
 def _meta_text(f) -> str:
     parts = [f.type]
     if f.tags:
@@ -135,31 +143,49 @@ def recall_text(res: "RecallResult", width: int | None = None) -> str:
         body = wrap(text, width - indent, lines=3)
         lines.append(f"{i:>3}  {s.value:5.3f}  {s.relevance:5.2f}  {f.fact_id[:8]}{mark} {body[0]}")
         lines += [" " * indent + b for b in body[1:]]
+        lines += wrap(_why_text(m), width, indent)
         lines += wrap(_meta_text(f), width, indent)
     lines += wrap("score: how well a memory answers (0.60 match + 0.25 recency + 0.15 revisions); match: how much "
-                  "of the question it contains", width)
+                  "of the question it contains (strong from 0.70, weak under 0.35)", width)
     if pinned:
         lines.append("* pinned: in every session's context")
     return "\n".join(lines)
 
 
+def marked_html(text: str, terms, style: str = "") -> str:
+    """`text` with the words that matched the question (its term hashes) in <mark>: the index's
+    own analyser decides, so "dropped" is marked for "drop" and nothing that did not count is."""
+    from .text import marked
+
+    if not terms:
+        return html.escape(text)
+    mark = f"<mark class='slm-hit' style='{style}'>" if style else "<mark class='slm-hit'>"
+    return "".join(f"{mark}{html.escape(p)}</mark>" if hit else html.escape(p) for p, hit in marked(text, terms))
+
+
 def recall_html(res: "RecallResult") -> str:
+    """The memories as an HTML table (where widgets do not render): matched words marked."""
+    from .models import plural
+
     e = html.escape
-    cap = f"recall <b>{e(res.query)}</b> · {len(res.memories)} memories · {e(res.retrieval_mode)} · {res.elapsed_ms:.1f} ms"
+    cap = (f"recall <b>{e(res.query)}</b> · {plural(len(res.memories), 'memory', 'memories')} · "
+           f"{res.elapsed_ms:.1f} ms")
     if res.degraded_mode:
-        cap += f" · <span style='color:#b00'>degraded: {e(res.degraded_reason or '')}</span>"
+        cap += f" · <span style='color:#b00'>slower path: {e(res.degraded_reason or '')}</span>"
     rows = []
     for i, m in enumerate(res.memories, 1):
-        s, f = m.score, m.fact
+        s, f, terms = m.score, m.fact, m.query_terms
         where = e(f.notebook or "") + (f" [{f.cell}]" if f.cell is not None else "")
+        text = ((f"<b>{marked_html(one_line(f.title, 80), terms)}</b> · " if f.title else "")
+                + marked_html(one_line(f.content, 160), terms))
         rows.append(
-            f"<tr><td class=n>{i}</td><td class=n>{s.value:.3f} <span class=slm-bar style='width:{60 * min(1, s.value):.0f}px'>"
-            f"</span></td><td class=n>{s.relevance:.2f}</td><td class=n>{s.bm25:.2f}</td><td class=n>{s.tfidf:.2f}</td>"
-            f"<td class=n>{s.recency:.2f}</td><td class=n>{s.revision:.2f}</td><td>{e(f.type)}{' 📌' if f.is_core else ''}"
-            f"</td><td>{e(one_line(f.title or f.content, 120))}</td><td>{e(', '.join(f.tags))}</td>"
-            f"<td>{age_text(f.updated_at)}</td><td>{where}</td><td><code>{e(f.fact_id)}</code></td></tr>")
-    head = ("<tr><th>#</th><th>SearchScore</th><th>relevance</th><th>bm25</th><th>tfidf</th><th>recency</th>"
-            "<th>revision</th><th>type</th><th>memory</th><th>tags</th><th>age</th><th>from</th><th>id</th></tr>")
+            f"<tr><td class=n>{i}</td><td class=n title='SearchScore'>{s.value:.3f} <span class=slm-bar "
+            f"style='width:{60 * min(1, s.value):.0f}px'></span></td><td class=n title='relevance'>{s.relevance:.2f}"
+            f"</td><td>{text}<div style='color:#666'>{e(_why_text(m))}</div></td><td>{e(f.type)}"
+            f"{' 📌' if f.is_core else ''}</td><td>{e(', '.join(f.tags))}</td><td>{age_text(f.updated_at)}</td>"
+            f"<td>{where}</td><td><code>{e(f.fact_id[:8])}</code></td></tr>")
+    head = ("<tr><th>#</th><th>score</th><th>match</th><th>memory</th><th>type</th><th>tags</th><th>age</th>"
+            "<th>from</th><th>id</th></tr>")
     return f"{_CSS}<div>{cap}</div><table class=slm-t>{head}{''.join(rows)}</table>"
 
 

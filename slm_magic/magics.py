@@ -262,6 +262,8 @@ class SLMMagic(Magics, Configurable):
     @argument("--limit", "-n", type=int, default=None, help="how many memories")
     @argument("--type", default=None, choices=MEMORY_TYPES, help="only memories of this type")
     @argument("--project", "-p", default=None, help="only memories of this project")
+    @argument("--related", action="store_true",
+              help="also the memories written next to each match in its session (after the matches, labelled)")
     @line_magic
     def recall(self, line: str) -> RecallResult:
         """The memories that answer QUERY, best first, with every score and its parts."""
@@ -281,7 +283,8 @@ class SLMMagic(Magics, Configurable):
             return LiveSearch(mem, session_id=sid, limit=limit)
         with self._engine() as mem:
             sid = self._session(mem)
-            res = mem.recall(query, session_id=sid, project=args.project, limit=limit, type=args.type)
+            res = mem.recall(query, session_id=sid, project=args.project, limit=limit, type=args.type,
+                             related=args.related)
         return self._mine(res, sid)
 
     @readable_help

@@ -68,7 +68,8 @@ def _scored(m: ScoredMemory) -> dict[str, Any]:
     head = {k: fact.pop(k) for k in ("fact_id", "content", "content_truncated", "content_chars") if k in fact}
     parts = {k: round(v, 4) for k, v in m.score.model_dump(exclude={"value"}).items()}
     return {**head, "score": round(m.score.value, 4), "score_parts": parts,
-            **fact, **m.model_dump(mode="json", exclude={"fact", "score"})}
+            **fact, **m.model_dump(mode="json", exclude={"fact", "score"}),
+            "matched": {field: list(words) for field, words in m.matched.items()}, "reason": m.reason}
 
 
 def _listed(item: dict[str, Any]) -> dict[str, Any]:
@@ -131,12 +132,16 @@ def recall(
     max_age_days: Annotated[int | None, Field(
         description="Leave out memories older than this unless their relevance is at least 0.70.",
         json_schema_extra={"minimum": 0})] = None,
+    related: Annotated[bool, Field(description="Also the memories written next to each match in its session "
+                                               "(after the matches, each saying which match it is related to).")] = False,
 ) -> dict[str, Any]:
     """The stored memories (the user's notebook findings and yours) that answer a query, best
-    first, each with its score and the score's parts (`relevance` says how well it matches), tags,
-    type, project and dates. A content over 2,000 characters is clipped (`content_truncated`):
-    mem_get_observation returns it whole."""
-    res = mem.recall(query, session_id=session_id, limit=limit, project=project, type=type, max_age_days=max_age_days)
+    first, each with its score and the score's parts (`relevance` says how well it matches), the
+    query words it matched by field (`matched`), tags, type, project and dates. Only memories that
+    match the query come back, unless `related`. A content over 2,000 characters is clipped
+    (`content_truncated`): mem_get_observation returns it whole."""
+    res = mem.recall(query, session_id=session_id, limit=limit, project=project, type=type, max_age_days=max_age_days,
+                     related=related)
     head = res.model_dump(mode="json", exclude={"memories"})
     head["elapsed_ms"] = round(head["elapsed_ms"], 2)
     return {**head, "memory_count": len(res),

@@ -269,6 +269,21 @@ class ScoredMemory(BaseModel):
             return f"same session as #{self.related_to}"
         return "; ".join(f"{field}: {', '.join(words)}" for field, words in self.matched.items())
 
+    @property
+    def query_terms(self) -> frozenset[int]:
+        """The question's term hashes (what `text.marked` highlights in this memory's fields)."""
+        return frozenset(self._words) if self.related_to is None else frozenset()
+
+    @property
+    def strength(self) -> str:
+        """How well it matches, in words: "strong" at relevance 0.70 or more (what passes the
+        age gate), "weak" under 0.35 (about one common word), else "partial"; "related" for a
+        memory that matched nothing itself."""
+        if self.related_to is not None:
+            return "related"
+        r = self.score.relevance
+        return "strong" if r >= 0.70 else "partial" if r >= 0.35 else "weak"
+
     # The parts by name, so `m.bm25` reads like the breakdown it is.
     @property
     def fact_id(self) -> str:

@@ -175,6 +175,29 @@ def term_words(text: str) -> dict[int, str]:
     return out
 
 
+def marked(text: str, terms: set[int] | frozenset[int]) -> list[tuple[str, bool]]:
+    """`text` cut into (piece, matched) pieces: a word whose terms meet `terms` (a question's
+    term hashes) is matched, as the index matched it ("dropped" for "drop", "df_churn_v2" for
+    "churn"). What a view highlights: the same analyser, so it never marks what did not count."""
+    out: list[tuple[str, bool]] = []
+    at = 0
+    for m in _WORD.finditer(text):
+        raw = m.group()
+        hashes = _HASHES.get(raw)
+        if hashes is None:
+            _fill([raw])
+            hashes = _HASHES[raw]
+        if terms.isdisjoint(hashes):
+            continue
+        if m.start() > at:
+            out.append((text[at:m.start()], False))
+        out.append((raw, True))
+        at = m.end()
+    if at < len(text):
+        out.append((text[at:], False))
+    return out
+
+
 def term_counts(text: str) -> Counter[int]:
     """Term hash -> frequency for one text."""
     return Counter(term_ids(text))

@@ -175,6 +175,9 @@ def test_widgets_render_and_feedback_reaches_the_file(lab, tmp_path):
         assert 0 < float(value) <= 1
         expect(context_out.get_by_text("context block").first).to_be_visible()
         expect(recall_out.locator(".slm-id").first).to_have_text(re.compile(r"^[0-9a-f]{8}$"))
+        # why it matched: the question's words marked in the row, and how well in words
+        expect(recall_out.locator("mark.slm-hit", has_text="feature").first).to_be_visible()
+        expect(recall_out.locator(".slm-match").first).to_have_text(re.compile(r"^(strong match|match|weak match) "))
 
         # the parts on demand
         recall_out.get_by_text("score parts").click()

@@ -168,3 +168,13 @@ def test_recall_of_one_type_records_only_what_it_shows(ip, tmp_path):
     with Memory(tmp_path / "memory.duckdb") as mem:
         shown = mem.store.con.execute("SELECT fact_id FROM recall_events").fetchall()
     assert shown == [(res[0].fact_id,)]
+
+
+def test_recall_brings_related_memories_only_when_asked(ip):
+    cell(ip, "%%remember --tags leakage\nDropped the tenure_days feature: it leaks the label")
+    cell(ip, "%%remember\nI prefer plotting with seaborn")  # the same session, about something else
+    plain, _ = cell(ip, "%recall tenure_days leakage")
+    assert [m.content for m in plain] == ["Dropped the tenure_days feature: it leaks the label"]
+    both, err = cell(ip, "%recall tenure_days leakage --related")
+    assert err is None and [m.related_to for m in both] == [None, 1]
+    assert both[1].reason == "same session as #1"

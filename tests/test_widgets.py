@@ -70,7 +70,7 @@ def test_a_higher_score_draws_a_longer_bar():
     low = SearchScore(value=0.3, relevance=0.2, bm25=0.2, tfidf=0.0, recency=0.5, revision=0.0)
     high = SearchScore(value=0.8, relevance=0.9, bm25=0.8, tfidf=0.5, recency=1.0, revision=0.2)
     assert sum(widths(stacked_bar(high)).values()) > sum(widths(stacked_bar(low)).values())
-    assert "SearchScore 0.800" in breakdown(high)
+    assert "score 0.800" in breakdown(high) and "SearchScore" in breakdown(high)  # (the name in a tooltip)
 
 
 def test_buttons_act_through_the_engine_and_rows_update_in_place(filled):
@@ -262,3 +262,29 @@ def test_counts_read_as_words():
     from slm_magic.models import plural
 
     assert (plural(1, "memory", "memories"), plural(3, "memory", "memories")) == ("1 memory", "3 memories")
+
+
+def test_a_row_marks_the_words_that_matched_and_says_how_well(mem):
+    mem.remember("Dropped the tenure_days feature: it leaks the label", tags="churn,leakage", title="Feature leak",
+                 session_id="s1")
+    mem.remember("I prefer plotting with seaborn", session_id="s1")
+    mem.remember("the churn window is 90 days", session_id="s2")
+    res = mem.recall("why was a feature dropped leakage", related=True)
+    view = MemoriesView.of(res, memory=mem)
+    strong, related = view.rows
+    assert res[0].strength == "strong" and res[1].strength == "related"
+    marks = re.findall(r"<mark class='slm-hit'[^>]*>([^<]+)</mark>", strong.text.value + strong.meta.value)
+    assert set(marks) == {"Dropped", "feature", "Feature", "leakage"}  # text, title and the tag, as the index matched
+    assert "strong match 0." in strong.meta.value and "slm-match-strong" in strong.meta.value
+    assert "slm-hit" not in related.text.value and "related same session as #1" in related.meta.value
+    assert "color:#666" in related.text.value  # a memory that matched nothing looks it
+    weak = mem.recall("churn definition of the window in days for dropped seaborn plotting")
+    assert {m.strength for m in weak} <= {"strong", "partial", "weak"}
+
+
+def test_the_terminal_table_says_why_each_memory_matched(mem):
+    mem.remember("Dropped the tenure_days feature: it leaks the label", tags="leakage", session_id="s1")
+    mem.remember("I prefer plotting with seaborn", session_id="s1")
+    text = str(mem.recall("feature dropped", related=True))
+    assert "match on content: feature, dropped" in text
+    assert "related: same session as #1 (it does not match the question itself)" in text

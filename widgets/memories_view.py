@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as W
 
-from slm_magic.display import age_text, mode_words, one_line, origin_html, recall_text
+from slm_magic.display import age_text, marked_html, mode_words, one_line, origin_html, recall_text
 from slm_magic.errors import SlmMagicError
 from slm_magic.models import Fact, RecallResult, ScoredMemory, plural
 
@@ -62,6 +62,27 @@ def _grid(cells: list[W.Widget]) -> W.GridBox:
 def _html(value: str = "", **layout) -> W.HTML:
     """A grid cell: clipped to its column (long text ends in an ellipsis, never overflows)."""
     return W.HTML(value, layout=W.Layout(min_width="0", margin="0", overflow="hidden", **layout))
+
+
+MARK = "background:#fff3a3;color:inherit;padding:0 1px;border-radius:2px"
+# What a match's strength looks like: a strong one stands out, a weak one looks weak.
+STRENGTH = {"strong": ("strong match", "#166534", "#dcfce7"), "partial": ("match", "#1e3a8a", "#e0e7ff"),
+            "weak": ("weak match", "#6b7280", "#f3f4f6"), "related": ("related", "#6b7280", "#f3f4f6")}
+
+
+def _marked(text: str, terms) -> str:
+    return marked_html(text, terms, MARK)
+
+
+def strength_chip(item: ScoredMemory) -> str:
+    """The match in words (with its relevance), or what a related memory is related to."""
+    label, fg, bg = STRENGTH[item.strength]
+    detail = item.reason if item.strength == "related" else f"{item.relevance:.2f}"
+    tip = (f"relevance {item.relevance:.3f}; matched {item.reason}" if item.strength != "related"
+           else f"shown because it was written in the same session as result {item.related_to}; it does not "
+                "match the question itself")
+    return (f"<span class='slm-match slm-match-{item.strength}' title='{html.escape(tip)}' "
+            f"style='color:{fg};background:{bg};border-radius:3px;padding:0 4px'>{label} {html.escape(detail)}</span>")
 
 
 def short_id(fact_id: str) -> str:
@@ -130,19 +151,20 @@ class MemoryRow:
 
     def refresh(self) -> None:
         """Redraw from `self.fact` (after a pin, unpin or forget)."""
-        f = self.fact
+        f, terms = self.fact, self.item.query_terms
         badge = ("<span title='core memory: always in a session context' style='background:#fde68a;"
                  "border-radius:3px;padding:0 4px;margin-right:4px;font-size:11px'>core</span>") if f.is_core else ""
-        head = f"<b>{html.escape(one_line(f.title, 80))}</b> · " if f.title else ""
-        style = "text-decoration:line-through;color:#999" if self.forgotten else ""
+        head = f"<b>{_marked(one_line(f.title, 80), terms)}</b> · " if f.title else ""
+        style = "text-decoration:line-through;color:#999" if self.forgotten else (
+            "color:#666" if self.item.strength in ("weak", "related") else "")
         tip = f.content if len(f.content) < 2000 else f.content[:2000] + "…"
         self.text.value = (f"<div title='{html.escape(tip)}' style='{_TWO_LINES};{style}'>"
-                           f"{badge}{head}{html.escape(one_line(f.content, 400))}</div>")
+                           f"{badge}{head}{_marked(one_line(f.content, 400), terms)}</div>")
         colour = "#7a4f01" if f.type in ("decision", "preference", "profile") else "#444"
-        parts = [f"<span style='color:{colour}'>{html.escape(f.type)}</span>"]
+        parts = [strength_chip(self.item), f"<span style='color:{colour}'>{_marked(f.type, terms)}</span>"]
         if f.tags:
             parts.append(" ".join(f"<span style='background:#eef2ff;border-radius:3px;padding:0 4px'>"
-                                  f"{html.escape(t)}</span>" for t in f.tags))
+                                  f"{_marked(t, terms)}</span>" for t in f.tags))
         parts.append(f"<span title='updated {f.updated_at:%Y-%m-%d %H:%M} UTC'>{age_text(f.updated_at)}</span>")
         if f.notebook or f.cell is not None:
             name = (f.notebook or "").rsplit("/", 1)[-1]

@@ -15,8 +15,15 @@ from slm_magic.models import SEARCH_WEIGHTS, SearchScore
 # One colour per part, the same in the stacked bar and in the breakdown.
 COLOURS = {"relevance": "#4c78a8", "bm25": "#4c78a8", "tfidf": "#9ecae9", "recency": "#72b7b2",
            "revision": "#f58518", "working_set": "#b279a2", "learned": "#54a24b"}
-LABELS = {"relevance": "relevance", "bm25": "bm25", "tfidf": "tfidf", "recency": "recency",
-          "revision": "revision", "working_set": "working set", "learned": "learned"}
+COLOURS["context"] = "#c6dbef"
+# Plain words on screen; the API's technical names in each part's tooltip.
+LABELS = {"relevance": "match", "bm25": "words", "tfidf": "word parts", "context": "context", "recency": "recent",
+          "revision": "revised", "working_set": "this session", "learned": "learned"}
+TECHNICAL = {"relevance": "relevance: words and word parts fused", "bm25": "bm25: the question's words (BM25F over "
+             "content, title, tags, project, type)", "tfidf": "tfidf: cosine of character 3-grams (word parts, "
+             "variants, typos)", "context": "context: the session context channel", "recency": "recency: halves every "
+             "30 days since the last update", "revision": "revision: min(revision_count, 10) / 10",
+             "working_set": "working_set: shown earlier in this session", "learned": "learned: the learning loop"}
 BAR_PX = 96  # the full 0-1 axis of a stacked bar
 
 
@@ -62,7 +69,8 @@ def stacked_bar(score: SearchScore) -> str:
 
 def _part_bar(name: str, value: float, note: str = "") -> str:
     width = round(100.0 * min(abs(value), 1.0), 1)
-    return (f"<span style='display:inline-flex;align-items:center;gap:4px;margin-right:14px'>"
+    return (f"<span style='display:inline-flex;align-items:center;gap:4px;margin-right:14px' "
+            f"title='{html.escape(TECHNICAL.get(name, name))}'>"
             f"<span style='color:#555'>{LABELS.get(name, name)}</span>"
             f"<span style='display:inline-block;width:60px;height:8px;background:#eee;border-radius:2px'>"
             f"<span class='slm-part slm-{name}' style='display:block;height:8px;width:{width}%;"
@@ -74,6 +82,7 @@ def breakdown(score: SearchScore) -> str:
     """The parts side by side, each on its own 0-1 axis, and the sum they make."""
     w_rel, w_rec, w_rev = SEARCH_WEIGHTS
     parts = (_part_bar("bm25", score.bm25) + _part_bar("tfidf", score.tfidf)
+             + (_part_bar("context", score.context) if score.context else "")
              + _part_bar("relevance", score.relevance, f"<span style='color:#888'> ×{w_rel:.2f}</span>")
              + _part_bar("recency", score.recency, f"<span style='color:#888'> ×{w_rec:.2f}</span>")
              + _part_bar("revision", score.revision, f"<span style='color:#888'> ×{w_rev:.2f}</span>"))
@@ -82,5 +91,5 @@ def breakdown(score: SearchScore) -> str:
     if score.learned:
         parts += _part_bar("learned", score.learned, "<span style='color:#888'> added (learning loop)</span>")
     return (f"<div class='slm-breakdown' style='font-size:11px;padding:2px 0 6px 34px;display:flex;flex-wrap:wrap'>"
-            f"{parts}<span style='color:#555'>= SearchScore {score.value:.3f}</span></div>")
+            f"{parts}<span style='color:#555' title='SearchScore'>= score {score.value:.3f}</span></div>")
 
