@@ -7,6 +7,7 @@ import textwrap
 import duckdb
 import pytest
 
+from slm_magic.replica import IndexReplica
 from slm_magic import InvalidInput, Memory, StoreError
 from slm_magic.store import SCHEMA_VERSION
 
@@ -103,10 +104,10 @@ def test_sql_fallback_agrees_with_the_index(mem):
     mem.remember_many({"content": c} for c in CORPUS)
     for q in ["churn", "customer_id rows", "holiday forecast", "feature churn label", "order value outliers"]:
         full = mem.recall(q)
-        index = mem.index
-        mem.index, mem.index_error = None, "switched off by the test"
+        replica = mem.replica
+        mem.replica, mem.index_error = None, "switched off by the test"
         fb = mem.recall(q)
-        mem.index = index
+        mem.replica = replica
         assert fb.degraded_mode and fb.retrieval_mode == "bm25_sql_fallback"
         assert not full.degraded_mode and full.retrieval_mode == "full_bm25_tfidf"
         assert [r.fact_id for r in fb] == [r.fact_id for r in full]
@@ -132,10 +133,10 @@ def test_sql_fallback_returns_the_same_top_10_with_tags_titles_and_sessions(cloc
                        created_at=now - timedelta(days=rnd.randint(0, 90)))
         for q in ["churn join", "leakage", "timezone dedup orders", "audit", "decision threshold", "cohort drift"]:
             full = m.recall(q, limit=10)
-            index = m.index
-            m.index, m.index_error = None, "switched off by the test"
+            replica = m.replica
+            m.replica, m.index_error = None, "switched off by the test"
             fb = m.recall(q, limit=10)
-            m.index = index
+            m.replica = replica
             assert fb.degraded_mode and len(full) == 10
             assert [r.fact_id for r in fb] == [r.fact_id for r in full], q
             assert [r.score.value for r in fb] == pytest.approx([r.score.value for r in full]), q
@@ -156,10 +157,10 @@ def test_users_never_see_each_other(mem):
     assert [r.content for r in mem.recall("churn threshold", user_id="bob")] == ["bob's churn threshold is 0.37"]
     assert mem.recall("churn threshold").memories == []  # the default user has none
     assert mem.recall("churn threshold", user_id="carol").memories == []
-    index = mem.index
-    mem.index, mem.index_error = None, "test"
+    replica = mem.replica
+    mem.replica, mem.index_error = None, "test"
     assert [r.content for r in mem.recall("churn threshold", user_id="bob")] == ["bob's churn threshold is 0.37"]
-    mem.index = index
+    mem.replica = replica
 
 
 def test_project_filter(mem):
@@ -218,7 +219,7 @@ def test_reopen_rebuilds_the_same_ranking_when_loaded_in_chunks(db_path, monkeyp
         live = snapshot(m)
     with Memory(db_path, clock=clock, context_weight=0.6) as m:
         whole = snapshot(m)
-    monkeypatch.setattr(Memory, "LOAD_CHUNK", 7)  # many chunks, sessions crossing their borders
+    monkeypatch.setattr(IndexReplica, "LOAD_CHUNK", 7)  # many chunks, sessions crossing their borders
     with Memory(db_path, clock=clock, context_weight=0.6) as m:
         chunked = snapshot(m)
     assert chunked == whole

@@ -153,7 +153,7 @@ def test_context_view_banners_timeline_and_new_or_continued(filled, clock):
 
 def test_context_view_shows_degraded_mode(filled):
     with filled.attached():
-        filled.index, filled.index_error = None, "switched off by the test"
+        filled.replica, filled.index_error = None, "switched off by the test"
         init = filled.session_init(query="churn")
     view = ContextView(init, memory=filled)
     assert init.degraded_mode and view.degraded_banner.layout.display is None

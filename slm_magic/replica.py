@@ -1,0 +1,206 @@
+"""The in-process replica of the file's index: the sparse index, the displayable rows and the
+change stamp it has caught up to. It loads from the file, catches up with what other
+connections and processes wrote, and takes in this process's own writes; nothing else changes
+it. A failure of the file or the machine while it works reaches `Memory`, which then answers
+from SQL (and builds a new replica on its next attach).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .index import SparseIndex
+from .models import MEMORY_TYPES, Fact
+from .rows import FactRows
+from .sessions import is_synthetic_session
+from .store import FACT_COLUMNS, Store
+
+KINDS = {"memory": 0, "summary_event": 1}
+TYPE_CODE = {t: i for i, t in enumerate(MEMORY_TYPES)} | {"summary": len(MEMORY_TYPES)}
+
+
+class IndexReplica:
+    """The index, the rows and the stamp they reflect, for one store."""
+
+    LOAD_CHUNK = 100_000  # memories per step when building the index at open (bounds peak RAM)
+
+    def __init__(self, store: Store, k1: float, b: float):
+        self.store = store
+        self.index = SparseIndex(k1, b)
+        self.rows = FactRows()
+        self.seen = 0                           # highest change stamp reflected here
+        self.session_last: dict[str, int] = {}  # session -> its last memory's doc id (for links)
+
+    @classmethod
+    def load(cls, store: Store, k1: float, b: float) -> "IndexReplica":
+        """Build the replica from the whole file."""
+        replica = cls(store, k1, b)
+        with store.lock:
+            replica.seen = store.max_change()
+            replica.apply_changes(0, whole=True)
+            store.known_stamp = store.file_stamp()
+        return replica
+
+    def refresh(self) -> None:
+        """Catch up with writes another connection or process made since we last looked."""
+        stamp = self.store.file_stamp()
+        if stamp == self.store.known_stamp:
+            return
+        self.sync()
+
+    def sync(self) -> None:
+        """Apply every change after the highest stamp we have seen (cheap when there is none)."""
+        with self.store.lock:
+            if self.store.last_change() > self.seen:
+                self.seen = max(self.seen, self.apply_changes(self.seen))
+            self.store.known_stamp = self.store.file_stamp()
+
+    def apply_changes(self, since: int, whole: bool = False) -> int:
+        """Bring the index and the rows up to date with everything changed after `since`;
+        returns the newest change stamp applied."""
+        store, index = self.store, self.index
+        if whole:  # a whole load: one bounded range of doc ids at a time, then the links
+            vocab = store.vocabulary()
+            index.set_vocabulary(vocab["term"], vocab["df"])
+            grams = store.gram_vocabulary()
+            index.grams.set_vocabulary(grams["gram"], grams["df"])
+            lo, hi = store.doc_bounds()
+            for start in range(lo, hi + 1, self.LOAD_CHUNK):
+                self._load_rows((start, start + self.LOAD_CHUNK - 1))
+            links = store.session_links()
+            real = np.array([not is_synthetic_session(x) for x in links["session_id"]], dtype=bool)
+            index.link_pairs(links["prev_doc"][real], links["doc_id"][real])
+            self.session_last = {k: v for k, v in store.session_ends().items() if not is_synthetic_session(k)}
+            index.recompute_norms()
+        else:
+            tombs = store.tombstones(since)
+            replaced = {int(new): int(old) for old, new, _, _ in tombs if new is not None}
+            newest = self._apply_delta(since, store.changes(since), replaced)
+            for old, new, terms, _ in tombs:
+                self._retire(int(old), None if new is None else int(new), terms)
+            return max([since, newest, *(int(c) for *_, c in tombs)])
+        return since
+
+    def _retire(self, old: int, new: int | None, terms: list[int] | None) -> None:
+        """An index position stops being live: its successor (if any) takes its session place."""
+        index = self.index
+        if not (0 <= old < index.docs.size and index.docs.alive[old]):
+            return
+        if new is not None and 0 <= new < index.docs.size and index.docs.alive[new]:
+            index.replace_link(old, new)
+            for s, last in self.session_last.items():
+                if last == old:
+                    self.session_last[s] = new
+                    break
+        cols = [index.cols[t] for t in (terms or []) if t in index.cols]
+        index.remove_documents([old], {old: np.asarray(cols, dtype=np.int64)})
+
+    def _apply_delta(self, since: int, table, replaced: Mapping[int, int]) -> int:
+        """Apply rows changed by someone else (one Arrow table from `Store.changes`)."""
+        import pyarrow.compute as pc
+
+        if table.num_rows == 0:
+            return since
+        index = self.index
+        meta = {name: table.column(name).to_numpy(zero_copy_only=False)
+                for name in ("doc_id", "user_id", "project", "type", "is_core", "kind", "updated", "revision_count",
+                             "doc_len", "session_id", "changed")}
+        doc_ids = meta["doc_id"].astype(np.int64)
+        alive = index.docs.alive
+        known = np.array([d < index.docs.size and alive[d] for d in doc_ids.tolist()], dtype=bool)
+        for i in np.flatnonzero(known).tolist():  # metadata can change without new content
+            d = int(doc_ids[i])
+            index.docs.updated[d] = meta["updated"][i]
+            index.docs.revision[d] = meta["revision_count"][i]
+            index.docs.core[d] = meta["is_core"][i]
+            index.touched([d])
+        fresh = np.flatnonzero(~known)
+        if fresh.size:
+            sub = table.take(fresh)
+            terms, tfs = sub.column("terms").combine_chunks(), sub.column("tfs").combine_chunks()
+            parents = pc.list_parent_indices(terms).to_numpy()
+            p_doc = doc_ids[fresh][parents]
+            grams, gtfs = sub.column("grams").combine_chunks(), sub.column("gtfs").combine_chunks()
+            new_meta = {k: v[fresh] for k, v in meta.items()}
+            new_meta.update(g_doc=doc_ids[fresh][pc.list_parent_indices(grams).to_numpy()],
+                            g_gram=pc.list_flatten(grams).to_numpy(), g_tf=pc.list_flatten(gtfs).to_numpy())
+            self.add(doc_ids[fresh], new_meta, p_doc,
+                            pc.list_flatten(terms).to_numpy(), pc.list_flatten(tfs).to_numpy(), replaced=replaced)
+        self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
+        return int(meta["changed"].max())
+
+    def _load_rows(self, docs: tuple[int, int]) -> None:
+        """Whole load: one range of doc ids into a fresh index (the vocabulary is already set)."""
+        import pyarrow.compute as pc
+
+        store = self.store
+        meta = store.index_rows(0, docs)
+        if not meta["doc_id"].size:
+            return
+        post = store.index_postings(0, None, docs)
+        grams = store.index_grams(docs)
+        g_list = grams.column("grams").combine_chunks()
+        meta.update(g_doc=grams.column("doc_id").to_numpy()[pc.list_parent_indices(g_list).to_numpy()],
+                    g_gram=pc.list_flatten(g_list).to_numpy(),
+                    g_tf=pc.list_flatten(grams.column("gtfs").combine_chunks()).to_numpy())
+        self.add(meta["doc_id"].astype(np.int64), meta, post["doc_id"], post["term"], post["tf"], link=False)
+        self.rows.add_table(store.fact_rows(0, docs))
+
+    def add(self, doc_ids: np.ndarray, meta: Mapping[str, Any], p_doc: np.ndarray,
+                   p_term: np.ndarray, p_tf: np.ndarray, link: bool = True,
+                   replaced: Mapping[int, int] | None = None) -> None:
+        """Add new documents (metadata columns + postings) to the index and link sessions."""
+        index = self.index
+        p_term = np.asarray(p_term, dtype=np.int64)
+        if not link:  # whole load: the vocabulary is known and sorted
+            cols = np.searchsorted(index.vocab_sorted, p_term)
+        else:
+            uniq, inverse = np.unique(p_term, return_inverse=True)
+            col_of = index.column
+            cols = np.fromiter((col_of(t) for t in uniq.tolist()), dtype=np.int64, count=uniq.size)[inverse]
+        kinds = np.array([KINDS.get(k, 0) for k in meta["kind"]], dtype=np.int8)
+        index.add_documents(
+            np.asarray(doc_ids, dtype=np.int64), cols, np.asarray(p_doc, dtype=np.int32),
+            np.asarray(p_tf, dtype=np.float32),
+            {"dl": np.asarray(meta["doc_len"], dtype=np.float32),
+             "updated": np.asarray(meta["updated"], dtype=np.float64),
+             "revision": np.asarray(meta["revision_count"], dtype=np.int32),
+             "user": np.array([index.code("user", u) for u in meta["user_id"]], dtype=np.int32),
+             "project": np.array([index.code("project", p) for p in meta["project"]], dtype=np.int32),
+             "core": np.asarray(meta["is_core"], dtype=bool),
+             "kind": kinds,
+             "type": np.array([TYPE_CODE.get(t, 0) for t in meta["type"]], dtype=np.int8)},
+            count_df=link,
+        )
+        if "g_gram" in meta:  # the n-gram channel's forward vectors
+            index.grams.add(meta["g_doc"], meta["g_gram"], meta["g_tf"], doc_ids, count_df=link)
+        if not link:
+            return
+        last = self.session_last
+        for d, s, k in zip(np.asarray(doc_ids).tolist(), list(meta["session_id"]), kinds.tolist()):
+            if s is None or k != 0 or is_synthetic_session(s) or (replaced and d in replaced):
+                continue
+            prev = last.get(s)
+            if prev is not None:
+                index.link_after(prev, d)
+            last[s] = d
+
+    def after_write(self, doc_ids: np.ndarray, changed: np.ndarray, meta: Mapping[str, Any],
+                    p_doc: np.ndarray, p_term: np.ndarray, p_tf: np.ndarray, rows_table=None,
+                    facts: Sequence[Fact] | None = None) -> None:
+        """Put what this process just wrote into the index, or catch up if someone wrote in between."""
+        with self.store.lock:
+            lo, hi = int(changed.min()), int(changed.max())
+            contiguous = lo == self.seen + 1 and hi - lo + 1 == changed.size
+            self.add(doc_ids, meta, p_doc, p_term, p_tf)
+            if rows_table is not None:
+                self.rows.add_table(rows_table)
+            for d, f in zip(doc_ids.tolist(), facts or ()):
+                self.rows.add_fact(d, f)
+            if not contiguous:
+                self.apply_changes(self.seen)
+            self.seen = max(self.seen, hi)
+            self.store.known_stamp = self.store.file_stamp()
