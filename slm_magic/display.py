@@ -1,7 +1,8 @@
 """Plain renderings of results: an HTML table for notebooks, a text table for terminals.
 
-Pure functions of the engine's models (no IPython here): the models' `_repr_html_` and
-`__str__` call them, and the widgets issue replaces the HTML with live views.
+Pure functions of the engine's models, which they read by attribute (a RecallResult, a
+SessionInit, a LearningStatus, a Provenance) and never import, and no IPython: the models'
+`_repr_html_` and `__str__` call them; in a kernel the widgets show live views instead.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ import html
 import shutil
 import textwrap
 from datetime import datetime
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .models import LearningStatus, Provenance, RecallResult, SessionInit
 
 _CSS = ("<style>.slm-t{border-collapse:collapse;font-size:12px}.slm-t td,.slm-t th{padding:3px 8px;"
         "border-bottom:1px solid #ddd;text-align:left;vertical-align:top}.slm-t td.n{text-align:right;"
         "font-variant-numeric:tabular-nums}.slm-bar{display:inline-block;height:8px;background:#4c78a8}</style>")
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """'1 memory', '3 memories'."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
 def age_text(dt: datetime, now: datetime | None = None) -> str:
@@ -52,19 +54,17 @@ def mode_words(mode: str, *, technical: bool = False) -> str:
     return f"{words} (retrieval_mode {mode})" if technical else words
 
 
-def learning_words(learning: "LearningStatus") -> str:
+def learning_words(learning) -> str:
     """The learning loop's phase, as a person would say it."""
-    from .learning import PHASE_2_SIGNALS
-
     if learning.phase == 1:
-        return (f"learning: collecting feedback ({learning.feedback_signals} of {PHASE_2_SIGNALS} signals "
+        return (f"learning: collecting feedback ({learning.feedback_signals} of {learning.signals_to_start} signals "
                 "before it starts)")
     if learning.phase == 2:
         return f"learning: memories marked useful rise ({learning.feedback_signals} signals)"
     return f"learning: ranking learned from your feedback ({learning.feedback_signals} signals)"
 
 
-def origin_html(prov: "Provenance | None") -> str:
+def origin_html(prov) -> str:
     """Where a memory came from, for a row's "where from" panel."""
     e = html.escape
     if prov is None:
@@ -116,11 +116,9 @@ def _meta_text(f) -> str:
     return " · ".join(parts)
 
 
-def recall_text(res: "RecallResult", width: int | None = None) -> str:
+def recall_text(res, width: int | None = None) -> str:
     """The memories as a table that fits the terminal: rank, score, match, a short id, then
     the memory wrapped at word boundaries with its type, tags, age and notebook below it."""
-    from .models import plural
-
     width = width or terminal_width()
     lines = wrap(f"recall {res.query!r}: {plural(len(res.memories), 'memory', 'memories')}, "
                  f"{res.elapsed_ms:.1f} ms", width)
@@ -163,10 +161,8 @@ def marked_html(text: str, terms, style: str = "") -> str:
     return "".join(f"{mark}{html.escape(p)}</mark>" if hit else html.escape(p) for p, hit in marked(text, terms))
 
 
-def recall_html(res: "RecallResult") -> str:
+def recall_html(res) -> str:
     """The memories as an HTML table (where widgets do not render): matched words marked."""
-    from .models import plural
-
     e = html.escape
     cap = (f"recall <b>{e(res.query)}</b> · {plural(len(res.memories), 'memory', 'memories')} · "
            f"{res.elapsed_ms:.1f} ms")
@@ -189,10 +185,8 @@ def recall_html(res: "RecallResult") -> str:
     return f"{_CSS}<div>{cap}</div><table class=slm-t>{head}{''.join(rows)}</table>"
 
 
-def session_text(init: "SessionInit", width: int | None = None) -> str:
+def session_text(init, width: int | None = None) -> str:
     """A session as it opens, for a terminal: new or continued, what is known, the context."""
-    from .models import plural
-
     width = width or terminal_width()
     state = "new session" if init.is_new else "continued session"
     lines = wrap(f"{state} {init.session_id} · {plural(init.memory_count, 'memory', 'memories')} · "
@@ -216,7 +210,7 @@ def session_text(init: "SessionInit", width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def session_html(init: "SessionInit") -> str:
+def session_html(init) -> str:
     e = html.escape
     banners = ""
     if init.degraded_mode:

@@ -39,10 +39,6 @@ def _format(path: Path) -> str:
     raise InvalidInput(f"{path.name}: use a .jsonl or .parquet file")
 
 
-def _literal(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
-
-
 def _bad_json_line(path: Path) -> str | None:
     """Where a JSON Lines file first stops being one, in a reader's terms (line numbers from 1)."""
     with path.open("rb") as f:
@@ -72,15 +68,11 @@ class Exchange:
         user = self.user_id if user_id is None else user_id
         if not path.parent.is_dir():
             raise InvalidInput(f"{path.parent} is not a folder")
-        with self.store.lock:
-            stats = self.store.user_stats(user)
-            options = "FORMAT JSON" if fmt == "json" else "FORMAT PARQUET"
-            try:
-                self.store.con.execute(
-                    f"COPY (SELECT {', '.join(EXPORT_COLUMNS)} FROM memories WHERE user_id = ? "
-                    f"ORDER BY coalesce(seq, doc_id)) TO {_literal(path)} ({options})", [user])
-            except Exception as exc:  # noqa: BLE001 - a path we cannot write is the user's to fix
-                raise InvalidInput(f"cannot write {path}: {exc}") from None
+        stats = self.store.user_stats(user)
+        try:
+            self.store.write_export(path, fmt, user, EXPORT_COLUMNS)
+        except Exception as exc:  # noqa: BLE001 - a path we cannot write is the user's to fix
+            raise InvalidInput(f"cannot write {path}: {exc}") from None
         return ExportReport(path=str(path), memories=stats["observations"], summaries=stats["summaries"])
 
     def import_file(self: "Memory", path: str | Path, *, progress: bool | None = None,
@@ -95,18 +87,10 @@ class Exchange:
         fmt = _format(path)
         if not path.is_file():
             raise InvalidInput(f"{path} is not a file")
-        columns = ", ".join(f"{k}: '{v}'" for k, v in _TYPES.items())
-        reader = (f"read_json({_literal(path)}, format = 'newline_delimited', columns = {{{columns}}})"
-                  if fmt == "json" else f"read_parquet({_literal(path)})")
         where = "line" if fmt == "json" else "row"
         with self.store.lock:
             try:
-                have = set(EXPORT_COLUMNS) if fmt == "json" else {
-                    r[0] for r in self.store.con.execute(f"DESCRIBE SELECT * FROM {reader}").fetchall()}
-                # (a file exported by an earlier version lacks the newer columns: they are NULL)
-                select = ", ".join(f"CAST({c if c in have else 'NULL'} AS {_TYPES[c]}) AS {c}" for c in EXPORT_COLUMNS)
-                table = self.store.con.sql(
-                    f"SELECT {select}, row_number() OVER () AS line_number FROM {reader}").to_arrow_table()
+                table = self.store.read_export(path, fmt, {c: _TYPES[c] for c in EXPORT_COLUMNS})
             except Exception as exc:  # noqa: BLE001 - unreadable or not ours: say so, change nothing
                 why = _bad_json_line(path) if fmt == "json" else None
                 if why is None:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import InvalidInput
-from .models import LearningStatus
+from .models import PHASE_2_SIGNALS, PHASE_3_SIGNALS, LearningStatus
 from .index import locate
 from .reranker import CANDIDATES, LinearRanker, Usage, feature_matrix, prior
 
@@ -43,7 +43,6 @@ if TYPE_CHECKING:  # pragma: no cover
 EXPLICIT_SIGNALS = {"up": 1.0, "down": -1.0}
 #: Implicit signals (see the module docstring) and their value.
 IMPLICIT_SIGNALS = {"pinned": 1.0, "revised": 0.5, "used": 0.5, "ignored": -0.25}
-PHASE_2_SIGNALS, PHASE_3_SIGNALS = 50, 200
 PRIOR_CAP = 0.10          # the most a phase-2 prior moves a score, either way
 LEARNED_WEIGHT = 1.0      # scales the phase-3 model's part (see reranker.py)
 RETRAIN_GROWTH, RETRAIN_MIN_NEW = 1.25, 50

@@ -601,11 +601,8 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         if user_id is not None and not isinstance(user_id, str):
             raise InvalidInput(f"user_id must be a string, not {type(user_id).__name__}")
         user = self.user_id if user_id is None else user_id
-        with self.store.lock:
-            row = self.store.con.execute(
-                f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE fact_id = ? AND user_id = ?",
-                [fact_id, user]).fetchall()
-        return _fact(row[0]) if row else None
+        row = self.store.fact(fact_id, user)
+        return None if row is None else _fact(row)
 
     def provenance(self, fact_id: str) -> Provenance | None:
         """Where one memory came from (read on demand: the code is not held in the process)."""
@@ -654,8 +651,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
 
     def count(self, user_id: str | None = None) -> int:
         user = self.user_id if user_id is None else user_id
-        with self.store.lock:
-            return self.store.con.execute("SELECT count(*) FROM memories WHERE user_id = ?", [user]).fetchall()[0][0]
+        return self.store.count(user)
 
 
 def _fact(row: Sequence[Any]) -> Fact:

@@ -8,8 +8,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from .records import MEMORY_TYPES as MEMORY_TYPES  # (re-exported: the types belong to the models too)
+from .records import matched_fields
+from .display import one_line, plural, recall_html, recall_text, session_html, session_text, terminal_width
+
 MemoryType = Literal["profile", "preference", "decision", "pattern", "discovery"]
-MEMORY_TYPES: tuple[str, ...] = ("profile", "preference", "decision", "pattern", "discovery")
 #: How much a type matters when a session opens (ContextScore's type priority).
 TYPE_PRIORITY: dict[str, float] = {
     "profile": 1.0,
@@ -29,11 +32,6 @@ class Readable:
     def _repr_html_(self) -> str:
         lines = [html.escape(line) for line in str(self).splitlines()]
         return f"<div style='font-size:13px;white-space:pre-wrap'>{'<br>'.join(lines)}</div>"
-
-
-def plural(n: int, one: str, many: str | None = None) -> str:
-    """'1 memory', '3 memories'."""
-    return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
 class Fact(BaseModel):
@@ -181,8 +179,6 @@ class ImportReport(Readable, BaseModel):
 
 def _fact_line(f: "Fact", lead: str = "") -> str:
     """`lead`, the id and type, then as much of the text as fits one terminal line."""
-    from .display import one_line, terminal_width
-
     start = f"{lead}{f.fact_id} [{f.type}{', core' if f.is_core else ''}] "
     return start + one_line(f.content, max(20, terminal_width() - len(start) - 1))
 
@@ -257,7 +253,6 @@ class ScoredMemory(BaseModel):
         "project", "type"); empty for a related memory. Worked out when asked for."""
         if self.related_to is not None or not self._words:
             return {}
-        from .records import matched_fields
 
         f = self.fact
         return matched_fields(self._words, f.content, f.title, f.tags, f.project, f.type)
@@ -346,16 +341,12 @@ class RecallResult(BaseModel):
         return len(self.memories)
 
     def __str__(self) -> str:
-        from .display import recall_text
-
         return recall_text(self)
 
     def _repr_pretty_(self, p, cycle: bool) -> None:  # IPython in a terminal
         p.text(str(self))
 
     def _repr_html_(self) -> str:
-        from .display import recall_html
-
         return recall_html(self)
 
     def __iter__(self):  # type: ignore[override]
@@ -379,6 +370,11 @@ class SessionMemory(BaseModel):
     is_core: bool
 
 
+#: The learning loop's phases, by a user's number of feedback signals: 1 below the first, 2
+#: (a usefulness prior) from it, 3 (a learned ranker) from the second.
+PHASE_2_SIGNALS, PHASE_3_SIGNALS = 50, 200
+
+
 class LearningStatus(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -390,6 +386,11 @@ class LearningStatus(BaseModel):
     # model ranks as phase 2, and `status` says why.
     _ranking: str = PrivateAttr(default="default fusion")
     _model_id: str | None = PrivateAttr(default=None)
+
+    @property
+    def signals_to_start(self) -> int:
+        """How many signals the learning starts at (phase 2)."""
+        return PHASE_2_SIGNALS
 
     @property
     def ranking(self) -> str:
@@ -452,16 +453,12 @@ class SessionInit(BaseModel):
         return self._age_gate
 
     def __str__(self) -> str:
-        from .display import session_text
-
         return session_text(self)
 
     def _repr_pretty_(self, p, cycle: bool) -> None:
         p.text(str(self))
 
     def _repr_html_(self) -> str:
-        from .display import session_html
-
         return session_html(self)
 
 

@@ -20,7 +20,9 @@ import numpy as np
 
 from . import text
 from .errors import InvalidInput
-from .models import MEMORY_TYPES
+
+#: The kinds of memory (the seed's types); "discovery" is the default.
+MEMORY_TYPES: tuple[str, ...] = ("profile", "preference", "decision", "pattern", "discovery")
 
 #: Longest content accepted, in characters. A pasted traceback, log or model report is kept
 #: whole; this limit only protects the machine (benchmarks/long_memory.py: what a 1 MB memory

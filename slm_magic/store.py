@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -214,6 +214,11 @@ INDEX_COLUMNS = (
     "doc_id", "user_id", "project", "type", "is_core", "kind", "epoch(updated_at) AS updated",
     "revision_count", "doc_len", "session_id", "coalesce(seq, doc_id) AS seq", "changed",
 )
+
+
+def _literal(path: Path) -> str:
+    """A path as a SQL string literal (DuckDB's readers and writers take no parameters there)."""
+    return "'" + str(path).replace("'", "''") + "'"
 
 
 def utcnow() -> datetime:
@@ -748,6 +753,39 @@ class Store:
             return self.con.execute(
                 f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE user_id = ? AND kind = 'memory'",
                 [user_id]).fetchall()
+
+    def fact(self, fact_id: str, user_id: str):
+        """One memory's FACT_COLUMNS, if this user has it."""
+        with self.lock:
+            rows = self.con.execute(f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE fact_id = ? AND user_id = ?",
+                                    [fact_id, user_id]).fetchall()
+        return rows[0] if rows else None
+
+    def count(self, user_id: str) -> int:
+        with self.lock:
+            return self.con.execute("SELECT count(*) FROM memories WHERE user_id = ?", [user_id]).fetchall()[0][0]
+
+    def write_export(self, path: Path, fmt: str, user_id: str, columns: Sequence[str]) -> None:
+        """Every row of one user, in insertion order, to a JSON Lines or Parquet file (DuckDB's
+        own writer); an unwritable path raises DuckDB's error."""
+        with self.lock:
+            self.con.execute(f"COPY (SELECT {', '.join(columns)} FROM memories WHERE user_id = ? "
+                             f"ORDER BY coalesce(seq, doc_id)) TO {_literal(path)} "
+                             f"({'FORMAT JSON' if fmt == 'json' else 'FORMAT PARQUET'})", [user_id])
+
+    def read_export(self, path: Path, fmt: str, types: Mapping[str, str]):
+        """An exported file as an Arrow table of `types` (name -> DuckDB type; a column the file
+        lacks, from an earlier version, is NULL) with each row's `line_number` (from 1)."""
+        if fmt == "json":
+            spec = ", ".join(f"{k}: '{v}'" for k, v in types.items())
+            reader = f"read_json({_literal(path)}, format = 'newline_delimited', columns = {{{spec}}})"
+        else:
+            reader = f"read_parquet({_literal(path)})"
+        with self.lock:
+            have = set(types) if fmt == "json" else {
+                r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {reader}").fetchall()}
+            select = ", ".join(f"CAST({c if c in have else 'NULL'} AS {t}) AS {c}" for c, t in types.items())
+            return self.con.sql(f"SELECT {select}, row_number() OVER () AS line_number FROM {reader}").to_arrow_table()
 
     def existing_fact_ids(self, fact_ids: list[str]) -> set[str]:
         """Which of these fact_ids are already stored (an import adds only the others)."""

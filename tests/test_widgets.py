@@ -259,7 +259,7 @@ def test_a_row_shows_where_its_memory_came_from_on_demand(db_path):
 
 
 def test_counts_read_as_words():
-    from slm_magic.models import plural
+    from slm_magic.display import plural
 
     assert (plural(1, "memory", "memories"), plural(3, "memory", "memories")) == ("1 memory", "3 memories")
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import ipywidgets as W
 from IPython.display import Markdown
 
-from slm_magic.display import learning_words, mode_words, one_line, session_text
-from slm_magic.models import SessionInit, plural
+from slm_magic.display import learning_words, mode_words, one_line, plural, session_text
+from slm_magic.models import SessionInit
 
 from .memories_view import MemoriesView
 from .plain_text import PlainTextFallback

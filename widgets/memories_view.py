@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as W
 
-from slm_magic.display import age_text, marked_html, mode_words, one_line, origin_html, recall_text
+from slm_magic.display import age_text, marked_html, mode_words, one_line, origin_html, plural, recall_text
 from slm_magic.errors import SlmMagicError
-from slm_magic.models import Fact, RecallResult, ScoredMemory, plural
+from slm_magic.models import Fact, RecallResult, ScoredMemory
 
 from .plain_text import PlainTextFallback
 from .score_bars import breakdown, stacked_bar
