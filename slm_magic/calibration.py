@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict
 from .errors import InvalidInput
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .memory import Memory
     from .models import RecallResult, ScoredMemory
 
 MIN_OUTCOMES, ISOTONIC_FROM = 30, 200
@@ -96,30 +95,37 @@ class Calibration:
         return out
 
 
-class Calibrating:
-    """A mixin of `Memory`: outcomes, the fitted calibration, a recall's answer confidence."""
+class AnswerCalibration:
+    """A part of `Memory`: one user's outcomes, the calibration fitted on them (parsed once per
+    model), the judge that produces outcomes, and a recall's answer confidence."""
 
-    judge: Judge | None = None
-    abstain_below: float = 0.5
+    def __init__(self, store, user: Callable[[], str], now: Callable[[], object], *, judge: Judge | None = None,
+                 abstain_below: float = 0.5):
+        if not isinstance(abstain_below, (int, float)) or not 0 <= abstain_below <= 1:
+            raise InvalidInput(f"abstain_below must be a probability in [0, 1]; got {abstain_below!r}")
+        self.store, self._user, self._now = store, user, now
+        self.abstain_below = float(abstain_below)
+        self.judge: Judge | None = None
+        self._parsed: dict[str, Calibration] = {}  # calibration model id -> its parsed calibration
+        self.set_judge(judge)
 
-    def set_judge(self: "Memory", judge: Judge | None) -> None:
+    def set_judge(self, judge: Judge | None) -> None:
         """A callable (query, memories) -> bool that says whether a recall answered; each
         session opened with a query is then judged, and the outcomes fit the calibration."""
         if judge is not None and not callable(judge):
             raise InvalidInput("judge must be a callable (query, memories) -> bool, or None")
         self.judge = judge
 
-    def record_outcome(self: "Memory", query: str, result: "RecallResult", answered: bool,
-                       *, source: str = "label") -> None:
+    def record(self, query: str, result: "RecallResult", answered: bool, *, source: str = "label") -> None:
         """Feed one labelled outcome: did `result` (a recall of `query`) answer it?"""
         from .models import RecallResult
 
         if not isinstance(query, str) or not isinstance(answered, (bool, np.bool_)) or not isinstance(
                 result, RecallResult):
             raise InvalidInput("record_outcome needs a query string, a RecallResult and answered as a bool")
-        self._add_outcome(query, result, bool(answered), source)
+        self._add(query, result, bool(answered), source)
 
-    def answer_confidence(self: "Memory", result: "RecallResult") -> AnswerConfidence:
+    def confidence(self, result: "RecallResult") -> AnswerConfidence:
         """Did this recall answer its query? Calibrated when enough outcomes are known."""
         from .models import RecallResult
 
@@ -142,42 +148,44 @@ class Calibrating:
             abstention_reason=(f"answer confidence {p:.2f} is below {self.abstain_below:.2f}"
                                if p < self.abstain_below else None))
 
-    def _judge(self: "Memory", query: str, result: "RecallResult") -> None:
+    def judge_recall(self, query: str, result: "RecallResult") -> None:
+        """Ask the judge (if any) about one recall, and keep its answer as an outcome."""
         if self.judge is None or not query:
             return
         try:
             answered = bool(self.judge(query, result.memories))
         except Exception:  # noqa: BLE001 - a user's judge failing must not break a session: no outcome
             return
-        self._add_outcome(query, result, answered, "judge")
+        self._add(query, result, answered, "judge")
 
-    def _add_outcome(self: "Memory", query: str, result: "RecallResult", answered: bool, source: str) -> None:
-        self.store.add_outcome(uuid.uuid4().hex[:16], self.user_id, query, evidence(result), answered, source,
-                               self.now())
+    def _add(self, query: str, result: "RecallResult", answered: bool, source: str) -> None:
+        self.store.add_outcome(uuid.uuid4().hex[:16], self._user(), query, evidence(result), answered, source,
+                               self._now())
         self._maybe_refit()
 
-    def _calibration(self: "Memory") -> tuple[Calibration | None, str | None]:
+    def _calibration(self) -> tuple[Calibration | None, str | None]:
         """The user's newest calibration (parsed once per model) and its id, or (None, None)."""
-        row = self.store.latest_model(self.user_id, "calibration")
+        row = self.store.latest_model(self._user(), "calibration")
         if row is None:
             return None, None
-        cal = self._calibrations.get(row[0])
+        cal = self._parsed.get(row[0])
         if cal is None:
             try:
                 cal = Calibration.from_json(row[3])
             except ValueError:
                 return None, None
-            self._calibrations = {row[0]: cal}  # only the newest is ever used
+            self._parsed = {row[0]: cal}  # only the newest is ever used
         return cal, row[0]
 
-    def _maybe_refit(self: "Memory") -> None:
-        n = self.store.outcome_count(self.user_id)
+    def _maybe_refit(self) -> None:
+        user = self._user()
+        n = self.store.outcome_count(user)
         if n < MIN_OUTCOMES:
             return
-        row = self.store.latest_model(self.user_id, "calibration")
+        row = self.store.latest_model(user, "calibration")
         if row is not None and n < REFIT_GROWTH * row[2]:
             return
-        rows = self.store.outcomes(self.user_id)
+        rows = self.store.outcomes(user)
         x = np.array([r[0] for r in rows], dtype=np.float64)
         y = np.array([r[1] for r in rows], dtype=bool)
         try:
@@ -185,5 +193,5 @@ class Calibrating:
         except ValueError:
             return  # all outcomes agree so far: stay uncalibrated
         version = 1 if row is None else row[1] + 1
-        self.store.save_model(f"cal-v{version}-{uuid.uuid4().hex[:8]}", self.user_id, "calibration", version,
-                              self.now(), len(rows), cal.to_json())
+        self.store.save_model(f"cal-v{version}-{uuid.uuid4().hex[:8]}", user, "calibration", version,
+                              self._now(), len(rows), cal.to_json())

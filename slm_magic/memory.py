@@ -25,13 +25,14 @@ from . import ngrams
 from .ranking import (Ranked, RankingConfig, WorkingSet, bm25_relevance, fuse, rank_index, rank_related, recency,
                       revision, search_score, second_stage)
 from .exchange import Exchange
-from .calibration import Calibrating, Judge
+from .calibration import AnswerCalibration, AnswerConfidence, Judge
 from .learning import FeedbackSignals
 from .observations import ObservationsAPI
-from .sessions import SessionLifecycle, is_synthetic_session
+from .session_ids import is_synthetic_session
+from .sessions import SessionLifecycle
 from .temporal import temporal_terms
 from .replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
-from .rows import FactRows
+from .rows import FactRows, fact_of
 from .records import Postings, content_hash, field_counts, field_grams, to_utc_naive, validate
 from .store import FACT_COLUMNS, Store, utcnow
 
@@ -45,7 +46,7 @@ def _epoch(dt: datetime) -> float:
     return dt.replace(tzinfo=timezone.utc).timestamp()
 
 
-class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Exchange):
+class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
     """Long-term memory on one DuckDB file.
 
     `Memory(path)` opens (or creates) the file; ``":memory:"`` keeps everything in RAM;
@@ -56,16 +57,14 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
                  clock: Callable[[], datetime] | None = None, session_timeout_hours: float = 24.0,
                  judge: Judge | None = None, abstain_below: float = 0.5, **ranking: Any):
         self.config = RankingConfig(**ranking)
-        if not isinstance(abstain_below, (int, float)) or not 0 <= abstain_below <= 1:
-            raise InvalidInput(f"abstain_below must be a probability in [0, 1]; got {abstain_below!r}")
-        self.abstain_below = float(abstain_below)
-        self.set_judge(judge)
         if not isinstance(session_timeout_hours, (int, float)) or session_timeout_hours <= 0:
             raise InvalidInput(f"session_timeout_hours must be a positive number; got {session_timeout_hours!r}")
         self.session_timeout_hours = float(session_timeout_hours)
         self.user_id = user_id
         self._clock = clock or utcnow
         self.store = Store(path)
+        self.calibration = AnswerCalibration(self.store, lambda: self.user_id, self.now, judge=judge,
+                                             abstain_below=abstain_below)
         self.replica: IndexReplica | None = None
         self.index_error: str | None = None
         self._no_rows = FactRows()  # (what `rows` is while degraded: empty)
@@ -74,7 +73,6 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         self._live_sessions: dict[str, str] = {}  # user -> mem session id last seen open
         self._rankers: dict[str, tuple] = {}         # user -> (model id, its parsed ranker)
         self._training_errors: dict[str, tuple] = {}  # user -> (why the last training failed, at how many signals)
-        self._calibrations: dict[str, object] = {}     # calibration model id -> its parsed calibration
         self._load_index()
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -98,6 +96,24 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
 
     def now(self) -> datetime:
         return to_utc_naive(self._clock(), utcnow())
+
+    # --- answer calibration (its own part) --------------------------------------------------
+    @property
+    def abstain_below(self) -> float:
+        return self.calibration.abstain_below
+
+    def set_judge(self, judge: Judge | None) -> None:
+        """A callable (query, memories) -> bool that says whether a recall answered; each
+        session opened with a query is then judged, and the outcomes fit the calibration."""
+        self.calibration.set_judge(judge)
+
+    def record_outcome(self, query: str, result: RecallResult, answered: bool, *, source: str = "label") -> None:
+        """Feed one labelled outcome: did `result` (a recall of `query`) answer it?"""
+        self.calibration.record(query, result, answered, source=source)
+
+    def answer_confidence(self, result: RecallResult) -> AnswerConfidence:
+        """Did this recall answer its query? Calibrated when enough outcomes are known."""
+        return self.calibration.confidence(result)
 
     # --- the in-process index replica ------------------------------------------------------
     @property
@@ -430,7 +446,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
             ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide,
                                     qgrams=text.query_grams(query), kind=kind, type=type, shown=limit)
-            facts = {d: _fact(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
+            facts = {d: fact_of(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
             wide_memories = [m for m in self._materialise(ranked, facts, words)
                              if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
             older = [m for m in wide_memories
@@ -602,7 +618,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
             raise InvalidInput(f"user_id must be a string, not {type(user_id).__name__}")
         user = self.user_id if user_id is None else user_id
         row = self.store.fact(fact_id, user)
-        return None if row is None else _fact(row)
+        return None if row is None else fact_of(row)
 
     def provenance(self, fact_id: str) -> Provenance | None:
         """Where one memory came from (read on demand: the code is not held in the process)."""
@@ -654,7 +670,3 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Calibrating, Ex
         return self.store.count(user)
 
 
-def _fact(row: Sequence[Any]) -> Fact:
-    values = dict(zip(FACT_COLUMNS, row))
-    values["tags"] = tuple(values["tags"] or ())
-    return Fact(**values)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import InvalidInput
+from .rows import fact_of
 from .models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult, Session,
                      SessionStartResponse, SessionSummaryCompact)
 from .records import content_hash, validate
@@ -83,9 +84,7 @@ class ObservationsAPI:
         return f"{len(facts)} observation{'s' if len(facts) != 1 else ''}: {heads}{more}"
 
     def session_facts_of(self: "Memory", user: str, sid: str) -> list[Fact]:
-        from .memory import _fact
-
-        return [_fact(r) for r in self.store.session_rows(sid, user)]
+        return [fact_of(r) for r in self.store.session_rows(sid, user)]
 
     def _end_mem_session(self: "Memory", user: str, sid: str, summary: str, now: datetime, *, auto: bool) -> None:
         self._write_summary(user, sid, summary, now)
@@ -133,9 +132,7 @@ class ObservationsAPI:
                                        score=float(score[i]), snippet=_snippet(f.content), updated_at=f.updated_at)
                     for i, f in zip(top.tolist(), (facts[d] for d in docs[top].tolist()))]
         out = []
-        from .memory import _fact
-
-        for f in map(_fact, self.store.user_rows(user)):
+        for f in map(fact_of, self.store.user_rows(user)):
             age = max(0.0, (now - f.updated_at).total_seconds() / 86_400)
             s = context_score(2.0 ** (-age / cfg.recency_half_life_days),
                               min(f.revision_count, cfg.revision_cap) / cfg.revision_cap, TYPE_PRIORITY.get(f.type, 0.5))

@@ -15,7 +15,7 @@ import numpy as np
 from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact
 from .rows import FactRows
-from .sessions import is_synthetic_session
+from .session_ids import is_synthetic_session
 from .store import FACT_COLUMNS, Store
 
 KINDS = {"memory": 0, "summary_event": 1}

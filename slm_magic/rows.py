@@ -19,6 +19,13 @@ PENDING_MAX = 2048  # single writes kept as objects before they are packed into 
 MAX_MERGE_ROWS = 250_000  # chunks this large are left alone (bounds a write's copy and peak RAM)
 
 
+def fact_of(row: Sequence) -> Fact:
+    """A Fact from one row of FACT_COLUMNS, as the store returns it."""
+    values = dict(zip(FACT_COLUMNS, row))
+    values["tags"] = tuple(values["tags"] or ())
+    return Fact(**values)
+
+
 class FactRows:
     def __init__(self) -> None:
         self.chunks: list[pa.Table] = []

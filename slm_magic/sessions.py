@@ -8,7 +8,6 @@ store's session statements.
 from __future__ import annotations
 
 import re
-import secrets
 
 import numpy as np
 from collections import defaultdict
@@ -21,6 +20,8 @@ from .errors import InvalidInput
 from .models import (CloseSessionResult, Fact, RecallResult, ScoredMemory, SearchScore,
                      SessionInit, SessionMemory, SessionSummaryCompact)
 from .ranking import recency, revision, search_score
+from .rows import fact_of
+from .session_ids import is_synthetic_session, new_session_id
 from .temporal import day_term
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,19 +38,6 @@ RECENT_SESSIONS = 5             # summaries of earlier sessions shown when one o
 _NOT_NAMES = frozenset("january february march april may june july august september october november december "
                        "monday tuesday wednesday thursday friday saturday sunday the this that these those "
                        "then there when what which while after before".split())
-
-
-#: Sessions opened by tools, not people: accepted, but they never enter a working set or give
-#: implicit feedback signals.
-SYNTHETIC_SESSION_PREFIXES = ("http:", "mcp:", "cli:", "probe:")
-
-
-def is_synthetic_session(session_id: str | None) -> bool:
-    return bool(session_id) and session_id.startswith(SYNTHETIC_SESSION_PREFIXES)
-
-
-def new_session_id(now: datetime) -> str:
-    return f"slm-{now:%Y%m%d}-{secrets.token_hex(4)}"
 
 
 def query_from_path(project_path: str) -> str:
@@ -140,7 +128,7 @@ class SessionLifecycle:
 
         if res is not None:
             conf = self.answer_confidence(res)
-            self._judge(q, res)
+            self.calibration.judge_recall(q, res)
         else:
             conf = AnswerConfidence(calibration_status="uncalibrated", calibration_id=None, answer_confidence=None,
                                     abstained=True, abstention_reason=None)
@@ -198,8 +186,6 @@ class SessionLifecycle:
 
     def core_memories(self: "Memory", user_id: str | None = None) -> list[Fact]:
         """The pinned memories of a user, newest first (from the in-process arrays if they work)."""
-        from .memory import _fact
-
         user = self.user_id if user_id is None else user_id
         if self.index is not None:
             try:
@@ -211,7 +197,7 @@ class SessionLifecycle:
                 return sorted(facts.values(), key=lambda f: (f.updated_at, f.fact_id), reverse=True)
             except Exception:  # noqa: BLE001 - the file answers instead
                 pass
-        return [_fact(r) for r in self.store.core_rows(user)]
+        return [fact_of(r) for r in self.store.core_rows(user)]
 
     def close_session(self: "Memory", session_id: str = "", *, summary: str | None = None) -> CloseSessionResult:
         """Summarise a session: one searchable summary event per entity its memories touched.
@@ -268,9 +254,7 @@ class SessionLifecycle:
 
     def session_facts(self: "Memory", session_id: str) -> list[Fact]:
         """The memories written in a session (not its summaries), oldest first."""
-        from .memory import _fact
-
-        return [_fact(r) for r in self.store.session_rows(session_id, self.user_id)]
+        return [fact_of(r) for r in self.store.session_rows(session_id, self.user_id)]
 
 
 def render_context(memories: list[SessionMemory], dates: dict[str, datetime]) -> str:

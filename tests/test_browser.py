@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -94,7 +95,16 @@ def lab(tmp_path):
 
 
 def _kernels_connected(base: str, token: str) -> int:
-    return sum(k.get("connections", 0) > 0 for k in _get(f"{base}/api/kernels?token={token}"))
+    """Kernels with a websocket open; 0 while the server cannot say yet (it answers 500 to a
+    listing that meets a kernel still starting: a moment to wait through, not a failure)."""
+    try:
+        return sum(k.get("connections", 0) > 0 for k in _get(f"{base}/api/kernels?token={token}"))
+    except urllib.error.HTTPError as exc:
+        if exc.code >= 500:
+            return 0
+        raise
+    except TimeoutError:  # a loaded machine: ask again (the caller's deadline bounds it)
+        return 0
 
 
 def _open_and_run(page, base: str, token: str, name: str, n_cells: int, kernels: int):
