@@ -24,8 +24,8 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -36,7 +36,6 @@ from .reranker import CANDIDATES, LinearRanker, Usage, feature_matrix, prior
 
 if TYPE_CHECKING:  # pragma: no cover
     from .index import ChannelScores
-    from .memory import Memory
     from .ranking import Ranked
 
 #: Explicit signals and their value: +1 useful, -1 not useful.
@@ -73,16 +72,48 @@ class Learner:
         return ranked.take(order, score=score[order], learned=learned[order])
 
 
-class FeedbackSignals:
-    """A mixin of `Memory`: explicit feedback, the implicit signals, the learner of a user."""
+class Host(Protocol):
+    """What the learning loop needs of the memory it is a part of."""
 
-    def feedback(self: "Memory", fact_id: str, signal: str, *, session_id: str | None = None,
+    store: Any
+    user_id: str
+    config: Any
+    session_timeout_hours: float
+    _working_sets: dict
+
+    @property
+    def index(self) -> Any: ...
+
+    @property
+    def rows(self) -> Any: ...
+
+    def now(self) -> datetime: ...
+
+    def get(self, fact_id: str, *, user_id: str | None = None) -> Any: ...
+
+    def _candidates(self, query: str, user: str, k: int, project: str | None = None) -> tuple: ...
+
+    def _flush_events(self) -> None: ...
+
+
+class LearningLoop:
+    """A part of `Memory` (held as `memory.learning`): explicit feedback, the implicit signals,
+    the phases, and each user's learned ranker, parsed once per model. It owns the rankers it
+    parsed and why a training failed; it reads the file through the memory's store and ranks
+    candidates through the memory's default fusion."""
+
+    def __init__(self, memory: "Host"):
+        self.memory = memory
+        self._rankers: dict[str, tuple] = {}          # user -> (model id, its parsed ranker)
+        self._training_errors: dict[str, tuple] = {}  # user -> (why the last training failed, at how many signals)
+
+    def feedback(self, fact_id: str, signal: str, *, session_id: str | None = None,
                  query: str | None = None, rank: int | None = None, project: str | None = None) -> str:
         """Record that a memory was useful ("up") or not ("down") for `query` (recalled with
         the `project` filter, if any); returns the signal's id."""
         if not isinstance(signal, str) or signal not in EXPLICIT_SIGNALS:
             raise InvalidInput(f"signal must be one of {', '.join(EXPLICIT_SIGNALS)}; got {signal!r}")
-        fact = self.get(fact_id) if isinstance(fact_id, str) else None
+        fact = self.memory.get(fact_id) if isinstance(fact_id, str) else None
         if fact is None:
             raise InvalidInput(f"no memory with id {fact_id!r}")
         if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
@@ -91,43 +122,43 @@ class FeedbackSignals:
             if value is not None and not isinstance(value, str):
                 raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
         if query is None and session_id:  # from a magic: the query the session last showed it for
-            shown = self._last_showing(fact_id)
+            shown = self.last_showing(fact_id)
             if shown is not None and shown[0] == session_id:
                 query, rank, project = shown[1], rank or shown[2], project if project is not None else shown[3]
         signal_id = uuid.uuid4().hex[:16]
-        self.store.add_feedback([(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
-                                  self.now(), fact.user_id, project)])
+        self.memory.store.add_feedback([(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
+                                  self.memory.now(), fact.user_id, project)])
         self._maybe_retrain(fact.user_id)
         return signal_id
 
-    def feedback_count(self: "Memory", user_id: str | None = None) -> int:
-        return self.store.feedback_count(self.user_id if user_id is None else user_id)
+    def feedback_count(self, user_id: str | None = None) -> int:
+        return self.memory.store.feedback_count(self.memory.user_id if user_id is None else user_id)
 
     # --- implicit signals ------------------------------------------------------------------
-    def _last_showing(self: "Memory", fact_id: str):
+    def last_showing(self, fact_id: str):
         """(session_id, query, rank, project) of the latest recall that showed a memory within
         the session timeout (showings not yet written out included), or None."""
-        self._flush_events()
-        return self.store.last_showing(fact_id, self.now() - timedelta(hours=self.session_timeout_hours))
+        self.memory._flush_events()
+        return self.memory.store.last_showing(fact_id, self.memory.now() - timedelta(hours=self.memory.session_timeout_hours))
 
-    def _implicit_after_showing(self: "Memory", fact_id: str, signal: str, user_id: str) -> None:
+    def after_showing(self, fact_id: str, signal: str, user_id: str) -> None:
         """Pinned or revised: a signal if a real session's recall showed it lately."""
-        shown = self._last_showing(fact_id)
+        shown = self.last_showing(fact_id)
         if shown is None:
             return
         session_id, query, rank, project = shown
-        if (fact_id, signal) in set(self.store.session_signals(session_id, user_id)):
+        if (fact_id, signal) in set(self.memory.store.session_signals(session_id, user_id)):
             return
-        self.store.add_feedback([(uuid.uuid4().hex[:16], session_id, fact_id, signal, IMPLICIT_SIGNALS[signal],
-                                  query, rank, self.now(), user_id, project)])
+        self.memory.store.add_feedback([(uuid.uuid4().hex[:16], session_id, fact_id, signal, IMPLICIT_SIGNALS[signal],
+                                  query, rank, self.memory.now(), user_id, project)])
         self._maybe_retrain(user_id)
 
-    def _implicit_used(self: "Memory", session_id: str | None, new_terms: list[int], new_doc: int,
+    def implicit_used(self, session_id: str | None, new_terms: list[int], new_doc: int,
                        user_id: str) -> None:
         """A remember in a session that showed memories: the shown ones it repeats were used.
         Found in process from the index's postings; the file is asked only when one was."""
-        shown_counts = self._working_sets.get(session_id) if session_id else None
-        index = self.index
+        shown_counts = self.memory._working_sets.get(session_id) if session_id else None
+        index = self.memory.index
         if not shown_counts or index is None:
             return
         shown = np.array(sorted(d for d in shown_counts if d != new_doc and 0 <= d < index.docs.size), dtype=np.int64)
@@ -146,34 +177,34 @@ class FeedbackSignals:
         used = shown[covered >= USED_OVERLAP * np.maximum(index.docs.dl[shown], 1.0)]
         if not used.size:
             return
-        self._flush_events()
-        given = {f for f, s in self.store.session_signals(session_id, user_id) if s == "used"}
+        self.memory._flush_events()
+        given = {f for f, s in self.memory.store.session_signals(session_id, user_id) if s == "used"}
         rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "used", IMPLICIT_SIGNALS["used"], query, rank,
-                 self.now(), user_id, project)
-                for fact_id, _, query, rank, project in self.store.session_showings(session_id, user_id, used.tolist())
+                 self.memory.now(), user_id, project)
+                for fact_id, _, query, rank, project in self.memory.store.session_showings(session_id, user_id, used.tolist())
                 if fact_id not in given]
         if rows:
-            self.store.add_feedback(rows)
+            self.memory.store.add_feedback(rows)
             self._maybe_retrain(user_id)
 
-    def _implicit_ignored(self: "Memory", session_id: str, user_id: str) -> None:
+    def ignored_at_close(self, session_id: str, user_id: str) -> None:
         """At a session's close: what it was shown often and never found useful."""
-        self._flush_events()
-        signals = self.store.session_signals(session_id, user_id)
+        self.memory._flush_events()
+        signals = self.memory.store.session_signals(session_id, user_id)
         positive = {f for f, s in signals if EXPLICIT_SIGNALS.get(s, IMPLICIT_SIGNALS.get(s, 0)) > 0}
         already = {f for f, s in signals if s == "ignored"}
         rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "ignored", IMPLICIT_SIGNALS["ignored"], query, rank,
-                 self.now(), user_id, project)
-                for fact_id, times, query, rank, project in self.store.session_showings(session_id, user_id)
+                 self.memory.now(), user_id, project)
+                for fact_id, times, query, rank, project in self.memory.store.session_showings(session_id, user_id)
                 if times >= IGNORED_AFTER and fact_id not in positive and fact_id not in already]
         if rows:
-            self.store.add_feedback(rows)
+            self.memory.store.add_feedback(rows)
             self._maybe_retrain(user_id)
 
     # --- phases and the learner --------------------------------------------------------------
-    def learning_status(self: "Memory", user_id: str | None = None) -> LearningStatus:
-        user = self.user_id if user_id is None else user_id
-        signals = self.store.feedback_count(user)
+    def status(self, user_id: str | None = None) -> LearningStatus:
+        user = self.memory.user_id if user_id is None else user_id
+        signals = self.memory.store.feedback_count(user)
         if signals < PHASE_2_SIGNALS:
             return LearningStatus(feedback_signals=signals, phase=1, status="collecting")
         out = LearningStatus(feedback_signals=signals, phase=2 if signals < PHASE_3_SIGNALS else 3,
@@ -189,20 +220,20 @@ class FeedbackSignals:
                 out._ranking, out._model_id = "learned model", model_id
         return out
 
-    def _learner(self: "Memory", user_id: str) -> Learner | None:
+    def learner(self, user_id: str) -> Learner | None:
         """The learning to apply to this user's recalls (None in phase 1 or when switched off)."""
-        if not self.config.learning:
+        if not self.memory.config.learning:
             return None
-        signals = self.store.feedback_count(user_id)
+        signals = self.memory.store.feedback_count(user_id)
         if signals < PHASE_2_SIGNALS:
             return None
         ranker = self._ranker(user_id)[0] if signals >= PHASE_3_SIGNALS else None
-        return Learner(3 if ranker is not None else 2, Usage(*self.store.signal_sums(user_id)), ranker, self.rows)
+        return Learner(3 if ranker is not None else 2, Usage(*self.memory.store.signal_sums(user_id)), ranker, self.memory.rows)
 
-    def _ranker(self: "Memory", user_id: str) -> tuple[LinearRanker | None, str | None, str | None]:
+    def _ranker(self, user_id: str) -> tuple[LinearRanker | None, str | None, str | None]:
         """(the stored model, its id, None) or (None, None, why there is none)."""
         why = self._training_errors.get(user_id, (None, 0))[0]
-        row = self.store.latest_model(user_id, "ranker")
+        row = self.memory.store.latest_model(user_id, "ranker")
         if row is None:
             return None, None, why or "no model trained yet"
         model_id, _, _, params = row
@@ -215,27 +246,27 @@ class FeedbackSignals:
             self._rankers[user_id] = cached  # one parsed model per user: the newest
         return cached[1], model_id, None
 
-    def _maybe_retrain(self: "Memory", user_id: str) -> None:
+    def _maybe_retrain(self, user_id: str) -> None:
         """Fit a new ranker when the signals reach phase 3 or have grown enough since the last."""
-        if not self.config.learning:
+        if not self.memory.config.learning:
             return
-        signals = self.store.feedback_count(user_id)
+        signals = self.memory.store.feedback_count(user_id)
         if signals < PHASE_3_SIGNALS:
             return
-        row = self.store.latest_model(user_id, "ranker")
+        row = self.memory.store.latest_model(user_id, "ranker")
         if (row is not None and signals < max(row[2] + RETRAIN_MIN_NEW, RETRAIN_GROWTH * row[2])
                 and self._ranker(user_id)[0] is not None):  # (a model this version cannot read: refit now)
             return
         failed_at = self._training_errors.get(user_id, (None, 0))[1]
         if failed_at and signals < failed_at + RETRAIN_MIN_NEW:
             return  # the last attempt failed: wait for enough new signals before trying again
-        self.train_ranker(user_id)
+        self.train(user_id)
 
-    def train_ranker(self: "Memory", user_id: str | None = None) -> str | None:
+    def train(self, user_id: str | None = None) -> str | None:
         """Fit the phase-3 ranker on a user's signals now and store it; returns its id, or None
-        (the reason is then in `learning_status().status`)."""
-        user = self.user_id if user_id is None else user_id
-        signals = self.store.feedback_count(user)
+        (the reason is then in `status().status`)."""
+        user = self.memory.user_id if user_id is None else user_id
+        signals = self.memory.store.feedback_count(user)
         try:
             X, y = self._training_rows(user)
             ranker = LinearRanker.fit(X, y, weight=LEARNED_WEIGHT)
@@ -243,26 +274,26 @@ class FeedbackSignals:
             self._training_errors[user] = (f"training failed: {exc}", signals)
             return None
         self._training_errors.pop(user, None)
-        row = self.store.latest_model(user, "ranker")
+        row = self.memory.store.latest_model(user, "ranker")
         version = 1 if row is None else row[1] + 1
         model_id = f"ranker-v{version}"
         # trained_on: the user's signal count when fitted (what the retraining rule compares)
-        self.store.save_model(f"{model_id}-{uuid.uuid4().hex[:8]}", user, "ranker", version, self.now(), signals,
+        self.memory.store.save_model(f"{model_id}-{uuid.uuid4().hex[:8]}", user, "ranker", version, self.memory.now(), signals,
                               ranker.to_json())
-        return self.store.latest_model(user, "ranker")[0]
+        return self.memory.store.latest_model(user, "ranker")[0]
 
-    def _training_rows(self: "Memory", user: str) -> tuple[np.ndarray, np.ndarray]:
+    def _training_rows(self, user: str) -> tuple[np.ndarray, np.ndarray]:
         """Each signal with a query becomes a row: the features its memory has among that
         query's default candidates now (its own query's signals left out of the prior)."""
-        if self.index is None:
+        if self.memory.index is None:
             raise RuntimeError("the in-process index is not available")
         by_query: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
-        for query, project, doc, value in self.store.training_signals(user):
+        for query, project, doc, value in self.memory.store.training_signals(user):
             by_query[(query, project)].append((int(doc), float(value)))
-        usage = Usage(*self.store.signal_sums(user))
+        usage = Usage(*self.memory.store.signal_sums(user))
         X, y = [], []
         for (query, project), items in by_query.items():
-            ranked, cs = self._candidates(query, user, CANDIDATES, project)
+            ranked, cs = self.memory._candidates(query, user, CANDIDATES, project)
             if not ranked.doc_ids.size:
                 continue
             sums, shown = usage.lookup(ranked.doc_ids)
@@ -270,7 +301,7 @@ class FeedbackSignals:
             for doc, value in items:
                 own[doc] += value
             sums = sums - np.array([own.get(int(d), 0.0) for d in ranked.doc_ids])
-            feats = feature_matrix(ranked, cs, self.index, sums, shown, self.rows)
+            feats = feature_matrix(ranked, cs, self.memory.index, sums, shown, self.memory.rows)
             row_of = {int(d): i for i, d in enumerate(ranked.doc_ids)}
             for doc, value in items:
                 if doc in row_of:

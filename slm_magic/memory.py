@@ -18,7 +18,7 @@ import numpy as np
 from . import text
 from .errors import InvalidInput, StoreError
 from .index import SparseIndex
-from .models import (Fact, Provenance, RecallResult, Remembered, ScoredMemory, SearchScore, Skipped,
+from .models import (LearningStatus, Fact, Provenance, RecallResult, Remembered, ScoredMemory, SearchScore, Skipped,
                      StatusReport)
 from .reranker import CANDIDATES
 from . import ngrams
@@ -26,7 +26,7 @@ from .ranking import (Ranked, RankingConfig, WorkingSet, bm25_relevance, fuse, r
                       revision, search_score, second_stage)
 from .exchange import Exchange
 from .calibration import AnswerCalibration, AnswerConfidence, Judge
-from .learning import FeedbackSignals
+from .learning import LearningLoop
 from .observations import ObservationsAPI
 from .session_ids import is_synthetic_session
 from .sessions import SessionLifecycle
@@ -46,7 +46,7 @@ def _epoch(dt: datetime) -> float:
     return dt.replace(tzinfo=timezone.utc).timestamp()
 
 
-class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
+class Memory(SessionLifecycle, ObservationsAPI, Exchange):
     """Long-term memory on one DuckDB file.
 
     `Memory(path)` opens (or creates) the file; ``":memory:"`` keeps everything in RAM;
@@ -71,8 +71,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         self._working_sets: dict[str, dict[int, int]] = {}
         self._pending_events: list[tuple] = []
         self._live_sessions: dict[str, str] = {}  # user -> mem session id last seen open
-        self._rankers: dict[str, tuple] = {}         # user -> (model id, its parsed ranker)
-        self._training_errors: dict[str, tuple] = {}  # user -> (why the last training failed, at how many signals)
+        self.learning = LearningLoop(self)
         self._load_index()
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -96,6 +95,26 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
 
     def now(self) -> datetime:
         return to_utc_naive(self._clock(), utcnow())
+
+    # --- the learning loop (its own part) ---------------------------------------------------
+    def feedback(self, fact_id: str, signal: str, *, session_id: str | None = None, query: str | None = None,
+                 rank: int | None = None, project: str | None = None) -> str:
+        """Record that a memory was useful ("up") or not ("down") for `query` (recalled with
+        the `project` filter, if any); returns the signal's id."""
+        return self.learning.feedback(fact_id, signal, session_id=session_id, query=query, rank=rank,
+                                      project=project)
+
+    def feedback_count(self, user_id: str | None = None) -> int:
+        return self.learning.feedback_count(user_id)
+
+    def learning_status(self, user_id: str | None = None) -> LearningStatus:
+        """The user's learning phase, its signals, and what ranks their recalls now."""
+        return self.learning.status(user_id)
+
+    def train_ranker(self, user_id: str | None = None) -> str | None:
+        """Fit the phase-3 ranker on a user's signals now and store it; returns its id, or None
+        (the reason is then in `learning_status().status`)."""
+        return self.learning.train(user_id)
 
     # --- answer calibration (its own part) --------------------------------------------------
     @property
@@ -205,7 +224,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         sid = row["session_id"]
         if sid and not is_synthetic_session(sid) and self._working_set(sid):
-            self._implicit_used(sid, list(counts.keys()), int(doc_id), fact.user_id)
+            self.learning.implicit_used(sid, list(counts.keys()), int(doc_id), fact.user_id)
         return fact
 
     def remember_many(self, records: Iterable[Mapping[str, Any]], *, batch_size: int = 20_000,
@@ -313,7 +332,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
             "terms": list(counts.keys()), "tfs": list(counts.values()), "doc_len": length,
             "grams": list(grams), "gtfs": list(grams.values()), "updated_at": now})
         self._sync()
-        self._implicit_after_showing(fact_id, "revised", current.user_id)
+        self.learning.after_showing(fact_id, "revised", current.user_id)
         return self.get(fact_id, user_id=current.user_id)
 
     def pin(self, fact_id: str, core: bool = True, *, user_id: str | None = None) -> Fact:
@@ -323,7 +342,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
         self._sync()
         fact = self.get(fact_id, user_id=user_id)
         if core:
-            self._implicit_after_showing(fact_id, "pinned", fact.user_id)
+            self.learning.after_showing(fact_id, "pinned", fact.user_id)
         return fact
 
     def forget(self, fact_id: str) -> Fact:
@@ -425,7 +444,7 @@ class Memory(SessionLifecycle, ObservationsAPI, FeedbackSignals, Exchange):
                     cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
                     cs.words = words
                     ws = WorkingSet(self._working_set(session_id), self.config) if tracked else None
-                    learner = self._learner(user) if limit > 0 else None
+                    learner = self.learning.learner(user) if limit > 0 else None
                     ranked = rank_index(index, cs, self.config, now=now, user=user_code,
                                         project=project_code, limit=max(limit, CANDIDATES) if learner else limit,
                                         working_set=ws, updated_after=updated_after,

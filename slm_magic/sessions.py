@@ -243,7 +243,7 @@ class SessionLifecycle:
             ids = self._write_many(records, kind="summary_event", type_override="summary")
             self.store.add_summary_events(sid, list(zip(entities, ids)), self.now())
         if not is_synthetic_session(sid):
-            self._implicit_ignored(sid, self.user_id)
+            self.learning.ignored_at_close(sid, self.user_id)
         if summary is None and facts:
             topics = ", ".join(labels[k] for k in list(groups)[:4])
             summary, auto = f"{len(facts)} memor{'y' if len(facts) == 1 else 'ies'} about {topics}", True

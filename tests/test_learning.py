@@ -119,7 +119,7 @@ def test_a_model_that_cannot_be_loaded_falls_back_to_phase_two_and_says_why(mem,
     simulate(mem, useful, 67)
     mem.store.con.execute("UPDATE models SET params = '{\"features\": [\"something else\"]}'")
     mem.store._cache.clear()
-    mem._rankers.clear()
+    mem.learning._rankers.clear()
     status = mem.learning_status()
     assert status.phase == 3 and status.ranking == "usefulness prior"
     assert "could not be loaded" in status.status
@@ -136,7 +136,7 @@ def test_a_ranker_of_an_earlier_version_is_set_aside_then_retrained(mem, corpus)
     old = [f if f != "field_match" else "context_only" for f in params["features"]]  # as an earlier version stored it
     mem.store.con.execute("UPDATE models SET params = ?", [json.dumps({**params, "features": old})])
     mem.store._cache.clear()
-    mem._rankers.clear()
+    mem.learning._rankers.clear()
     status = mem.learning_status()
     assert status.ranking == "usefulness prior" and "fitted on other features" in status.status
     simulate(mem, useful, 1)  # three more signals: far from a quarter more, but the stored model is unusable
@@ -212,8 +212,9 @@ def test_a_failed_training_waits_for_new_signals_instead_of_retrying_on_each(mem
     for i in range(200):
         mem.feedback(useful[TOPICS[i % len(TOPICS)]], "up", query=f"decision {TOPICS[i % len(TOPICS)]}", rank=1)
     attempts = []
-    real = type(mem)._training_rows
-    monkeypatch.setattr(type(mem), "_training_rows", lambda self, user: attempts.append(user) or real(self, user))
+    real = type(mem.learning)._training_rows
+    monkeypatch.setattr(type(mem.learning), "_training_rows",
+                        lambda self, user: attempts.append(user) or real(self, user))
     for _ in range(49):
         mem.feedback(useful["churn"], "up", query="decision churn", rank=1)
     assert attempts == []  # the failure at 200 is not retried on every new signal
