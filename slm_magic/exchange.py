@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import InvalidInput
 from .models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
 from .records import MAX_CONTENT_CHARS, Postings
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .memory import Memory
 
 EXPORT_COLUMNS = ("fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
                   "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
@@ -58,24 +54,29 @@ def _bad_json_line(path: Path) -> str | None:
 
 
 class Exchange:
-    """A mixin of `Memory`: `export(path)` and `import_file(path)`."""
+    """A part of `Memory` (held as `memory.exchange`): `export(path)` and `import_file(path)`,
+    in the file format `EXPORT_COLUMNS` defines. It holds no state: it reads and writes through
+    the memory's store and brings the memory's index up to date after each batch."""
 
-    def export(self: "Memory", path: str | Path, *, user_id: str | None = None) -> ExportReport:
+    def __init__(self, memory):
+        self.memory = memory
+
+    def export(self, path: str | Path, *, user_id: str | None = None) -> ExportReport:
         """Write one user's memories and session summaries (default: this Memory's user) to
         PATH; returns how many of each."""
         path = Path(path).expanduser()
         fmt = _format(path)
-        user = self.user_id if user_id is None else user_id
+        user = self.memory.user_id if user_id is None else user_id
         if not path.parent.is_dir():
             raise InvalidInput(f"{path.parent} is not a folder")
-        stats = self.store.user_stats(user)
+        stats = self.memory.store.user_stats(user)
         try:
-            self.store.write_export(path, fmt, user, EXPORT_COLUMNS)
+            self.memory.store.write_export(path, fmt, user, EXPORT_COLUMNS)
         except Exception as exc:  # noqa: BLE001 - a path we cannot write is the user's to fix
             raise InvalidInput(f"cannot write {path}: {exc}") from None
         return ExportReport(path=str(path), memories=stats["observations"], summaries=stats["summaries"])
 
-    def import_file(self: "Memory", path: str | Path, *, progress: bool | None = None,
+    def import_file(self, path: str | Path, *, progress: bool | None = None,
                     on_invalid: str = "raise") -> ImportReport:
         """Add the memories of a file written by `export`; ones already here are skipped.
         A file that does not read, or (with on_invalid="raise") has any invalid row, adds
@@ -88,15 +89,15 @@ class Exchange:
         if not path.is_file():
             raise InvalidInput(f"{path} is not a file")
         where = "line" if fmt == "json" else "row"
-        with self.store.lock:
+        with self.memory.store.lock:
             try:
-                table = self.store.read_export(path, fmt, {c: _TYPES[c] for c in EXPORT_COLUMNS})
+                table = self.memory.store.read_export(path, fmt, {c: _TYPES[c] for c in EXPORT_COLUMNS})
             except Exception as exc:  # noqa: BLE001 - unreadable or not ours: say so, change nothing
                 why = _bad_json_line(path) if fmt == "json" else None
                 if why is None:
                     why = str(exc).splitlines()[0].split("Error: ", 1)[-1]
                 raise InvalidInput(f"{path.name}: {why}; nothing was imported") from None
-            present = self.store.existing_fact_ids([x for x in table.column("fact_id").to_pylist() if x])
+            present = self.memory.store.existing_fact_ids([x for x in table.column("fact_id").to_pylist() if x])
         rows = table.to_pylist()
         skipped = self._check_imported(rows, path, where, on_invalid)
         bad = {s.position for s in skipped}
@@ -111,7 +112,7 @@ class Exchange:
         for start in range(0, total, BATCH):
             self._write_imported(new[start:start + BATCH])
             if start + BATCH < total:
-                self._yield_file()
+                self.memory._yield_file()
             if bar is not None:
                 bar.update(min(BATCH, total - start))
         if bar is not None:
@@ -150,7 +151,7 @@ class Exchange:
                                    "(on_invalid='skip' imports the valid rows)")
             skipped.append(Skipped(position=int(r["line_number"]), reason=why))
         return skipped
-    def _write_imported(self: "Memory", rows: list[dict]) -> None:
+    def _write_imported(self, rows: list[dict]) -> None:
         """The bulk path, keeping every field as exported."""
         import pyarrow as pa
 
@@ -165,6 +166,6 @@ class Exchange:
         columns["is_core"] = [bool(x) for x in columns["is_core"]]
         columns["doc_len"] = post.doc_len
         columns["terms"], columns["tfs"], columns["grams"], columns["gtfs"] = post.list_columns()
-        self._flush_events()
-        self.store.insert_many(columns)
-        self._sync()
+        self.memory._flush_events()
+        self.memory.store.insert_many(columns)
+        self.memory._sync()

@@ -18,8 +18,8 @@ import numpy as np
 from . import text
 from .errors import InvalidInput, StoreError
 from .index import SparseIndex
-from .models import (LearningStatus, Fact, Provenance, RecallResult, Remembered, ScoredMemory, SearchScore, Skipped,
-                     StatusReport)
+from .models import (ExportReport, Fact, ImportReport, LearningStatus, Provenance, RecallResult, Remembered,
+                     ScoredMemory, SearchScore, Skipped, StatusReport)
 from .reranker import CANDIDATES
 from . import ngrams
 from .ranking import (Ranked, RankingConfig, WorkingSet, bm25_relevance, fuse, rank_index, rank_related, recency,
@@ -46,7 +46,7 @@ def _epoch(dt: datetime) -> float:
     return dt.replace(tzinfo=timezone.utc).timestamp()
 
 
-class Memory(SessionLifecycle, ObservationsAPI, Exchange):
+class Memory(SessionLifecycle, ObservationsAPI):
     """Long-term memory on one DuckDB file.
 
     `Memory(path)` opens (or creates) the file; ``":memory:"`` keeps everything in RAM;
@@ -72,6 +72,7 @@ class Memory(SessionLifecycle, ObservationsAPI, Exchange):
         self._pending_events: list[tuple] = []
         self._live_sessions: dict[str, str] = {}  # user -> mem session id last seen open
         self.learning = LearningLoop(self)
+        self.exchange = Exchange(self)
         self._load_index()
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -95,6 +96,18 @@ class Memory(SessionLifecycle, ObservationsAPI, Exchange):
 
     def now(self) -> datetime:
         return to_utc_naive(self._clock(), utcnow())
+
+    # --- export and import (their own part) ------------------------------------------------
+    def export(self, path: str | os.PathLike[str], *, user_id: str | None = None) -> ExportReport:
+        """Write one user's memories and session summaries (default: this Memory's user) to a
+        .jsonl or .parquet file, every field kept; returns how many of each."""
+        return self.exchange.export(path, user_id=user_id)
+
+    def import_file(self, path: str | os.PathLike[str], *, progress: bool | None = None,
+                    on_invalid: str = "raise") -> ImportReport:
+        """Add the memories of a file written by `export`; ones already here are skipped. A
+        file that does not read, or (on_invalid="raise") has an invalid row, adds nothing."""
+        return self.exchange.import_file(path, progress=progress, on_invalid=on_invalid)
 
     # --- the learning loop (its own part) ---------------------------------------------------
     def feedback(self, fact_id: str, signal: str, *, session_id: str | None = None, query: str | None = None,
