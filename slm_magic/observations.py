@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .display import one_line
 from .errors import InvalidInput
 from .rows import fact_of
 from .models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult, Session,
@@ -36,11 +37,6 @@ def _user(user_id: Any) -> str:
     if not isinstance(user_id, str) or not user_id.strip():
         raise InvalidInput("user_id must be a non-empty string")
     return user_id
-
-
-def _snippet(content: str, width: int = 160) -> str:
-    line = " ".join(content.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def _observation(f: Fact) -> Observation:
@@ -79,7 +75,7 @@ class ObservationsAPI:
         facts = self.session_facts_of(user, sid)
         if not facts:
             return "Session with no observations."
-        heads = "; ".join((f.title or _snippet(f.content, 60)) for f in facts[:5])
+        heads = "; ".join((f.title or one_line(f.content, 60)) for f in facts[:5])
         more = f" (+{len(facts) - 5} more)" if len(facts) > 5 else ""
         return f"{len(facts)} observation{'s' if len(facts) != 1 else ''}: {heads}{more}"
 
@@ -129,7 +125,7 @@ class ObservationsAPI:
             top = top[np.lexsort((docs[top], -score[top]))]
             facts = self.rows.get(docs[top].tolist())
             return [ObservationCompact(id=f.fact_id, type=f.type, title=f.title, topic_key=f.topic_key,
-                                       score=float(score[i]), snippet=_snippet(f.content), updated_at=f.updated_at)
+                                       score=float(score[i]), snippet=one_line(f.content, 160), updated_at=f.updated_at)
                     for i, f in zip(top.tolist(), (facts[d] for d in docs[top].tolist()))]
         out = []
         for f in map(fact_of, self.store.user_rows(user)):
@@ -137,7 +133,7 @@ class ObservationsAPI:
             s = context_score(2.0 ** (-age / cfg.recency_half_life_days),
                               min(f.revision_count, cfg.revision_cap) / cfg.revision_cap, TYPE_PRIORITY.get(f.type, 0.5))
             out.append(ObservationCompact(id=f.fact_id, type=f.type, title=f.title, topic_key=f.topic_key, score=s,
-                                          snippet=_snippet(f.content), updated_at=f.updated_at))
+                                          snippet=one_line(f.content, 160), updated_at=f.updated_at))
         out.sort(key=lambda o: (-o.score, o.id))
         return out[:limit]
 
@@ -210,7 +206,7 @@ class ObservationsAPI:
         keep = set(types) if types is not None else allowed - set(types_exclude or ())
         res = self.recall(query, user_id=user, kind=None, limit=limit if keep == allowed else max(limit * 10, 100))
         out = [ObservationCompact(id=m.fact_id, type=m.fact.type, title=m.fact.title, topic_key=m.fact.topic_key,
-                                  score=m.score.value, snippet=_snippet(m.content), updated_at=m.fact.updated_at)
+                                  score=m.score.value, snippet=one_line(m.content, 160), updated_at=m.fact.updated_at)
                for m in res.memories if m.fact.type in keep]
         return out[:limit]
 

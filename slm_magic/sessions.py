@@ -16,6 +16,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from .calibration import RELEVANCE_FLOOR, AnswerConfidence
+from .display import one_line
 from .errors import InvalidInput
 from .models import (CloseSessionResult, Fact, RecallResult, ScoredMemory, SearchScore,
                      SessionInit, SessionMemory, SessionSummaryCompact)
@@ -70,11 +71,6 @@ def entities_of(fact: Fact) -> list[str]:
         if e and e.lower() not in (x.lower() for x in out):
             out.append(e)
     return out[:8]
-
-
-def _first_line(text: str, width: int = 160) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 class SessionLifecycle:
@@ -229,7 +225,7 @@ class SessionLifecycle:
         for key, members in groups.items():
             if key in done:
                 continue
-            snippets = "; ".join(_first_line(f.content, 120) for f in members[:_SUMMARY_SNIPPETS])
+            snippets = "; ".join(one_line(f.content, 120) for f in members[:_SUMMARY_SNIPPETS])
             more = f" (+{len(members) - _SUMMARY_SNIPPETS} more)" if len(members) > _SUMMARY_SNIPPETS else ""
             content = (f"Session {sid} on {started:%A %d %B %Y} ({started:%Y-%m-%d}, day {day_term(started)}): "
                        f"{len(members)} memor{'y' if len(members) == 1 else 'ies'} about {labels[key]}: "
@@ -265,5 +261,5 @@ def render_context(memories: list[SessionMemory], dates: dict[str, datetime]) ->
     for m in memories:
         when = dates.get(m.fact_id)
         badge = "📌 " if m.is_core else ""
-        lines.append(f"- {badge}{_first_line(m.content, 300)}" + (f" ({when:%Y-%m-%d})" if when else ""))
+        lines.append(f"- {badge}{one_line(m.content, 300)}" + (f" ({when:%Y-%m-%d})" if when else ""))
     return "\n".join(lines) + "\n"
