@@ -18,8 +18,9 @@ import numpy as np
 from . import text
 from .errors import InvalidInput, StoreError
 from .index import SparseIndex
-from .models import (ExportReport, Fact, ImportReport, LearningStatus, Provenance, RecallResult, Remembered,
-                     ScoredMemory, SearchScore, Skipped, StatusReport)
+from .models import (CloseSessionResult, ExportReport, Fact, ImportReport, LearningStatus, Observation,
+                     ObservationCompact, Provenance, RecallResult, Remembered, SaveResult, ScoredMemory, SearchScore,
+                     Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
 from .reranker import CANDIDATES
 from . import ngrams
 from .ranking import (Ranked, RankingConfig, WorkingSet, bm25_relevance, fuse, rank_index, rank_related, recency,
@@ -27,9 +28,9 @@ from .ranking import (Ranked, RankingConfig, WorkingSet, bm25_relevance, fuse, r
 from .exchange import Exchange
 from .calibration import AnswerCalibration, AnswerConfidence, Judge
 from .learning import LearningLoop
-from .observations import ObservationsAPI
+from .observations import ApiB
 from .session_ids import is_synthetic_session
-from .sessions import SessionLifecycle
+from .sessions import SessionService
 from .temporal import temporal_terms
 from .replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
 from .rows import FactRows, fact_of
@@ -46,7 +47,7 @@ def _epoch(dt: datetime) -> float:
     return dt.replace(tzinfo=timezone.utc).timestamp()
 
 
-class Memory(SessionLifecycle, ObservationsAPI):
+class Memory:
     """Long-term memory on one DuckDB file.
 
     `Memory(path)` opens (or creates) the file; ``":memory:"`` keeps everything in RAM;
@@ -70,9 +71,10 @@ class Memory(SessionLifecycle, ObservationsAPI):
         self._no_rows = FactRows()  # (what `rows` is while degraded: empty)
         self._working_sets: dict[str, dict[int, int]] = {}
         self._pending_events: list[tuple] = []
-        self._live_sessions: dict[str, str] = {}  # user -> mem session id last seen open
         self.learning = LearningLoop(self)
         self.exchange = Exchange(self)
+        self.sessions = SessionService(self)
+        self.api_b = ApiB(self)
         self._load_index()
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -96,6 +98,52 @@ class Memory(SessionLifecycle, ObservationsAPI):
 
     def now(self) -> datetime:
         return to_utc_naive(self._clock(), utcnow())
+
+    # --- API A: the session lifecycle (memory.sessions) ------------------------------------
+    def session_init(self, project_path: str = "", query: str = "", max_results: int = 10, max_age_days: int = 30,
+                     *, reuse: bool = False, origin: str | None = None) -> SessionInit:
+        """Open a session: a new id, the memories that matter for its project, and its context
+        (see `SessionService.session_init`)."""
+        return self.sessions.session_init(project_path, query, max_results, max_age_days, reuse=reuse, origin=origin)
+
+    def close_session(self, session_id: str = "", *, summary: str | None = None) -> CloseSessionResult:
+        """Summarise a session into searchable summary events (no id: the most recent one)."""
+        return self.sessions.close_session(session_id, summary=summary)
+
+    def core_memories(self, user_id: str | None = None) -> list[Fact]:
+        """The pinned memories of a user, newest first."""
+        return self.sessions.core_memories(user_id)
+
+    def session_facts(self, session_id: str) -> list[Fact]:
+        """The memories written in a session (not its summaries), oldest first."""
+        return self.sessions.session_facts(session_id)
+
+    # --- API B: observations per user (memory.api_b) --------------------------------------
+    def mem_session_start(self, user_id: str) -> SessionStartResponse:
+        return self.api_b.mem_session_start(user_id)
+
+    def mem_save(self, user_id: str, content: str, *, type: str, title: str,
+                 topic_key: str | None = None) -> SaveResult:
+        return self.api_b.mem_save(user_id, content, type=type, title=title, topic_key=topic_key)
+
+    def mem_session_summary(self, user_id: str, summary: str) -> SaveResult:
+        return self.api_b.mem_session_summary(user_id, summary)
+
+    def mem_session_end(self, user_id: str, *, summary: str) -> Session:
+        return self.api_b.mem_session_end(user_id, summary=summary)
+
+    def mem_search(self, user_id: str, query: str, *, limit: int = 10, types: list[str] | None = None,
+                   types_exclude: list[str] | None = None) -> list[ObservationCompact]:
+        return self.api_b.mem_search(user_id, query, limit=limit, types=types, types_exclude=types_exclude)
+
+    def mem_get_observation(self, user_id: str, observation_id: str) -> Observation | None:
+        return self.api_b.mem_get_observation(user_id, observation_id)
+
+    def mem_timeline(self, user_id: str, observation_id: str) -> list[Observation]:
+        return self.api_b.mem_timeline(user_id, observation_id)
+
+    def mem_stats(self, user_id: str) -> dict[str, Any]:
+        return self.api_b.mem_stats(user_id)
 
     # --- export and import (their own part) ------------------------------------------------
     def export(self, path: str | os.PathLike[str], *, user_id: str | None = None) -> ExportReport:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +22,6 @@ from .models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, Observation
                      SessionStartResponse, SessionSummaryCompact)
 from .records import content_hash, validate
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .memory import Memory
 
 W_CONTEXT_RECENCY, W_CONTEXT_REVISION, W_CONTEXT_TYPE = 0.50, 0.30, 0.20
 SESSION_SUMMARIES, SESSION_MEMORIES, TIMELINE_SPAN = 5, 10, 5
@@ -45,21 +43,28 @@ def _observation(f: Fact) -> Observation:
                        created_at=f.created_at, updated_at=f.updated_at)
 
 
-class ObservationsAPI:
-    """The per-user observation API, with sessions that time out."""
+class ApiB:
+    """A part of `Memory` (held as `memory.api_b`): the per-user observations API of the "mem"
+    library, an adapter over the public API with its own session policy (one live session
+    per user, reused within the timeout)."""
+
+    def __init__(self, memory):
+        self.memory = memory
+        self._live_sessions: dict[str, str] = {}  # user -> mem session id last seen open
+
 
     session_timeout_hours: float = 24.0
 
     # --- sessions -----------------------------------------------------------------------------
-    def _active_session(self: "Memory", user: str, now: datetime, *, open_new: bool) -> tuple[str | None, bool]:
+    def _active_session(self, user: str, now: datetime, *, open_new: bool) -> tuple[str | None, bool]:
         """The user's live session (touched), or a new one; a stale one is closed first."""
-        not_before = now - timedelta(hours=self.session_timeout_hours)
+        not_before = now - timedelta(hours=self.memory.session_timeout_hours)
         known = self._live_sessions.get(user)  # the last one seen here: one statement to reuse it
-        if known is not None and self.store.touch_if_live(known, now, not_before):
+        if known is not None and self.memory.store.touch_if_live(known, now, not_before):
             return known, False
-        row = self.store.active_session(user, "mem")
+        row = self.memory.store.active_session(user, "mem")
         if row is not None:
-            if self.store.touch_if_live(row[0], now, not_before):
+            if self.memory.store.touch_if_live(row[0], now, not_before):
                 self._live_sessions[user] = row[0]
                 return row[0], False
             # open but stale: close it with a generated summary
@@ -67,11 +72,11 @@ class ObservationsAPI:
         if not open_new:
             return None, False
         sid = uuid.uuid4().hex
-        self.store.open_session(sid, user, "", "mem", now)
+        self.memory.store.open_session(sid, user, "", "mem", now)
         self._live_sessions[user] = sid
         return sid, True
 
-    def _auto_summary(self: "Memory", user: str, sid: str) -> str:
+    def _auto_summary(self, user: str, sid: str) -> str:
         facts = self.session_facts_of(user, sid)
         if not facts:
             return "Session with no observations."
@@ -79,35 +84,35 @@ class ObservationsAPI:
         more = f" (+{len(facts) - 5} more)" if len(facts) > 5 else ""
         return f"{len(facts)} observation{'s' if len(facts) != 1 else ''}: {heads}{more}"
 
-    def session_facts_of(self: "Memory", user: str, sid: str) -> list[Fact]:
-        return [fact_of(r) for r in self.store.session_rows(sid, user)]
+    def session_facts_of(self, user: str, sid: str) -> list[Fact]:
+        return [fact_of(r) for r in self.memory.store.session_rows(sid, user)]
 
-    def _end_mem_session(self: "Memory", user: str, sid: str, summary: str, now: datetime, *, auto: bool) -> None:
+    def _end_mem_session(self, user: str, sid: str, summary: str, now: datetime, *, auto: bool) -> None:
         self._write_summary(user, sid, summary, now)
-        self.store.end_session(sid, now, summary, auto)
+        self.memory.store.end_session(sid, now, summary, auto)
 
-    def _write_summary(self: "Memory", user: str, sid: str, summary: str, now: datetime) -> str:
+    def _write_summary(self, user: str, sid: str, summary: str, now: datetime) -> str:
         """A session summary is also an observation of type "summary", so search finds it."""
-        return self._write_many([{"content": summary, "session_id": sid, "user_id": user,
+        return self.memory._write_many([{"content": summary, "session_id": sid, "user_id": user,
                                   "title": f"Session summary {now:%Y-%m-%d}", "created_at": now}],
                                 kind="summary_event", type_override="summary")[0]
 
-    def mem_session_start(self: "Memory", user_id: str) -> SessionStartResponse:
+    def mem_session_start(self, user_id: str) -> SessionStartResponse:
         """Start or reuse the user's session; recent summaries and the observations that matter."""
         user = _user(user_id)
-        now = self.now()
+        now = self.memory.now()
         sid, is_new = self._active_session(user, now, open_new=True)
         summaries = [SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
-                     for s, d, t, a in self.store.recent_summaries(user, SESSION_SUMMARIES, exclude=sid)]
+                     for s, d, t, a in self.memory.store.recent_summaries(user, SESSION_SUMMARIES, exclude=sid)]
         return SessionStartResponse(session_id=sid, is_new=is_new, sessions_context=summaries,
                                     memories=self._context_ranked(user, now, SESSION_MEMORIES))
 
-    def _context_ranked(self: "Memory", user: str, now: datetime, limit: int) -> list[ObservationCompact]:
+    def _context_ranked(self, user: str, now: datetime, limit: int) -> list[ObservationCompact]:
         """The user's observations by ContextScore, from the in-process arrays (SQL if degraded)."""
-        cfg = self.config
-        if self.index is not None:
-            self._refresh()
-            index, t = self.index, self.index.docs
+        cfg = self.memory.config
+        if self.memory.index is not None:
+            self.memory._refresh()
+            index, t = self.memory.index, self.memory.index.docs
             code = index.lookup_code("user", user)
             if code < 0:
                 return []
@@ -123,12 +128,12 @@ class ObservationsAPI:
             k = min(limit, docs.size)
             top = np.argpartition(-score, k - 1)[:k] if k < docs.size else np.arange(docs.size)
             top = top[np.lexsort((docs[top], -score[top]))]
-            facts = self.rows.get(docs[top].tolist())
+            facts = self.memory.rows.get(docs[top].tolist())
             return [ObservationCompact(id=f.fact_id, type=f.type, title=f.title, topic_key=f.topic_key,
                                        score=float(score[i]), snippet=one_line(f.content, 160), updated_at=f.updated_at)
                     for i, f in zip(top.tolist(), (facts[d] for d in docs[top].tolist()))]
         out = []
-        for f in map(fact_of, self.store.user_rows(user)):
+        for f in map(fact_of, self.memory.store.user_rows(user)):
             age = max(0.0, (now - f.updated_at).total_seconds() / 86_400)
             s = context_score(2.0 ** (-age / cfg.recency_half_life_days),
                               min(f.revision_count, cfg.revision_cap) / cfg.revision_cap, TYPE_PRIORITY.get(f.type, 0.5))
@@ -138,56 +143,56 @@ class ObservationsAPI:
         return out[:limit]
 
     # --- writes -------------------------------------------------------------------------------
-    def mem_save(self: "Memory", user_id: str, content: str, *, type: str, title: str,
+    def mem_save(self, user_id: str, content: str, *, type: str, title: str,
                  topic_key: str | None = None) -> SaveResult:
         """Save an observation: a new one, a revision of the one with this topic_key, or nothing
         new when the same content (case and spacing aside) is already stored."""
         user = _user(user_id)
         if type == "summary":
             raise InvalidInput("type 'summary' is reserved for session summaries (use mem_session_summary)")
-        now = self.now()
+        now = self.memory.now()
         cols = validate([{"content": content, "type": type, "title": title, "topic_key": topic_key,
                           "user_id": user}], now=now, default_user=user)
         content, title = cols["content"][0], cols["title"][0]
         sid, _ = self._active_session(user, now, open_new=True)
         if topic_key is not None:
-            existing = self.store.find_live(user, topic_key=topic_key)
+            existing = self.memory.store.find_live(user, topic_key=topic_key)
             if existing is not None:
-                self.revise(existing, content=content, title=title, type=type, user_id=user)
+                self.memory.revise(existing, content=content, title=title, type=type, user_id=user)
                 return SaveResult(id=existing, outcome="updated", session_id=sid, topic_key=topic_key)
-        same = self.store.find_live(user, content_hash=content_hash(content))
+        same = self.memory.store.find_live(user, content_hash=content_hash(content))
         if same is not None:
             return SaveResult(id=same, outcome="deduped", session_id=sid, topic_key=topic_key)
-        fact = self.remember(content, session_id=sid, type=type, title=title, topic_key=topic_key, user_id=user)
+        fact = self.memory.remember(content, session_id=sid, type=type, title=title, topic_key=topic_key, user_id=user)
         return SaveResult(id=fact.fact_id, outcome="created", session_id=sid, topic_key=topic_key)
 
-    def mem_session_summary(self: "Memory", user_id: str, summary: str) -> SaveResult:
+    def mem_session_summary(self, user_id: str, summary: str) -> SaveResult:
         """Attach a summary to the user's live session (stored, and searchable)."""
         user = _user(user_id)
         if not isinstance(summary, str) or not summary.strip():
             raise InvalidInput("summary is empty")
-        now = self.now()
+        now = self.memory.now()
         sid, _ = self._active_session(user, now, open_new=False)
         if sid is None:
             raise InvalidInput(f"user {user!r} has no active session (call mem_session_start first)")
         fid = self._write_summary(user, sid, summary, now)
-        self.store.set_session_summary(sid, summary)
+        self.memory.store.set_session_summary(sid, summary)
         return SaveResult(id=fid, outcome="created", session_id=sid, topic_key=None)
 
-    def mem_session_end(self: "Memory", user_id: str, *, summary: str) -> Session:
+    def mem_session_end(self, user_id: str, *, summary: str) -> Session:
         """End the user's live session with a summary."""
         user = _user(user_id)
         if not isinstance(summary, str) or not summary.strip():
             raise InvalidInput("summary is empty")
-        now = self.now()
-        row = self.store.active_session(user, "mem")
+        now = self.memory.now()
+        row = self.memory.store.active_session(user, "mem")
         if row is None:
             raise InvalidInput(f"user {user!r} has no active session to end")
         self._end_mem_session(user, row[0], summary, now, auto=False)
-        return Session(**self.store.session(row[0]))
+        return Session(**self.memory.store.session(row[0]))
 
     # --- reads --------------------------------------------------------------------------------
-    def mem_search(self: "Memory", user_id: str, query: str, *, limit: int = 10, types: list[str] | None = None,
+    def mem_search(self, user_id: str, query: str, *, limit: int = 10, types: list[str] | None = None,
                    types_exclude: list[str] | None = None) -> list[ObservationCompact]:
         """The user's observations that answer `query`, by SearchScore."""
         user = _user(user_id)
@@ -204,21 +209,21 @@ class ObservationsAPI:
                 if unknown:
                     raise InvalidInput(f"unknown type(s) in {name}: {', '.join(sorted(unknown))}")
         keep = set(types) if types is not None else allowed - set(types_exclude or ())
-        res = self.recall(query, user_id=user, kind=None, limit=limit if keep == allowed else max(limit * 10, 100))
+        res = self.memory.recall(query, user_id=user, kind=None, limit=limit if keep == allowed else max(limit * 10, 100))
         out = [ObservationCompact(id=m.fact_id, type=m.fact.type, title=m.fact.title, topic_key=m.fact.topic_key,
                                   score=m.score.value, snippet=one_line(m.content, 160), updated_at=m.fact.updated_at)
                for m in res.memories if m.fact.type in keep]
         return out[:limit]
 
-    def mem_get_observation(self: "Memory", user_id: str, observation_id: str) -> Observation | None:
+    def mem_get_observation(self, user_id: str, observation_id: str) -> Observation | None:
         user = _user(user_id)
-        fact = self.get(observation_id, user_id=user)
+        fact = self.memory.get(observation_id, user_id=user)
         return _observation(fact) if fact is not None else None
 
-    def mem_timeline(self: "Memory", user_id: str, observation_id: str) -> list[Observation]:
+    def mem_timeline(self, user_id: str, observation_id: str) -> list[Observation]:
         """The observation among its session's neighbours, in time order."""
         user = _user(user_id)
-        fact = self.get(observation_id, user_id=user)
+        fact = self.memory.get(observation_id, user_id=user)
         if fact is None:
             return []
         if fact.session_id is None:
@@ -228,9 +233,9 @@ class ObservationsAPI:
         i = next(i for i, f in enumerate(facts) if f.fact_id == fact.fact_id)
         return [_observation(f) for f in facts[max(0, i - TIMELINE_SPAN): i + TIMELINE_SPAN + 1]]
 
-    def mem_stats(self: "Memory", user_id: str) -> dict[str, Any]:
+    def mem_stats(self, user_id: str) -> dict[str, Any]:
         user = _user(user_id)
-        return self.store.user_stats(user)
+        return self.memory.store.user_stats(user)
 
 
 def _epoch_naive(dt: datetime) -> float:

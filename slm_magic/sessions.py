@@ -13,7 +13,7 @@ import numpy as np
 from collections import defaultdict
 from datetime import datetime, timedelta
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .calibration import RELEVANCE_FLOOR, AnswerConfidence
 from .display import one_line
@@ -25,8 +25,6 @@ from .rows import fact_of
 from .session_ids import is_synthetic_session, new_session_id
 from .temporal import day_term
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .memory import Memory
 
 AGE_GATE_RELEVANCE = 0.70       # an old memory survives the age gate only this relevant
 _GENERIC_DIRS = frozenset("home users user root projects project src code work repos repo git dev "
@@ -73,10 +71,15 @@ def entities_of(fact: Fact) -> list[str]:
     return out[:8]
 
 
-class SessionLifecycle:
-    """`session_init` / `recall` / `remember` / `close_session`, as SuperLocalMemory names them."""
+class SessionService:
+    """A part of `Memory` (held as `memory.sessions`): API A's lifecycle, `session_init` with
+    its context and `close_session` with its summary events, as SuperLocalMemory names them."""
 
-    def session_init(self: "Memory", project_path: str = "", query: str = "", max_results: int = 10,
+    def __init__(self, memory):
+        self.memory = memory
+
+
+    def session_init(self, project_path: str = "", query: str = "", max_results: int = 10,
                      max_age_days: int = 30, *, reuse: bool = False, origin: str | None = None) -> SessionInit:
         """Open a session: a new id, the memories that matter for its project, and its context.
 
@@ -95,24 +98,24 @@ class SessionLifecycle:
         for name, value in (("max_results", max_results), ("max_age_days", max_age_days)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"{name} must be a non-negative integer; got {value!r}")
-        now = self.now()
+        now = self.memory.now()
         session_id = self._live_slm_session(now, origin) if reuse else None
         is_new = session_id is None
         if is_new:
             session_id = new_session_id(now)
             project = query_from_path(project_path).split(" ")[0] if project_path else ""
-            self.store.open_session(session_id, self.user_id, project, "slm", now, origin=origin)
-            self._working_sets[session_id] = {}  # new: nothing shown yet, no need to ask the file
+            self.memory.store.open_session(session_id, self.memory.user_id, project, "slm", now, origin=origin)
+            self.memory._working_sets[session_id] = {}  # new: nothing shown yet, no need to ask the file
         q = query.strip() or query_from_path(project_path)
 
         res: RecallResult | None = None
         kept: list[ScoredMemory] = []
         if q and max_results:
             # The age gate runs inside the ranking, so the best max_results that pass it come back.
-            res = self.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory")
+            res = self.memory.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory")
             kept = list(res.memories)
             if is_new:  # a continued session saw its context already: showing it again is not news
-                self._note_shown(session_id, q, list(zip((m.fact_id for m in kept), res._doc_ids)), now)
+                self.memory._note_shown(session_id, q, list(zip((m.fact_id for m in kept), res._doc_ids)), now)
         core = [ScoredMemory(fact=f, score=self._static_score(f, now)) for f in self.core_memories()]
         shown = {m.fact_id for m in kept}
         scored = kept + [c for c in core if c.fact_id not in shown]
@@ -123,13 +126,13 @@ class SessionLifecycle:
         dates = {m.fact_id: m.fact.updated_at for m in scored}
 
         if res is not None:
-            conf = self.answer_confidence(res)
-            self.calibration.judge_recall(q, res)
+            conf = self.memory.answer_confidence(res)
+            self.memory.calibration.judge_recall(q, res)
         else:
             conf = AnswerConfidence(calibration_status="uncalibrated", calibration_id=None, answer_confidence=None,
                                     abstained=True, abstention_reason=None)
         reason = conf.abstention_reason
-        nothing_stored = not kept and not core and self.store.user_stats(self.user_id)["observations"] == 0
+        nothing_stored = not kept and not core and self.memory.store.user_stats(self.memory.user_id)["observations"] == 0
         if nothing_stored:
             reason = "no memories yet: %%remember (or remember()) keeps the first one"
         elif not q:
@@ -145,57 +148,57 @@ class SessionLifecycle:
         init = SessionInit(
             success=True, session_id=session_id, context=render_context(merged, dates),
             memories=merged, memory_count=len(merged), core_memory=core_items,
-            degraded_mode=res.degraded_mode if res else self.index is None,
+            degraded_mode=res.degraded_mode if res else self.memory.index is None,
             retrieval_mode=res.retrieval_mode if res else
-            ("bm25_sql_fallback" if self.index is None else
-             "full_bm25_tfidf" if self.config.tfidf_on else "bm25_in_process"),
+            ("bm25_sql_fallback" if self.memory.index is None else
+             "full_bm25_tfidf" if self.memory.config.tfidf_on else "bm25_in_process"),
             calibration_status=conf.calibration_status, calibration_id=conf.calibration_id,
             answer_confidence=conf.answer_confidence, abstained=conf.abstained, abstention_reason=reason,
-            learning=self.learning_status(),
+            learning=self.memory.learning_status(),
         )
         init._scored = scored
         init._recent_sessions = [
             SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
-            for s, d, t, a in self.store.recent_summaries(self.user_id, RECENT_SESSIONS, exclude=session_id)]
+            for s, d, t, a in self.memory.store.recent_summaries(self.memory.user_id, RECENT_SESSIONS, exclude=session_id)]
         init._is_new = is_new
         init._nothing_stored = nothing_stored
         if res is not None and max_age_days:
             init._age_gate = (max_age_days, res.older_matches)
         return init
 
-    def _live_slm_session(self: "Memory", now: datetime, origin: str | None) -> str | None:
+    def _live_slm_session(self, now: datetime, origin: str | None) -> str | None:
         """The open session of this user and origin, if it was active within the timeout (and
         touch it)."""
-        row = self.store.active_session(self.user_id, "slm", origin=origin, by_origin=True)
-        not_before = now - timedelta(hours=self.session_timeout_hours)
-        if row is not None and self.store.touch_if_live(row[0], now, not_before):
+        row = self.memory.store.active_session(self.memory.user_id, "slm", origin=origin, by_origin=True)
+        not_before = now - timedelta(hours=self.memory.session_timeout_hours)
+        if row is not None and self.memory.store.touch_if_live(row[0], now, not_before):
             return row[0]
         return None
 
-    def _static_score(self: "Memory", fact: Fact, now: datetime) -> SearchScore:
+    def _static_score(self, fact: Fact, now: datetime) -> SearchScore:
         """SearchScore of a memory the query did not match: its recency and revision only."""
-        cfg = self.config
+        cfg = self.memory.config
         rec = float(recency(np.array([fact.updated_at.timestamp()]), now.timestamp(), cfg.recency_half_life_days)[0])
         rev = float(revision(np.array([fact.revision_count]), cfg.revision_cap)[0])
         value = float(search_score(0.0, rec, rev, cfg))
         return SearchScore(value=value, relevance=0.0, bm25=0.0, tfidf=0.0, recency=rec, revision=rev)
 
-    def core_memories(self: "Memory", user_id: str | None = None) -> list[Fact]:
+    def core_memories(self, user_id: str | None = None) -> list[Fact]:
         """The pinned memories of a user, newest first (from the in-process arrays if they work)."""
-        user = self.user_id if user_id is None else user_id
-        if self.index is not None:
+        user = self.memory.user_id if user_id is None else user_id
+        if self.memory.index is not None:
             try:
-                self._refresh()
-                t, code = self.index.docs, self.index.lookup_code("user", user)
+                self.memory._refresh()
+                t, code = self.memory.index.docs, self.memory.index.lookup_code("user", user)
                 n = t.size
                 docs = np.flatnonzero(t.core[:n] & t.alive[:n] & (t.user[:n] == code) & (t.kind[:n] == 0))
-                facts = self.rows.get(docs.tolist())
+                facts = self.memory.rows.get(docs.tolist())
                 return sorted(facts.values(), key=lambda f: (f.updated_at, f.fact_id), reverse=True)
             except Exception:  # noqa: BLE001 - the file answers instead
                 pass
-        return [fact_of(r) for r in self.store.core_rows(user)]
+        return [fact_of(r) for r in self.memory.store.core_rows(user)]
 
-    def close_session(self: "Memory", session_id: str = "", *, summary: str | None = None) -> CloseSessionResult:
+    def close_session(self, session_id: str = "", *, summary: str | None = None) -> CloseSessionResult:
         """Summarise a session: one searchable summary event per entity its memories touched.
 
         No id: the most recent session. Closing twice writes nothing new. `summary` (else one
@@ -205,15 +208,15 @@ class SessionLifecycle:
             raise InvalidInput(f"session_id must be a string, not {type(session_id).__name__}")
         if summary is not None and (not isinstance(summary, str) or not summary.strip()):
             raise InvalidInput("summary must be a non-empty string")
-        sid = session_id.strip() or self.store.latest_session(self.user_id)
+        sid = session_id.strip() or self.memory.store.latest_session(self.memory.user_id)
         if not sid:
             return CloseSessionResult(success=False, session_id="", summary_events_created=0)
         facts = self.session_facts(sid)
-        known = self.store.session_started(sid)
+        known = self.memory.store.session_started(sid)
         if known is None and not facts and not is_synthetic_session(sid):  # a typo must not look closed
             raise InvalidInput(f"no session with id {sid!r}")
-        started = known or (min(f.created_at for f in facts) if facts else self.now())
-        done = set(self.store.summarised_entities(sid))
+        started = known or (min(f.created_at for f in facts) if facts else self.memory.now())
+        done = set(self.memory.store.summarised_entities(sid))
         groups: dict[str, list[Fact]] = defaultdict(list)
         labels: dict[str, str] = {}
         for f in facts:
@@ -232,25 +235,25 @@ class SessionLifecycle:
                        f"{snippets}{more}")
             records.append({"content": content, "session_id": sid, "project": members[0].project,
                             "tags": [t for t in members[0].tags if t.lower() == key.lstrip("#")] or None,
-                            "title": f"Session {started:%Y-%m-%d}: {labels[key]}", "created_at": self.now(),
-                            "user_id": self.user_id})
+                            "title": f"Session {started:%Y-%m-%d}: {labels[key]}", "created_at": self.memory.now(),
+                            "user_id": self.memory.user_id})
             entities.append(key)
         if records:
-            ids = self._write_many(records, kind="summary_event", type_override="summary")
-            self.store.add_summary_events(sid, list(zip(entities, ids)), self.now())
+            ids = self.memory._write_many(records, kind="summary_event", type_override="summary")
+            self.memory.store.add_summary_events(sid, list(zip(entities, ids)), self.memory.now())
         if not is_synthetic_session(sid):
-            self.learning.ignored_at_close(sid, self.user_id)
+            self.memory.learning.ignored_at_close(sid, self.memory.user_id)
         if summary is None and facts:
             topics = ", ".join(labels[k] for k in list(groups)[:4])
             summary, auto = f"{len(facts)} memor{'y' if len(facts) == 1 else 'ies'} about {topics}", True
         else:
             auto = False
-        self.store.end_session(sid, self.now(), summary=summary.strip() if summary else None, auto=auto)
+        self.memory.store.end_session(sid, self.memory.now(), summary=summary.strip() if summary else None, auto=auto)
         return CloseSessionResult(success=True, session_id=sid, summary_events_created=len(records))
 
-    def session_facts(self: "Memory", session_id: str) -> list[Fact]:
+    def session_facts(self, session_id: str) -> list[Fact]:
         """The memories written in a session (not its summaries), oldest first."""
-        return [fact_of(r) for r in self.store.session_rows(session_id, self.user_id)]
+        return [fact_of(r) for r in self.memory.store.session_rows(session_id, self.memory.user_id)]
 
 
 def render_context(memories: list[SessionMemory], dates: dict[str, datetime]) -> str:
