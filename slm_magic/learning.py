@@ -207,18 +207,15 @@ class LearningLoop:
         signals = self.memory.store.feedback_count(user)
         if signals < PHASE_2_SIGNALS:
             return LearningStatus(feedback_signals=signals, phase=1, status="collecting")
-        out = LearningStatus(feedback_signals=signals, phase=2 if signals < PHASE_3_SIGNALS else 3,
-                             status="active learning")
-        out._ranking = "usefulness prior"
-        if out.phase == 3:
-            ranker, model_id, why = self._ranker(user)
-            if ranker is None:
-                out = LearningStatus(feedback_signals=signals, phase=3, status=f"phase 2 ranking used: {why}")
-                out._ranking = "usefulness prior"
-            else:
-                out = LearningStatus(feedback_signals=signals, phase=3, status="learned ranking")
-                out._ranking, out._model_id = "learned model", model_id
-        return out
+        if signals < PHASE_3_SIGNALS:
+            return LearningStatus(feedback_signals=signals, phase=2, status="active learning",
+                                  ranking="usefulness prior")
+        ranker, model_id, why = self._ranker(user)
+        if ranker is None:
+            return LearningStatus(feedback_signals=signals, phase=3, status=f"phase 2 ranking used: {why}",
+                                  ranking="usefulness prior")
+        return LearningStatus(feedback_signals=signals, phase=3, status="learned ranking", ranking="learned model",
+                              model_id=model_id)
 
     def learner(self, user_id: str) -> Learner | None:
         """The learning to apply to this user's recalls (None in phase 1 or when switched off)."""

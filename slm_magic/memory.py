@@ -549,7 +549,6 @@ class Memory:
                               degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000,
                               age_gate_days=max_age_days or None,
                               older_matches=ranked.older_matches if max_age_days else 0)
-        result._doc_ids = [doc_of[m.fact_id] for m in memories]
         return result
 
     def _analyse_query(self, query: str, now_dt: datetime, kind: str | None):
@@ -679,14 +678,13 @@ class Memory:
             if fact is None:  # removed by another process since we ranked it
                 continue
             near = 0 if rel_to is None else int(rel_to[i])
-            out.append(m := ScoredMemory(fact=fact, score=SearchScore(
+            out.append(ScoredMemory(fact=fact, score=SearchScore(
                 value=float(ranked.score[i]), relevance=float(ranked.relevance[i]), bm25=float(ranked.bm25[i]),
                 tfidf=float(ranked.tfidf[i]), recency=float(ranked.recency[i]), revision=float(ranked.revision[i]),
                 working_set=float(ranked.working_set[i]),
                 context=0.0 if ranked.context is None else float(ranked.context[i]),
                 learned=0.0 if ranked.learned is None else float(ranked.learned[i])),
-                related_to=near or None))
-            m._words = words
+                related_to=near or None, query_words=words))
         return out
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:

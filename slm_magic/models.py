@@ -6,7 +6,7 @@ import html
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field
 
 from .records import MEMORY_TYPES as MEMORY_TYPES  # (re-exported: the types belong to the models too)
 from .records import matched_fields
@@ -245,17 +245,17 @@ class ScoredMemory(BaseModel):
     # A related memory matched nothing itself: it is shown only on request, after the
     # matches, because it shares a session with match number `related_to` (1-based).
     related_to: int | None = None
-    _words: dict = PrivateAttr(default_factory=dict)  # the query's term hashes -> its words
+    # The question's term hashes -> its words: what `matched` and the views' marks read.
+    query_words: dict[int, str] = Field(default_factory=dict, exclude=True, repr=False)
 
     @property
     def matched(self) -> dict[str, tuple[str, ...]]:
         """Why it is here: the query's words it contains, by field ("content", "title", "tags",
         "project", "type"); empty for a related memory. Worked out when asked for."""
-        if self.related_to is not None or not self._words:
+        if self.related_to is not None or not self.query_words:
             return {}
-
         f = self.fact
-        return matched_fields(self._words, f.content, f.title, f.tags, f.project, f.type)
+        return matched_fields(self.query_words, f.content, f.title, f.tags, f.project, f.type)
 
     @property
     def reason(self) -> str:
@@ -267,7 +267,7 @@ class ScoredMemory(BaseModel):
     @property
     def query_terms(self) -> frozenset[int]:
         """The question's term hashes (what `text.marked` highlights in this memory's fields)."""
-        return frozenset(self._words) if self.related_to is None else frozenset()
+        return frozenset(self.query_words) if self.related_to is None else frozenset()
 
     @property
     def strength(self) -> str:
@@ -335,7 +335,6 @@ class RecallResult(BaseModel):
     # are shown only if their relevance reaches 0.70).
     age_gate_days: int | None = None
     older_matches: int = 0
-    _doc_ids: list[int] = PrivateAttr(default_factory=list)  # index positions, for the engine only
 
     def __len__(self) -> int:
         return len(self.memories)
@@ -381,24 +380,17 @@ class LearningStatus(BaseModel):
     feedback_signals: int
     phase: Literal[1, 2, 3]
     status: str
-    # Beyond the documented fields: what ranks the recalls now (the default fusion, the
-    # per-memory usefulness prior, or a learned model, then its id). Phase 3 with no usable
-    # model ranks as phase 2, and `status` says why.
-    _ranking: str = PrivateAttr(default="default fusion")
-    _model_id: str | None = PrivateAttr(default=None)
+    # Beyond the documented fields (kept out of `model_dump`): what ranks the recalls now (the
+    # default fusion, the per-memory usefulness prior, or a learned model, then its id). Phase 3
+    # with no usable model ranks as phase 2, and `status` says why.
+    ranking: str = Field("default fusion", exclude=True)
+    model_id: str | None = Field(None, exclude=True)
 
     @property
     def signals_to_start(self) -> int:
         """How many signals the learning starts at (phase 2)."""
         return PHASE_2_SIGNALS
 
-    @property
-    def ranking(self) -> str:
-        return self._ranking
-
-    @property
-    def model_id(self) -> str | None:
-        return self._model_id
 
 
 class SessionInit(BaseModel):
@@ -420,37 +412,15 @@ class SessionInit(BaseModel):
     abstained: bool
     abstention_reason: str | None
     learning: LearningStatus
-    # Beyond the documented fields, for the views: the listed memories with their whole
-    # SearchScore and fact, the user's recent session summaries, and whether the session was
-    # reused. Kept out of `model_dump`, which stays exactly the documented shape.
-    _scored: list[ScoredMemory] = PrivateAttr(default_factory=list)
-    _recent_sessions: list["SessionSummaryCompact"] = PrivateAttr(default_factory=list)
-    _is_new: bool = PrivateAttr(default=True)
-    _age_gate: tuple[int, int] | None = PrivateAttr(default=None)
-    _nothing_stored: bool = PrivateAttr(default=False)
-
-    @property
-    def nothing_stored(self) -> bool:
-        """The user has no memories yet (a first session): nothing to abstain from."""
-        return self._nothing_stored
-
-    @property
-    def scored_memories(self) -> list[ScoredMemory]:
-        """`memories` with each one's fact (type, tags, provenance) and SearchScore parts."""
-        return list(self._scored)
-
-    @property
-    def recent_sessions(self) -> list["SessionSummaryCompact"]:
-        return list(self._recent_sessions)
-
-    @property
-    def is_new(self) -> bool:
-        return self._is_new
-
-    @property
-    def age_gate(self) -> tuple[int, int] | None:
-        """(days, matching memories older than that) when the age gate was on."""
-        return self._age_gate
+    # Beyond the documented fields, for the views, kept out of `model_dump` (which stays exactly
+    # the documented shape): the listed memories with their fact and whole SearchScore, the
+    # user's recent session summaries, whether the session is new, the age gate's (days, older
+    # matching memories) when it was on, and whether the user has no memories at all yet.
+    scored_memories: list[ScoredMemory] = Field(default_factory=list, exclude=True, repr=False)
+    recent_sessions: list[SessionSummaryCompact] = Field(default_factory=list, exclude=True, repr=False)
+    is_new: bool = Field(True, exclude=True)
+    age_gate: tuple[int, int] | None = Field(None, exclude=True)
+    nothing_stored: bool = Field(False, exclude=True)
 
     def __str__(self) -> str:
         return session_text(self)

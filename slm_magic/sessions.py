@@ -112,10 +112,11 @@ class SessionService:
         kept: list[ScoredMemory] = []
         if q and max_results:
             # The age gate runs inside the ranking, so the best max_results that pass it come back.
-            res = self.memory.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory")
+            # (a new session's recall records what it showed; a continued session saw its context
+            # already: showing it again is not news, so that recall is not the session's)
+            res = self.memory.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory",
+                                     session_id=session_id if is_new else None)
             kept = list(res.memories)
-            if is_new:  # a continued session saw its context already: showing it again is not news
-                self.memory._note_shown(session_id, q, list(zip((m.fact_id for m in kept), res._doc_ids)), now)
         core = [ScoredMemory(fact=f, score=self._static_score(f, now)) for f in self.core_memories()]
         shown = {m.fact_id for m in kept}
         scored = kept + [c for c in core if c.fact_id not in shown]
@@ -155,15 +156,13 @@ class SessionService:
             calibration_status=conf.calibration_status, calibration_id=conf.calibration_id,
             answer_confidence=conf.answer_confidence, abstained=conf.abstained, abstention_reason=reason,
             learning=self.memory.learning_status(),
+            scored_memories=scored, is_new=is_new, nothing_stored=nothing_stored,
+            age_gate=(max_age_days, res.older_matches) if res is not None and max_age_days else None,
+            recent_sessions=[
+                SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
+                for s, d, t, a in self.memory.store.recent_summaries(self.memory.user_id, RECENT_SESSIONS,
+                                                                     exclude=session_id)],
         )
-        init._scored = scored
-        init._recent_sessions = [
-            SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
-            for s, d, t, a in self.memory.store.recent_summaries(self.memory.user_id, RECENT_SESSIONS, exclude=session_id)]
-        init._is_new = is_new
-        init._nothing_stored = nothing_stored
-        if res is not None and max_age_days:
-            init._age_gate = (max_age_days, res.older_matches)
         return init
 
     def _live_slm_session(self, now: datetime, origin: str | None) -> str | None:
