@@ -1,4 +1,8 @@
-"""`Memory`: the engine's public facade. Thin: it validates, then hands work to the parts."""
+"""`Memory`: the engine's public facade, composed of parts held as attributes, each owning its
+state: `replica` (the in-process index), `sessions` (API A's lifecycle), `api_b` (the per-user
+observations), `learning` (feedback and the learned ranker), `calibration` (answer
+confidence), `exchange` (export and import); `store` runs every statement. Memory validates,
+writes and recalls, and hands the rest to its parts."""
 
 from __future__ import annotations
 

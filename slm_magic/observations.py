@@ -1,6 +1,6 @@
 """API B, observations per user (the iLAB "mem" library): `mem_session_start`, `mem_save`,
 `mem_search`, `mem_session_summary`, `mem_session_end`, `mem_get_observation`, `mem_timeline`,
-`mem_stats`. A mixin of `Memory`.
+`mem_stats`. A part of `Memory` (`memory.api_b`), an adapter over its public API.
 
 Two scores, never mixed: `mem_search` ranks by SearchScore (relevance to a query), while
 `mem_session_start` ranks by ContextScore = 0.50·recency + 0.30·revision + 0.20·type priority
@@ -52,9 +52,6 @@ class ApiB:
         self.memory = memory
         self._live_sessions: dict[str, str] = {}  # user -> mem session id last seen open
 
-
-    session_timeout_hours: float = 24.0
-
     # --- sessions -----------------------------------------------------------------------------
     def _active_session(self, user: str, now: datetime, *, open_new: bool) -> tuple[str | None, bool]:
         """The user's live session (touched), or a new one; a stale one is closed first."""
@@ -77,15 +74,12 @@ class ApiB:
         return sid, True
 
     def _auto_summary(self, user: str, sid: str) -> str:
-        facts = self.session_facts_of(user, sid)
+        facts = self.memory.sessions.session_facts(sid, user_id=user)
         if not facts:
             return "Session with no observations."
         heads = "; ".join((f.title or one_line(f.content, 60)) for f in facts[:5])
         more = f" (+{len(facts) - 5} more)" if len(facts) > 5 else ""
         return f"{len(facts)} observation{'s' if len(facts) != 1 else ''}: {heads}{more}"
-
-    def session_facts_of(self, user: str, sid: str) -> list[Fact]:
-        return [fact_of(r) for r in self.memory.store.session_rows(sid, user)]
 
     def _end_mem_session(self, user: str, sid: str, summary: str, now: datetime, *, auto: bool) -> None:
         self._write_summary(user, sid, summary, now)
@@ -228,7 +222,7 @@ class ApiB:
             return []
         if fact.session_id is None:
             return [_observation(fact)]
-        facts = self.session_facts_of(user, fact.session_id)
+        facts = self.memory.sessions.session_facts(fact.session_id, user_id=user)
         facts.sort(key=lambda f: (f.created_at, f.fact_id))
         i = next(i for i, f in enumerate(facts) if f.fact_id == fact.fact_id)
         return [_observation(f) for f in facts[max(0, i - TIMELINE_SPAN): i + TIMELINE_SPAN + 1]]

@@ -1,8 +1,8 @@
 """API A, the session lifecycle: `session_init` opens a session with its context, and
 `close_session` writes one temporal summary event per entity the session touched.
 
-A mixin of `Memory`: it uses the engine only through `recall`, `remember`-style writes and the
-store's session statements.
+A part of `Memory` (`memory.sessions`): it uses the engine only through `recall`, the bulk
+write and the store's session statements.
 """
 
 from __future__ import annotations
@@ -250,9 +250,10 @@ class SessionService:
         self.memory.store.end_session(sid, self.memory.now(), summary=summary.strip() if summary else None, auto=auto)
         return CloseSessionResult(success=True, session_id=sid, summary_events_created=len(records))
 
-    def session_facts(self, session_id: str) -> list[Fact]:
+    def session_facts(self, session_id: str, *, user_id: str | None = None) -> list[Fact]:
         """The memories written in a session (not its summaries), oldest first."""
-        return [fact_of(r) for r in self.memory.store.session_rows(session_id, self.memory.user_id)]
+        user = self.memory.user_id if user_id is None else user_id
+        return [fact_of(r) for r in self.memory.store.session_rows(session_id, user)]
 
 
 def render_context(memories: list[SessionMemory], dates: dict[str, datetime]) -> str:
