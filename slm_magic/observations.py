@@ -27,7 +27,8 @@ W_CONTEXT_RECENCY, W_CONTEXT_REVISION, W_CONTEXT_TYPE = 0.50, 0.30, 0.20
 SESSION_SUMMARIES, SESSION_MEMORIES, TIMELINE_SPAN = 5, 10, 5
 
 
-def context_score(recency: float, revision: float, type_priority: float) -> float:
+def context_score(recency, revision, type_priority):
+    """ContextScore, the one definition: numbers or numpy arrays of them."""
     return W_CONTEXT_RECENCY * recency + W_CONTEXT_REVISION * revision + W_CONTEXT_TYPE * type_priority
 
 
@@ -118,7 +119,7 @@ class ApiB:
                                                                                   cfg.recency_half_life_days))
             rev = np.minimum(t.revision[docs], cfg.revision_cap) / cfg.revision_cap
             prio = np.array([TYPE_PRIORITY.get(x, 0.5) for x in MEMORY_TYPES] + [0.5])[t.type[docs]]
-            score = W_CONTEXT_RECENCY * rec + W_CONTEXT_REVISION * rev + W_CONTEXT_TYPE * prio
+            score = context_score(rec, rev, prio)
             k = min(limit, docs.size)
             top = np.argpartition(-score, k - 1)[:k] if k < docs.size else np.arange(docs.size)
             top = top[np.lexsort((docs[top], -score[top]))]
