@@ -11,3 +11,9 @@ class StoreError(SlmMagicError):
 
 class InvalidInput(SlmMagicError, ValueError):
     """An argument the engine cannot accept; the message says which and why."""
+
+
+def type_name(value: object) -> str:
+    """The name of a value's type, for a message (usable where a `type` parameter, as the
+    seed's APIs name one, hides the builtin)."""
+    return type(value).__name__

@@ -6,7 +6,6 @@ writes and recalls, and hands the rest to its parts."""
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import os
 import re
@@ -20,7 +19,7 @@ import duckdb
 import numpy as np
 
 from . import text
-from .errors import InvalidInput, StoreError
+from .errors import InvalidInput, StoreError, type_name
 from .index import SparseIndex
 from .models import (CloseSessionResult, ExportReport, Fact, ImportReport, LearningStatus, Observation,
                      ObservationCompact, Provenance, RecallResult, Remembered, SaveResult, ScoredMemory, SearchScore,
@@ -474,13 +473,13 @@ class Memory:
         """
         started = time.perf_counter()
         if not isinstance(query, str):
-            raise InvalidInput(f"query must be a string, not {builtins.type(query).__name__}")
+            raise InvalidInput(f"query must be a string, not {type_name(query)}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInput(f"limit must be a non-negative integer; got {limit!r}")
         if session_id is not None and not isinstance(session_id, str):
-            raise InvalidInput(f"session_id must be a string, not {builtins.type(session_id).__name__}")
+            raise InvalidInput(f"session_id must be a string, not {type_name(session_id)}")
         if project is not None and not isinstance(project, str):
-            raise InvalidInput(f"project must be a string, not {builtins.type(project).__name__}")
+            raise InvalidInput(f"project must be a string, not {type_name(project)}")
         if max_age_days is not None and (isinstance(max_age_days, bool) or not isinstance(max_age_days, int)
                                          or max_age_days < 0):
             raise InvalidInput(f"max_age_days must be a non-negative integer; got {max_age_days!r}")
@@ -523,7 +522,7 @@ class Memory:
                             limit=limit, updated_after=updated_after))
                 memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()), words)
             except INDEX_FAILURES as exc:  # degrade to SQL rather than fail the user
-                self._degrade(f"in-process index failed ({builtins.type(exc).__name__}: {exc})")
+                self._degrade(f"in-process index failed ({type_name(exc)}: {exc})")
                 ranked = None
         if ranked is None:
             mode, degraded, reason = "bm25_sql_fallback", True, self.index_error
@@ -716,7 +715,7 @@ class Memory:
         """The fact_id that `text` names: a whole id, or a unique prefix of at least 6
         characters (what a person copies from a table). Ambiguous or unknown: InvalidInput."""
         if not isinstance(text, str):
-            raise InvalidInput(f"a memory id must be a string, not {builtins.type(text).__name__}")
+            raise InvalidInput(f"a memory id must be a string, not {type_name(text)}")
         user = self.user_id if user_id is None else user_id
         text = text.strip()
         if self.get(text, user_id=user) is not None:
