@@ -159,13 +159,13 @@ class AnswerCalibration:
         self._add(query, result, answered, "judge")
 
     def _add(self, query: str, result: "RecallResult", answered: bool, source: str) -> None:
-        self.store.add_outcome(uuid.uuid4().hex[:16], self._user(), query, evidence(result), answered, source,
+        self.store.signals.add_outcome(uuid.uuid4().hex[:16], self._user(), query, evidence(result), answered, source,
                                self._now())
         self._maybe_refit()
 
     def _calibration(self) -> tuple[Calibration | None, str | None]:
         """The user's newest calibration (parsed once per model) and its id, or (None, None)."""
-        row = self.store.latest_model(self._user(), "calibration")
+        row = self.store.signals.latest_model(self._user(), "calibration")
         if row is None:
             return None, None
         cal = self._parsed.get(row[0])
@@ -179,13 +179,13 @@ class AnswerCalibration:
 
     def _maybe_refit(self) -> None:
         user = self._user()
-        n = self.store.outcome_count(user)
+        n = self.store.signals.outcome_count(user)
         if n < MIN_OUTCOMES:
             return
-        row = self.store.latest_model(user, "calibration")
+        row = self.store.signals.latest_model(user, "calibration")
         if row is not None and n < REFIT_GROWTH * row[2]:
             return
-        rows = self.store.outcomes(user)
+        rows = self.store.signals.outcomes(user)
         x = np.array([r[0] for r in rows], dtype=np.float64)
         y = np.array([r[1] for r in rows], dtype=bool)
         try:
@@ -193,5 +193,5 @@ class AnswerCalibration:
         except ValueError:
             return  # all outcomes agree so far: stay uncalibrated
         version = 1 if row is None else row[1] + 1
-        self.store.save_model(f"cal-v{version}-{uuid.uuid4().hex[:8]}", user, "calibration", version,
+        self.store.signals.save_model(f"cal-v{version}-{uuid.uuid4().hex[:8]}", user, "calibration", version,
                               self._now(), len(rows), cal.to_json())

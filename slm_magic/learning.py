@@ -126,20 +126,21 @@ class LearningLoop:
             if shown is not None and shown[0] == session_id:
                 query, rank, project = shown[1], rank or shown[2], project if project is not None else shown[3]
         signal_id = uuid.uuid4().hex[:16]
-        self.memory.store.add_feedback([(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
+        self.memory.store.signals.add_feedback([(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
                                   self.memory.now(), fact.user_id, project)])
         self._maybe_retrain(fact.user_id)
         return signal_id
 
     def feedback_count(self, user_id: str | None = None) -> int:
-        return self.memory.store.feedback_count(self.memory.user_id if user_id is None else user_id)
+        return self.memory.store.signals.feedback_count(self.memory.user_id if user_id is None else user_id)
 
     # --- implicit signals ------------------------------------------------------------------
     def last_showing(self, fact_id: str):
         """(session_id, query, rank, project) of the latest recall that showed a memory within
         the session timeout (showings not yet written out included), or None."""
         self.memory._flush_events()
-        return self.memory.store.last_showing(fact_id, self.memory.now() - timedelta(hours=self.memory.session_timeout_hours))
+        since = self.memory.now() - timedelta(hours=self.memory.session_timeout_hours)
+        return self.memory.store.sessions.last_showing(fact_id, since)
 
     def after_showing(self, fact_id: str, signal: str, user_id: str) -> None:
         """Pinned or revised: a signal if a real session's recall showed it lately."""
@@ -147,9 +148,9 @@ class LearningLoop:
         if shown is None:
             return
         session_id, query, rank, project = shown
-        if (fact_id, signal) in set(self.memory.store.session_signals(session_id, user_id)):
+        if (fact_id, signal) in set(self.memory.store.signals.session_signals(session_id, user_id)):
             return
-        self.memory.store.add_feedback([(uuid.uuid4().hex[:16], session_id, fact_id, signal, IMPLICIT_SIGNALS[signal],
+        self.memory.store.signals.add_feedback([(uuid.uuid4().hex[:16], session_id, fact_id, signal, IMPLICIT_SIGNALS[signal],
                                   query, rank, self.memory.now(), user_id, project)])
         self._maybe_retrain(user_id)
 
@@ -178,33 +179,34 @@ class LearningLoop:
         if not used.size:
             return
         self.memory._flush_events()
-        given = {f for f, s in self.memory.store.session_signals(session_id, user_id) if s == "used"}
+        given = {f for f, s in self.memory.store.signals.session_signals(session_id, user_id) if s == "used"}
         rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "used", IMPLICIT_SIGNALS["used"], query, rank,
                  self.memory.now(), user_id, project)
-                for fact_id, _, query, rank, project in self.memory.store.session_showings(session_id, user_id, used.tolist())
+                for fact_id, _, query, rank, project in self.memory.store.sessions.session_showings(
+                    session_id, user_id, used.tolist())
                 if fact_id not in given]
         if rows:
-            self.memory.store.add_feedback(rows)
+            self.memory.store.signals.add_feedback(rows)
             self._maybe_retrain(user_id)
 
     def ignored_at_close(self, session_id: str, user_id: str) -> None:
         """At a session's close: what it was shown often and never found useful."""
         self.memory._flush_events()
-        signals = self.memory.store.session_signals(session_id, user_id)
+        signals = self.memory.store.signals.session_signals(session_id, user_id)
         positive = {f for f, s in signals if EXPLICIT_SIGNALS.get(s, IMPLICIT_SIGNALS.get(s, 0)) > 0}
         already = {f for f, s in signals if s == "ignored"}
         rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "ignored", IMPLICIT_SIGNALS["ignored"], query, rank,
                  self.memory.now(), user_id, project)
-                for fact_id, times, query, rank, project in self.memory.store.session_showings(session_id, user_id)
+                for fact_id, times, query, rank, project in self.memory.store.sessions.session_showings(session_id, user_id)
                 if times >= IGNORED_AFTER and fact_id not in positive and fact_id not in already]
         if rows:
-            self.memory.store.add_feedback(rows)
+            self.memory.store.signals.add_feedback(rows)
             self._maybe_retrain(user_id)
 
     # --- phases and the learner --------------------------------------------------------------
     def status(self, user_id: str | None = None) -> LearningStatus:
         user = self.memory.user_id if user_id is None else user_id
-        signals = self.memory.store.feedback_count(user)
+        signals = self.memory.store.signals.feedback_count(user)
         if signals < PHASE_2_SIGNALS:
             return LearningStatus(feedback_signals=signals, phase=1, status="collecting")
         if signals < PHASE_3_SIGNALS:
@@ -221,16 +223,17 @@ class LearningLoop:
         """The learning to apply to this user's recalls (None in phase 1 or when switched off)."""
         if not self.memory.config.learning:
             return None
-        signals = self.memory.store.feedback_count(user_id)
+        signals = self.memory.store.signals.feedback_count(user_id)
         if signals < PHASE_2_SIGNALS:
             return None
         ranker = self._ranker(user_id)[0] if signals >= PHASE_3_SIGNALS else None
-        return Learner(3 if ranker is not None else 2, Usage(*self.memory.store.signal_sums(user_id)), ranker, self.memory.rows)
+        usage = Usage(*self.memory.store.signals.signal_sums(user_id))
+        return Learner(3 if ranker is not None else 2, usage, ranker, self.memory.rows)
 
     def _ranker(self, user_id: str) -> tuple[LinearRanker | None, str | None, str | None]:
         """(the stored model, its id, None) or (None, None, why there is none)."""
         why = self._training_errors.get(user_id, (None, 0))[0]
-        row = self.memory.store.latest_model(user_id, "ranker")
+        row = self.memory.store.signals.latest_model(user_id, "ranker")
         if row is None:
             return None, None, why or "no model trained yet"
         model_id, _, _, params = row
@@ -247,10 +250,10 @@ class LearningLoop:
         """Fit a new ranker when the signals reach phase 3 or have grown enough since the last."""
         if not self.memory.config.learning:
             return
-        signals = self.memory.store.feedback_count(user_id)
+        signals = self.memory.store.signals.feedback_count(user_id)
         if signals < PHASE_3_SIGNALS:
             return
-        row = self.memory.store.latest_model(user_id, "ranker")
+        row = self.memory.store.signals.latest_model(user_id, "ranker")
         if (row is not None and signals < max(row[2] + RETRAIN_MIN_NEW, RETRAIN_GROWTH * row[2])
                 and self._ranker(user_id)[0] is not None):  # (a model this version cannot read: refit now)
             return
@@ -263,7 +266,7 @@ class LearningLoop:
         """Fit the phase-3 ranker on a user's signals now and store it; returns its id, or None
         (the reason is then in `status().status`)."""
         user = self.memory.user_id if user_id is None else user_id
-        signals = self.memory.store.feedback_count(user)
+        signals = self.memory.store.signals.feedback_count(user)
         try:
             X, y = self._training_rows(user)
             ranker = LinearRanker.fit(X, y, weight=LEARNED_WEIGHT)
@@ -271,13 +274,13 @@ class LearningLoop:
             self._training_errors[user] = (f"training failed: {exc}", signals)
             return None
         self._training_errors.pop(user, None)
-        row = self.memory.store.latest_model(user, "ranker")
+        row = self.memory.store.signals.latest_model(user, "ranker")
         version = 1 if row is None else row[1] + 1
         model_id = f"ranker-v{version}"
         # trained_on: the user's signal count when fitted (what the retraining rule compares)
-        self.memory.store.save_model(f"{model_id}-{uuid.uuid4().hex[:8]}", user, "ranker", version, self.memory.now(), signals,
-                              ranker.to_json())
-        return self.memory.store.latest_model(user, "ranker")[0]
+        self.memory.store.signals.save_model(f"{model_id}-{uuid.uuid4().hex[:8]}", user, "ranker", version,
+                                             self.memory.now(), signals, ranker.to_json())
+        return self.memory.store.signals.latest_model(user, "ranker")[0]
 
     def _training_rows(self, user: str) -> tuple[np.ndarray, np.ndarray]:
         """Each signal with a query becomes a row: the features its memory has among that
@@ -285,9 +288,9 @@ class LearningLoop:
         if self.memory.index is None:
             raise RuntimeError("the in-process index is not available")
         by_query: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
-        for query, project, doc, value in self.memory.store.training_signals(user):
+        for query, project, doc, value in self.memory.store.signals.training_signals(user):
             by_query[(query, project)].append((int(doc), float(value)))
-        usage = Usage(*self.memory.store.signal_sums(user))
+        usage = Usage(*self.memory.store.signals.signal_sums(user))
         X, y = [], []
         for (query, project), items in by_query.items():
             ranked, cs = self.memory._candidates(query, user, CANDIDATES, project)

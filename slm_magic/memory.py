@@ -598,7 +598,7 @@ class Memory:
         ws = self._working_sets.get(session_id)
         if ws is None:
             self._flush_events()
-            ws = {int(d): int(n) for d, n in self.store.working_set(session_id)}
+            ws = {int(d): int(n) for d, n in self.store.sessions.working_set(session_id)}
             self._working_sets[session_id] = ws
         return ws
 
@@ -623,7 +623,7 @@ class Memory:
     def _flush_events(self) -> None:
         if self._pending_events:
             events, self._pending_events = self._pending_events, []
-            self.store.record_recalls(events)
+            self.store.sessions.record_recalls(events)
 
     def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, qgrams=(), updated_after=None,
                   kind=None, type=None, shown=None) -> Ranked:
@@ -733,11 +733,11 @@ class Memory:
 
     def session_is_closed(self, session_id: str) -> bool:
         """Whether a session was ended, here or by any other kernel or process."""
-        return bool(session_id) and self.store.session_closed(session_id)
+        return bool(session_id) and self.store.sessions.session_closed(session_id)
 
     def status(self, session_id: str | None = None) -> StatusReport:
         st = self.store.user_stats(self.user_id)
-        signals = self.store.feedback_count(self.user_id)
+        signals = self.store.signals.feedback_count(self.user_id)
         return StatusReport(
             database=self.path, user_id=self.user_id, session_id=session_id, memories=st["observations"],
             summaries=st["summaries"],

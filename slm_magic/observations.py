@@ -58,11 +58,11 @@ class ApiB:
         """The user's live session (touched), or a new one; a stale one is closed first."""
         not_before = now - timedelta(hours=self.memory.session_timeout_hours)
         known = self._live_sessions.get(user)  # the last one seen here: one statement to reuse it
-        if known is not None and self.memory.store.touch_if_live(known, now, not_before):
+        if known is not None and self.memory.store.sessions.touch_if_live(known, now, not_before):
             return known, False
-        row = self.memory.store.active_session(user, "mem")
+        row = self.memory.store.sessions.active_session(user, "mem")
         if row is not None:
-            if self.memory.store.touch_if_live(row[0], now, not_before):
+            if self.memory.store.sessions.touch_if_live(row[0], now, not_before):
                 self._live_sessions[user] = row[0]
                 return row[0], False
             # open but stale: close it with a generated summary
@@ -70,7 +70,7 @@ class ApiB:
         if not open_new:
             return None, False
         sid = uuid.uuid4().hex
-        self.memory.store.open_session(sid, user, "", "mem", now)
+        self.memory.store.sessions.open_session(sid, user, "", "mem", now)
         self._live_sessions[user] = sid
         return sid, True
 
@@ -84,7 +84,7 @@ class ApiB:
 
     def _end_mem_session(self, user: str, sid: str, summary: str, now: datetime, *, auto: bool) -> None:
         self._write_summary(user, sid, summary, now)
-        self.memory.store.end_session(sid, now, summary, auto)
+        self.memory.store.sessions.end_session(sid, now, summary, auto)
 
     def _write_summary(self, user: str, sid: str, summary: str, now: datetime) -> str:
         """A session summary is also an observation of type "summary", so search finds it."""
@@ -98,7 +98,7 @@ class ApiB:
         now = self.memory.now()
         sid, is_new = self._active_session(user, now, open_new=True)
         summaries = [SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
-                     for s, d, t, a in self.memory.store.recent_summaries(user, SESSION_SUMMARIES, exclude=sid)]
+                     for s, d, t, a in self.memory.store.sessions.recent_summaries(user, SESSION_SUMMARIES, exclude=sid)]
         return SessionStartResponse(session_id=sid, is_new=is_new, sessions_context=summaries,
                                     memories=self._context_ranked(user, now, SESSION_MEMORIES))
 
@@ -171,7 +171,7 @@ class ApiB:
         if sid is None:
             raise InvalidInput(f"user {user!r} has no active session (call mem_session_start first)")
         fid = self._write_summary(user, sid, summary, now)
-        self.memory.store.set_session_summary(sid, summary)
+        self.memory.store.sessions.set_session_summary(sid, summary)
         return SaveResult(id=fid, outcome="created", session_id=sid, topic_key=None)
 
     def mem_session_end(self, user_id: str, *, summary: str) -> Session:
@@ -180,11 +180,11 @@ class ApiB:
         if not isinstance(summary, str) or not summary.strip():
             raise InvalidInput("summary is empty")
         now = self.memory.now()
-        row = self.memory.store.active_session(user, "mem")
+        row = self.memory.store.sessions.active_session(user, "mem")
         if row is None:
             raise InvalidInput(f"user {user!r} has no active session to end")
         self._end_mem_session(user, row[0], summary, now, auto=False)
-        return Session(**self.memory.store.session(row[0]))
+        return Session(**self.memory.store.sessions.session(row[0]))
 
     # --- reads --------------------------------------------------------------------------------
     def mem_search(self, user_id: str, query: str, *, limit: int = 10, types: list[str] | None = None,

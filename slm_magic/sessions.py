@@ -104,7 +104,7 @@ class SessionService:
         if is_new:
             session_id = new_session_id(now)
             project = query_from_path(project_path).split(" ")[0] if project_path else ""
-            self.memory.store.open_session(session_id, self.memory.user_id, project, "slm", now, origin=origin)
+            self.memory.store.sessions.open_session(session_id, self.memory.user_id, project, "slm", now, origin=origin)
             self.memory._working_sets[session_id] = {}  # new: nothing shown yet, no need to ask the file
         q = query.strip() or query_from_path(project_path)
 
@@ -160,7 +160,7 @@ class SessionService:
             age_gate=(max_age_days, res.older_matches) if res is not None and max_age_days else None,
             recent_sessions=[
                 SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
-                for s, d, t, a in self.memory.store.recent_summaries(self.memory.user_id, RECENT_SESSIONS,
+                for s, d, t, a in self.memory.store.sessions.recent_summaries(self.memory.user_id, RECENT_SESSIONS,
                                                                      exclude=session_id)],
         )
         return init
@@ -168,9 +168,9 @@ class SessionService:
     def _live_slm_session(self, now: datetime, origin: str | None) -> str | None:
         """The open session of this user and origin, if it was active within the timeout (and
         touch it)."""
-        row = self.memory.store.active_session(self.memory.user_id, "slm", origin=origin, by_origin=True)
+        row = self.memory.store.sessions.active_session(self.memory.user_id, "slm", origin=origin, by_origin=True)
         not_before = now - timedelta(hours=self.memory.session_timeout_hours)
-        if row is not None and self.memory.store.touch_if_live(row[0], now, not_before):
+        if row is not None and self.memory.store.sessions.touch_if_live(row[0], now, not_before):
             return row[0]
         return None
 
@@ -207,15 +207,15 @@ class SessionService:
             raise InvalidInput(f"session_id must be a string, not {type(session_id).__name__}")
         if summary is not None and (not isinstance(summary, str) or not summary.strip()):
             raise InvalidInput("summary must be a non-empty string")
-        sid = session_id.strip() or self.memory.store.latest_session(self.memory.user_id)
+        sid = session_id.strip() or self.memory.store.sessions.latest_session(self.memory.user_id)
         if not sid:
             return CloseSessionResult(success=False, session_id="", summary_events_created=0)
         facts = self.session_facts(sid)
-        known = self.memory.store.session_started(sid)
+        known = self.memory.store.sessions.session_started(sid)
         if known is None and not facts and not is_synthetic_session(sid):  # a typo must not look closed
             raise InvalidInput(f"no session with id {sid!r}")
         started = known or (min(f.created_at for f in facts) if facts else self.memory.now())
-        done = set(self.memory.store.summarised_entities(sid))
+        done = set(self.memory.store.sessions.summarised_entities(sid))
         groups: dict[str, list[Fact]] = defaultdict(list)
         labels: dict[str, str] = {}
         for f in facts:
@@ -239,7 +239,7 @@ class SessionService:
             entities.append(key)
         if records:
             ids = self.memory._write_many(records, kind="summary_event", type_override="summary")
-            self.memory.store.add_summary_events(sid, list(zip(entities, ids)), self.memory.now())
+            self.memory.store.sessions.add_summary_events(sid, list(zip(entities, ids)), self.memory.now())
         if not is_synthetic_session(sid):
             self.memory.learning.ignored_at_close(sid, self.memory.user_id)
         if summary is None and facts:
@@ -247,7 +247,7 @@ class SessionService:
             summary, auto = f"{len(facts)} memor{'y' if len(facts) == 1 else 'ies'} about {topics}", True
         else:
             auto = False
-        self.memory.store.end_session(sid, self.memory.now(), summary=summary.strip() if summary else None, auto=auto)
+        self.memory.store.sessions.end_session(sid, self.memory.now(), summary=summary.strip() if summary else None, auto=auto)
         return CloseSessionResult(success=True, session_id=sid, summary_events_created=len(records))
 
     def session_facts(self, session_id: str, *, user_id: str | None = None) -> list[Fact]:

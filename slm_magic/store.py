@@ -1,4 +1,7 @@
-"""DuckDB storage: the schema, its migrations, and every SQL statement the engine runs.
+"""DuckDB storage: the schema, its migrations, the connection, and the statements on memories
+(their rows, postings and change stamps). Sessions and signals have repositories of their own
+(`session_store.py`, `signal_store.py`), held as `store.sessions` and `store.signals`: these
+three are the only code that runs SQL.
 
 The DuckDB file is the source of truth. Everything held in memory (the sparse index, the
 session links) is derived from it and can be rebuilt from it at any time.
@@ -18,6 +21,8 @@ import numpy as np
 
 from . import attachments
 from .errors import StoreError
+from .session_store import SessionStore
+from .signal_store import SignalStore
 
 # Each migration takes the schema from version i to i + 1. Never edit a released one:
 # add a new function at the end. The first release is version 1.
@@ -234,13 +239,15 @@ def default_path() -> Path:
 
 
 class Store:
-    """One DuckDB connection and the statements run on it.
+    """One DuckDB connection, the statements on memories, and the two other repositories.
 
     All access goes through `lock` so that one Memory can be shared between threads
     (ipywidgets callbacks run beside the cell that made them).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, *, upgrade_to: int | None = None):
+        self.sessions = SessionStore(self)  # sessions, their summary events and recall showings
+        self.signals = SignalStore(self)    # feedback signals, outcomes, fitted models
         if path is None:
             path = default_path()
         self.path = str(path)
@@ -675,33 +682,6 @@ class Store:
                 self._cache = {k: (after, v) for k, (st, v) in self._cache.items() if st == before}
         return rows
 
-    def open_session(self, session_id: str, user_id: str, project: str, api: str, now,
-                     origin: str | None = None) -> None:
-        # (a new session has no summary yet: cached counts and summaries stay right)
-        self._meta("INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at, origin) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?)", [session_id, user_id, project, api, now, now, origin],
-                   invalidate=False)
-
-    def touch_if_live(self, session_id: str, now, not_before) -> bool:
-        """Touch a session if it is still open and recently active; False if not."""
-        return bool(self._meta(
-            "UPDATE sessions SET last_activity_at = ? WHERE session_id = ? AND ended_at IS NULL "
-            "AND greatest(last_activity_at, (SELECT max(created_at) FROM memories m "
-            "WHERE m.session_id = sessions.session_id)) >= ? RETURNING session_id",
-            [now, session_id, not_before], invalidate=False))
-
-    def active_session(self, user_id: str, api: str, *, origin: str | None = None, by_origin: bool = False):
-        """The user's open session of this API, most recently active first; `by_origin`: only
-        one opened from `origin` (a notebook's path; None matches the APIs' own sessions)."""
-        where, params = "", [user_id, api]
-        if by_origin:
-            where, params = " AND origin IS NOT DISTINCT FROM ?", [*params, origin]
-        with self.lock:
-            rows = self.con.execute(
-                "SELECT session_id, last_activity_at FROM sessions WHERE user_id = ? AND api = ? AND ended_at IS NULL"
-                f"{where} ORDER BY last_activity_at DESC LIMIT 1", params).fetchall()
-        return rows[0] if rows else None
-
     def provenance(self, fact_id: str, user_id: str):
         """(notebook, cell, cell_id, code) of one memory: read when a person asks, not held."""
         with self.lock:
@@ -709,44 +689,12 @@ class Store:
                                     [fact_id, user_id]).fetchall()
         return rows[0] if rows else None
 
-    def session_closed(self, session_id: str) -> bool:
-        """Whether this session was ended (by any kernel or process); an unknown one is not."""
-        return self._cached(("session_closed", session_id), lambda: self._session_closed(session_id))
-
-    def _session_closed(self, session_id: str) -> bool:
-        with self.lock:
-            rows = self.con.execute("SELECT ended_at IS NOT NULL FROM sessions WHERE session_id = ?",
-                                    [session_id]).fetchall()
-        return bool(rows and rows[0][0])
-
     def fact_ids_starting(self, user_id: str, prefix: str, limit: int) -> list[str]:
         """Up to `limit` of the user's fact_ids that begin with `prefix`, in id order."""
         with self.lock:
             return [r[0] for r in self.con.execute(
                 "SELECT fact_id FROM memories WHERE user_id = ? AND starts_with(fact_id, ?) ORDER BY fact_id LIMIT ?",
                 [user_id, prefix, limit]).fetchall()]
-
-    def set_session_summary(self, session_id: str, summary: str) -> None:
-        self._meta("UPDATE sessions SET summary = ? WHERE session_id = ?", [summary, session_id])
-
-    def session(self, session_id: str) -> dict:
-        with self.lock:
-            cur = self.con.execute(
-                "SELECT session_id, user_id, started_at, last_activity_at, ended_at, summary, is_auto_generated "
-                "FROM sessions WHERE session_id = ?", [session_id])
-            names = [d[0] for d in cur.description]
-            return dict(zip(names, cur.fetchall()[0]))
-
-    def recent_summaries(self, user_id: str, n: int, exclude: str | None = None) -> list[tuple]:
-        return self._cached(("recent_summaries", user_id, n, exclude),
-                            lambda: self._recent_summaries(user_id, n, exclude))
-
-    def _recent_summaries(self, user_id: str, n: int, exclude: str | None) -> list[tuple]:
-        with self.lock:
-            return self.con.execute(
-                "SELECT session_id, coalesce(ended_at, last_activity_at), summary, is_auto_generated FROM sessions "
-                "WHERE user_id = ? AND summary IS NOT NULL AND session_id IS DISTINCT FROM ? "
-                "ORDER BY coalesce(ended_at, last_activity_at) DESC LIMIT ?", [user_id, exclude, n]).fetchall()
 
     def user_rows(self, user_id: str) -> list[tuple]:
         with self.lock:
@@ -815,22 +763,6 @@ class Store:
                 "sessions": sessions, "active_sessions": active, "summaries": summaries,
                 "first_observation_at": first, "last_update_at": last}
 
-    def latest_session(self, user_id: str) -> str | None:
-        with self.lock:
-            rows = self.con.execute(
-                "SELECT session_id FROM sessions WHERE user_id = ? ORDER BY started_at DESC LIMIT 1", [user_id]
-            ).fetchall()
-        return rows[0][0] if rows else None
-
-    def session_started(self, session_id: str):
-        with self.lock:
-            rows = self.con.execute("SELECT started_at FROM sessions WHERE session_id = ?", [session_id]).fetchall()
-        return rows[0][0] if rows else None
-
-    def end_session(self, session_id: str, now, summary: str | None = None, auto: bool = False) -> None:
-        self._meta("UPDATE sessions SET ended_at = coalesce(ended_at, ?), summary = coalesce(?, summary), "
-                   "is_auto_generated = is_auto_generated OR ? WHERE session_id = ?", [now, summary, auto, session_id])
-
     def session_rows(self, session_id: str, user_id: str) -> list[tuple]:
         with self.lock:
             return self.con.execute(
@@ -842,123 +774,6 @@ class Store:
             return self.con.execute(
                 f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE is_core AND user_id = ? "
                 "ORDER BY updated_at DESC", [user_id]).fetchall()
-
-    def summarised_entities(self, session_id: str) -> list[str]:
-        with self.lock:
-            return [r[0] for r in self.con.execute(
-                "SELECT entity FROM summary_events WHERE session_id = ?", [session_id]).fetchall()]
-
-    def add_summary_events(self, session_id: str, pairs: list[tuple[str, str]], now) -> None:
-        self._meta("INSERT INTO summary_events SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?",
-                   [session_id, [e for e, _ in pairs], [f for _, f in pairs], now])
-
-    def feedback_count(self, user_id: str) -> int:
-        def count() -> int:
-            with self.lock:
-                return self.con.execute("SELECT count(*) FROM feedback WHERE user_id = ?", [user_id]).fetchall()[0][0]
-
-        return self._cached(("feedback_count", user_id), count)
-
-    def add_feedback(self, rows: list[tuple]) -> None:
-        """(signal_id, session_id, fact_id, signal, value, query, rank, created_at, user_id, project) rows."""
-        if rows:
-            cols = [list(c) for c in zip(*rows)]
-            self._meta("INSERT INTO feedback (signal_id, session_id, fact_id, signal, value, query, rank, created_at, "
-                       "user_id, project) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
-                       "unnest(?::VARCHAR[]), unnest(?::DOUBLE[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), "
-                       "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[])", cols)
-
-    # --- learning ---------------------------------------------------------------------------
-    def signal_sums(self, user_id: str):
-        """Per live memory of a user: (doc_ids, sum of signal values, times shown), cached."""
-        def read():
-            with self.lock:
-                rows = self.con.execute(
-                    "WITH s AS (SELECT fact_id, sum(value) AS v FROM feedback WHERE user_id = ? GROUP BY fact_id), "
-                    "e AS (SELECT fact_id, count(*) AS n FROM recall_events GROUP BY fact_id) "
-                    "SELECT m.doc_id, coalesce(s.v, 0), coalesce(e.n, 0) FROM memories m "
-                    "LEFT JOIN s USING (fact_id) LEFT JOIN e USING (fact_id) "
-                    "WHERE m.user_id = ? AND (s.v IS NOT NULL OR e.n IS NOT NULL)", [user_id, user_id]).fetchall()
-            return (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.float64),
-                    np.array([r[2] for r in rows], dtype=np.float64))
-        return self._cached(("signal_sums", user_id), read)
-
-    def training_signals(self, user_id: str) -> list[tuple]:
-        """(query, project filter, doc_id, value) of every signal with a query, on a live memory."""
-        with self.lock:
-            return self.con.execute(
-                "SELECT f.query, f.project, m.doc_id, f.value FROM feedback f JOIN memories m USING (fact_id) "
-                "WHERE f.user_id = ? AND f.query IS NOT NULL ORDER BY f.created_at", [user_id]).fetchall()
-
-    def latest_model(self, user_id: str, kind: str):
-        """(model_id, version, trained_on, params JSON) of the newest model, or None; cached."""
-        def read():
-            with self.lock:
-                rows = self.con.execute(
-                    "SELECT model_id, version, trained_on, params FROM models WHERE user_id = ? AND kind = ? "
-                    "ORDER BY version DESC LIMIT 1", [user_id, kind]).fetchall()
-            return rows[0] if rows else None
-        return self._cached(("latest_model", user_id, kind), read)
-
-    def save_model(self, model_id: str, user_id: str, kind: str, version: int, now, trained_on: int,
-                   params: str) -> None:
-        self._meta("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   [model_id, user_id, kind, version, now, trained_on, params])
-
-    def last_showing(self, fact_id: str, not_before):
-        """The latest (session_id, query, rank, project filter) a recall showed a memory at,
-        since `not_before`."""
-        with self.lock:
-            rows = self.con.execute(
-                "SELECT session_id, query, rank, project FROM recall_events WHERE fact_id = ? AND created_at >= ? "
-                "ORDER BY created_at DESC LIMIT 1", [fact_id, not_before]).fetchall()
-        return rows[0] if rows else None
-
-    def session_showings(self, session_id: str, user_id: str, doc_ids: list[int] | None = None) -> list[tuple]:
-        """Per memory of `user_id` a session's recalls showed (only `doc_ids`, if given):
-        (fact_id, times, last query, best rank, that query's project filter)."""
-        only = "" if doc_ids is None else "AND e.doc_id IN (SELECT unnest(?::BIGINT[])) "
-        with self.lock:
-            return self.con.execute(
-                "SELECT e.fact_id, count(*), arg_max(e.query, e.created_at), min(e.rank), "
-                "arg_max(e.project, e.created_at) FROM recall_events e "
-                f"JOIN memories m USING (fact_id) WHERE e.session_id = ? AND m.user_id = ? {only}GROUP BY e.fact_id",
-                [session_id, user_id] + ([list(doc_ids)] if doc_ids is not None else [])).fetchall()
-
-    def session_signals(self, session_id: str, user_id: str) -> list[tuple]:
-        """(fact_id, signal) a user already gave in a session (an implicit signal is given once)."""
-        with self.lock:
-            return self.con.execute("SELECT fact_id, signal FROM feedback WHERE session_id = ? AND user_id = ?",
-                                    [session_id, user_id]).fetchall()
-
-    def add_outcome(self, outcome_id: str, user_id: str, query: str, evidence: float, answered: bool,
-                    source: str, now) -> None:
-        self._meta("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   [outcome_id, user_id, query, evidence, answered, source, now])
-
-    def outcomes(self, user_id: str) -> list[tuple]:
-        with self.lock:
-            return self.con.execute("SELECT evidence, answered FROM outcomes WHERE user_id = ? ORDER BY created_at",
-                                    [user_id]).fetchall()
-
-    def outcome_count(self, user_id: str) -> int:
-        def count() -> int:
-            with self.lock:
-                return self.con.execute("SELECT count(*) FROM outcomes WHERE user_id = ?", [user_id]).fetchall()[0][0]
-        return self._cached(("outcome_count", user_id), count)
-
-    def working_set(self, session_id: str) -> list[tuple[int, int]]:
-        with self.lock:
-            return self.con.execute(
-                "SELECT doc_id, count(*) FROM recall_events WHERE session_id = ? GROUP BY doc_id", [session_id]
-            ).fetchall()
-
-    def record_recalls(self, events: list[tuple]) -> None:
-        """(session_id, fact_id, doc_id, query, rank, shown_at, project filter) rows, in one statement."""
-        cols = list(zip(*events))
-        self._meta("INSERT INTO recall_events (session_id, fact_id, doc_id, query, rank, created_at, project) "
-                   "SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::VARCHAR[]), "
-                   "unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[])", [list(c) for c in cols])
 
     def close(self) -> None:
         with self.lock:

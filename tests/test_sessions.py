@@ -119,7 +119,7 @@ def test_synthetic_session_ids_are_accepted_but_never_build_a_working_set(mem, p
         res = mem.recall("churn", session_id=sid)
     assert fact.session_id == sid
     assert all(m.working_set == 0 for m in res)
-    assert mem.store.working_set(sid) == []
+    assert mem.store.sessions.working_set(sid) == []
 
 
 def test_learning_phases_follow_the_signal_count(mem):
@@ -145,7 +145,7 @@ def test_close_session_writes_one_summary_per_entity_once(mem, clock):
     mem.remember("unrelated: lunch at noon", session_id="other")
     closed = mem.close_session()  # no id: the most recent session
     assert closed.success and closed.session_id == sid
-    events = mem.store.summarised_entities(sid)
+    events = mem.store.sessions.summarised_entities(sid)
     assert sorted(events) == ["#data-quality", "customer_id"]
     assert closed.summary_events_created == 2
     again = mem.close_session(sid)

@@ -1,0 +1,133 @@
+"""The sessions repository: the sessions table, the summary events a closed session wrote,
+and what each session's recalls showed (its working set and the raw material of implicit
+signals).
+
+Statements only: the connection, its lock and the cached reads belong to the `Store` it is
+part of (`store.sessions`).
+"""
+
+from __future__ import annotations
+
+
+class SessionStore:
+    """Every statement on sessions, summary_events and recall_events."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def open_session(self, session_id: str, user_id: str, project: str, api: str, now,
+                     origin: str | None = None) -> None:
+        # (a new session has no summary yet: cached counts and summaries stay right)
+        self.db._meta("INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at, origin) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)", [session_id, user_id, project, api, now, now, origin],
+                   invalidate=False)
+
+    def touch_if_live(self, session_id: str, now, not_before) -> bool:
+        """Touch a session if it is still open and recently active; False if not."""
+        return bool(self.db._meta(
+            "UPDATE sessions SET last_activity_at = ? WHERE session_id = ? AND ended_at IS NULL "
+            "AND greatest(last_activity_at, (SELECT max(created_at) FROM memories m "
+            "WHERE m.session_id = sessions.session_id)) >= ? RETURNING session_id",
+            [now, session_id, not_before], invalidate=False))
+
+    def active_session(self, user_id: str, api: str, *, origin: str | None = None, by_origin: bool = False):
+        """The user's open session of this API, most recently active first; `by_origin`: only
+        one opened from `origin` (a notebook's path; None matches the APIs' own sessions)."""
+        where, params = "", [user_id, api]
+        if by_origin:
+            where, params = " AND origin IS NOT DISTINCT FROM ?", [*params, origin]
+        with self.db.lock:
+            rows = self.db.con.execute(
+                "SELECT session_id, last_activity_at FROM sessions WHERE user_id = ? AND api = ? AND ended_at IS NULL"
+                f"{where} ORDER BY last_activity_at DESC LIMIT 1", params).fetchall()
+        return rows[0] if rows else None
+
+    def session_closed(self, session_id: str) -> bool:
+        """Whether this session was ended (by any kernel or process); an unknown one is not."""
+        return self.db._cached(("session_closed", session_id), lambda: self._session_closed(session_id))
+
+    def _session_closed(self, session_id: str) -> bool:
+        with self.db.lock:
+            rows = self.db.con.execute("SELECT ended_at IS NOT NULL FROM sessions WHERE session_id = ?",
+                                    [session_id]).fetchall()
+        return bool(rows and rows[0][0])
+
+    def set_session_summary(self, session_id: str, summary: str) -> None:
+        self.db._meta("UPDATE sessions SET summary = ? WHERE session_id = ?", [summary, session_id])
+
+    def session(self, session_id: str) -> dict:
+        with self.db.lock:
+            cur = self.db.con.execute(
+                "SELECT session_id, user_id, started_at, last_activity_at, ended_at, summary, is_auto_generated "
+                "FROM sessions WHERE session_id = ?", [session_id])
+            names = [d[0] for d in cur.description]
+            return dict(zip(names, cur.fetchall()[0]))
+
+    def recent_summaries(self, user_id: str, n: int, exclude: str | None = None) -> list[tuple]:
+        return self.db._cached(("recent_summaries", user_id, n, exclude),
+                            lambda: self._recent_summaries(user_id, n, exclude))
+
+    def _recent_summaries(self, user_id: str, n: int, exclude: str | None) -> list[tuple]:
+        with self.db.lock:
+            return self.db.con.execute(
+                "SELECT session_id, coalesce(ended_at, last_activity_at), summary, is_auto_generated FROM sessions "
+                "WHERE user_id = ? AND summary IS NOT NULL AND session_id IS DISTINCT FROM ? "
+                "ORDER BY coalesce(ended_at, last_activity_at) DESC LIMIT ?", [user_id, exclude, n]).fetchall()
+
+    def latest_session(self, user_id: str) -> str | None:
+        with self.db.lock:
+            rows = self.db.con.execute(
+                "SELECT session_id FROM sessions WHERE user_id = ? ORDER BY started_at DESC LIMIT 1", [user_id]
+            ).fetchall()
+        return rows[0][0] if rows else None
+
+    def session_started(self, session_id: str):
+        with self.db.lock:
+            rows = self.db.con.execute("SELECT started_at FROM sessions WHERE session_id = ?", [session_id]).fetchall()
+        return rows[0][0] if rows else None
+
+    def end_session(self, session_id: str, now, summary: str | None = None, auto: bool = False) -> None:
+        self.db._meta("UPDATE sessions SET ended_at = coalesce(ended_at, ?), summary = coalesce(?, summary), "
+                   "is_auto_generated = is_auto_generated OR ? WHERE session_id = ?", [now, summary, auto, session_id])
+
+    def summarised_entities(self, session_id: str) -> list[str]:
+        with self.db.lock:
+            return [r[0] for r in self.db.con.execute(
+                "SELECT entity FROM summary_events WHERE session_id = ?", [session_id]).fetchall()]
+
+    def add_summary_events(self, session_id: str, pairs: list[tuple[str, str]], now) -> None:
+        self.db._meta("INSERT INTO summary_events SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?",
+                   [session_id, [e for e, _ in pairs], [f for _, f in pairs], now])
+
+    def last_showing(self, fact_id: str, not_before):
+        """The latest (session_id, query, rank, project filter) a recall showed a memory at,
+        since `not_before`."""
+        with self.db.lock:
+            rows = self.db.con.execute(
+                "SELECT session_id, query, rank, project FROM recall_events WHERE fact_id = ? AND created_at >= ? "
+                "ORDER BY created_at DESC LIMIT 1", [fact_id, not_before]).fetchall()
+        return rows[0] if rows else None
+
+    def session_showings(self, session_id: str, user_id: str, doc_ids: list[int] | None = None) -> list[tuple]:
+        """Per memory of `user_id` a session's recalls showed (only `doc_ids`, if given):
+        (fact_id, times, last query, best rank, that query's project filter)."""
+        only = "" if doc_ids is None else "AND e.doc_id IN (SELECT unnest(?::BIGINT[])) "
+        with self.db.lock:
+            return self.db.con.execute(
+                "SELECT e.fact_id, count(*), arg_max(e.query, e.created_at), min(e.rank), "
+                "arg_max(e.project, e.created_at) FROM recall_events e "
+                f"JOIN memories m USING (fact_id) WHERE e.session_id = ? AND m.user_id = ? {only}GROUP BY e.fact_id",
+                [session_id, user_id] + ([list(doc_ids)] if doc_ids is not None else [])).fetchall()
+
+    def working_set(self, session_id: str) -> list[tuple[int, int]]:
+        with self.db.lock:
+            return self.db.con.execute(
+                "SELECT doc_id, count(*) FROM recall_events WHERE session_id = ? GROUP BY doc_id", [session_id]
+            ).fetchall()
+
+    def record_recalls(self, events: list[tuple]) -> None:
+        """(session_id, fact_id, doc_id, query, rank, shown_at, project filter) rows, in one statement."""
+        cols = list(zip(*events))
+        self.db._meta("INSERT INTO recall_events (session_id, fact_id, doc_id, query, rank, created_at, project) "
+                   "SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::VARCHAR[]), "
+                   "unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[])", [list(c) for c in cols])
