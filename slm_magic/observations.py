@@ -10,7 +10,7 @@ Two scores, never mixed: `mem_search` ranks by SearchScore (relevance to a query
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -56,17 +56,12 @@ class ApiB:
     # --- sessions -----------------------------------------------------------------------------
     def _active_session(self, user: str, now: datetime, *, open_new: bool) -> tuple[str | None, bool]:
         """The user's live session (touched), or a new one; a stale one is closed first."""
-        not_before = now - timedelta(hours=self.memory.session_timeout_hours)
-        known = self._live_sessions.get(user)  # the last one seen here: one statement to reuse it
-        if known is not None and self.memory.store.sessions.touch_if_live(known, now, not_before):
-            return known, False
-        row = self.memory.store.sessions.active_session(user, "mem")
-        if row is not None:
-            if self.memory.store.sessions.touch_if_live(row[0], now, not_before):
-                self._live_sessions[user] = row[0]
-                return row[0], False
-            # open but stale: close it with a generated summary
-            self._end_mem_session(user, row[0], self._auto_summary(user, row[0]), now, auto=True)
+        sid = self.memory.sessions.live_session(
+            user, "mem", now, known=self._live_sessions.get(user),
+            on_stale=lambda stale: self._end_mem_session(user, stale, self._auto_summary(user, stale), now, auto=True))
+        if sid is not None:
+            self._live_sessions[user] = sid
+            return sid, False
         if not open_new:
             return None, False
         sid = uuid.uuid4().hex

@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import PurePath
 from typing import Any
@@ -99,7 +100,7 @@ class SessionService:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidInput(f"{name} must be a non-negative integer; got {value!r}")
         now = self.memory.now()
-        session_id = self._live_slm_session(now, origin) if reuse else None
+        session_id = self.live_session(self.memory.user_id, "slm", now, origin=origin, by_origin=True) if reuse else None
         is_new = session_id is None
         if is_new:
             session_id = new_session_id(now)
@@ -165,13 +166,24 @@ class SessionService:
         )
         return init
 
-    def _live_slm_session(self, now: datetime, origin: str | None) -> str | None:
-        """The open session of this user and origin, if it was active within the timeout (and
-        touch it)."""
-        row = self.memory.store.sessions.active_session(self.memory.user_id, "slm", origin=origin, by_origin=True)
+    def live_session(self, user: str, api: str, now: datetime, *, origin: str | None = None,
+                     by_origin: bool = False, known: str | None = None,
+                     on_stale: Callable[[str], None] | None = None) -> str | None:
+        """The one way both APIs find a session to go on with: the user's open session of this
+        API (and, `by_origin`, of this origin) active within the timeout, touched; else None.
+        `known`: the id seen open last time (one statement to reuse it); `on_stale`: what to do
+        with an open session past the timeout (API B closes it with a summary; API A leaves it)."""
+        store = self.memory.store.sessions
         not_before = now - timedelta(hours=self.memory.session_timeout_hours)
-        if row is not None and self.memory.store.sessions.touch_if_live(row[0], now, not_before):
+        if known is not None and store.touch_if_live(known, now, not_before):
+            return known
+        row = store.active_session(user, api, origin=origin, by_origin=by_origin)
+        if row is None:
+            return None
+        if store.touch_if_live(row[0], now, not_before):
             return row[0]
+        if on_stale is not None:
+            on_stale(row[0])
         return None
 
     def _static_score(self, fact: Fact, now: datetime) -> SearchScore:
