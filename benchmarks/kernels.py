@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import synthetic  # noqa: E402
-from timing import cli_args, median_p95  # noqa: E402
+from timing import cli_args, print_latencies  # noqa: E402
 
 from slm_magic import Memory  # noqa: E402
 
@@ -62,11 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             after_write.append((time.perf_counter() - t) * 1000)
         ip.run_line_magic("unload_ext", "slm_magic")
     print(f"{args.size:,} memories, {args.calls} queries")
-    print("| recall | median ms | p95 ms |\n|---|---|---|")
-    for name, times in [("Memory.recall, connection held", held), ("%recall (open, catch up, close)", magic),
-                        ("%recall after another process wrote", after_write)]:
-        med, p95 = median_p95(times)
-        print(f"| {name} | {med:.2f} | {p95:.2f} |")
+    print_latencies([("Memory.recall, connection held", held), ("%recall (open, catch up, close)", magic),
+                     ("%recall after another process wrote", after_write)], mid="median")
     return 0
 
 

@@ -25,7 +25,7 @@ import anyio  # noqa: E402
 import synthetic  # noqa: E402
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
-from timing import median_p95  # noqa: E402
+from timing import print_latencies  # noqa: E402
 
 from slm_magic import Memory, mcp_tools  # noqa: E402
 
@@ -95,12 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         adapter_ms, held_ms = in_process(db, queries)
     print(f"{args.size:,} memories, {args.calls} recall calls (limit 10), answers {answer_bytes:,} bytes on average; "
           f"server ready (started, index loaded, first call) in {ready:.2f} s")
-    print("| recall | p50 ms | p95 ms |\n|---|---|---|")
-    for name, times in [("MCP tool call over stdio (client to server and back)", stdio_ms),
-                        ("the same tool in process (attach, recall, JSON answer, detach)", adapter_ms),
-                        ("Memory.recall, connection held", held_ms)]:
-        p50, p95 = median_p95(times)
-        print(f"| {name} | {p50:.2f} | {p95:.2f} |")
+    print_latencies([("MCP tool call over stdio (client to server and back)", stdio_ms),
+                     ("the same tool in process (attach, recall, JSON answer, detach)", adapter_ms),
+                     ("Memory.recall, connection held", held_ms)])
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from functools import cached_property
 from datetime import datetime
 from typing import Literal
 
@@ -248,7 +249,7 @@ class ScoredMemory(BaseModel):
     # The question's term hashes -> its words: what `matched` and the views' marks read.
     query_words: dict[int, str] = Field(default_factory=dict, exclude=True, repr=False)
 
-    @property
+    @cached_property
     def matched(self) -> dict[str, tuple[str, ...]]:
         """Why it is here: the query's words it contains, by field ("content", "title", "tags",
         "project", "type"); empty for a related memory. Worked out when asked for."""

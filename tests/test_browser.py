@@ -4,16 +4,13 @@ on 👍 sends checked in the memory file.
 
 Runs when /usr/bin/chromium and playwright are there (`.ci/run` installs both)."""
 
-import json
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
+import threading
 from pathlib import Path
 
 import nbformat
@@ -51,11 +48,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _get(url: str):
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return json.loads(r.read())
-
-
 @pytest.fixture
 def lab(tmp_path):
     """JupyterLab serving tmp_path, with its own config, data and runtime folders."""
@@ -72,18 +64,24 @@ def lab(tmp_path):
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--ServerApp.open_browser=False",
          "--LabApp.news_url=", "--LabServerApp.announcements_url=", "--ServerApp.disable_check_xsrf=True"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
     base = f"http://127.0.0.1:{port}"
+    serving = threading.Event()
+
+    def copy_log() -> None:
+        """Every line of the server's output into lab.log; the one naming its URL means it serves."""
+        for line in proc.stdout:
+            log.write(line)
+            log.flush()
+            if f"127.0.0.1:{port}/lab" in line:
+                serving.set()
+        serving.set()  # (the server ended: the check below says so)
+
+    reader = threading.Thread(target=copy_log, daemon=True)
+    reader.start()
     try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                _get(f"{base}/api/status?token={token}")
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:]) from None
-                time.sleep(0.5)
+        if not serving.wait(timeout=90) or proc.poll() is not None:
+            raise RuntimeError("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
         yield base, token
     finally:
         proc.terminate()
@@ -91,32 +89,24 @@ def lab(tmp_path):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        reader.join(timeout=20)
         log.close()
 
 
-def _kernels_connected(base: str, token: str) -> int:
-    """Kernels with a websocket open; 0 while the server cannot say yet (it answers 500 to a
-    listing that meets a kernel still starting: a moment to wait through, not a failure)."""
-    try:
-        return sum(k.get("connections", 0) > 0 for k in _get(f"{base}/api/kernels?token={token}"))
-    except urllib.error.HTTPError as exc:
-        if exc.code >= 500:
-            return 0
-        raise
-    except TimeoutError:  # a loaded machine: ask again (the caller's deadline bounds it)
-        return 0
-
-
-def _open_and_run(page, base: str, token: str, name: str, n_cells: int, kernels: int):
-    """Open a notebook, wait for its kernel's websocket, then Shift+Enter through its cells;
-    returns its panel (another notebook may be open in a hidden tab of the same workspace)."""
-    page.goto(f"{base}/lab/tree/{name}?token={token}")
+def _open_and_run(page, base: str, token: str, name: str, n_cells: int):
+    """Open a notebook, wait until its kernel's websocket has delivered a message, then
+    Shift+Enter through its cells; returns its panel (another notebook may be open in a hidden
+    tab of the same workspace)."""
+    frames: list[str] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda _: frames.append(ws.url))
+            if "/api/kernels/" in ws.url else None)
+    with page.expect_websocket(lambda ws: "/api/kernels/" in ws.url, timeout=90_000) as opened:
+        # (a workspace of its own: only this notebook opens, so the websocket is its kernel's)
+        page.goto(f"{base}/lab/workspaces/{Path(name).stem}/tree/{name}?reset&token={token}")
+    if not frames:  # the kernel's first message, an event (it may have come already)
+        opened.value.wait_for_event("framereceived", timeout=90_000)
     panel = page.locator(".jp-NotebookPanel:visible")
     panel.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
-    deadline = time.time() + 90
-    while _kernels_connected(base, token) < kernels:  # the kernel's websocket, before any cell runs
-        assert time.time() < deadline, f"the kernel of {name} never connected"
-        time.sleep(0.5)
     panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
     cells = panel.locator(".jp-Notebook .jp-Cell")
     cells.first.click()
@@ -167,7 +157,7 @@ def test_widgets_render_and_feedback_reaches_the_file(lab, tmp_path):
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=HEADLESS_FLAGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        panel = _open_and_run(page, base, token, "session.ipynb", len(sources), kernels=1)
+        panel = _open_and_run(page, base, token, "session.ipynb", len(sources))
         recall_out = panel.locator(".jp-Cell").nth(len(sources) - 1).locator(".jp-OutputArea").first
         recall_out.locator(".slm-bar").first.wait_for(timeout=90_000)
         context_out = panel.locator(".jp-Cell").nth(len(sources) - 2).locator(".jp-OutputArea").first
@@ -236,7 +226,7 @@ def test_widgets_render_and_feedback_reaches_the_file(lab, tmp_path):
         # a second notebook in a second kernel: a session of its own, the same memories
         page.set_viewport_size({"width": 1400, "height": 1000})
         other = browser.new_page(viewport={"width": 1400, "height": 1000})
-        panel2 = _open_and_run(other, base, token, "second.ipynb", len(second), kernels=2)
+        panel2 = _open_and_run(other, base, token, "second.ipynb", len(second))
         out2 = panel2.locator(".jp-Cell").nth(len(second) - 2).locator(".jp-OutputArea").first
         out2.get_by_text("new session").wait_for(timeout=60_000)
         found = panel2.locator(".jp-Cell").nth(len(second) - 1).locator(".jp-OutputArea").first
