@@ -15,11 +15,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-import duckdb
 import numpy as np
 
 from . import text
-from .errors import InvalidInput, StoreError, type_name
+from .errors import InvalidInput, type_name
 from .index import SparseIndex
 from .models import (CloseSessionResult, ExportReport, Fact, ImportReport, LearningStatus, Observation,
                      ObservationCompact, Provenance, RecallResult, Remembered, SaveResult, ScoredMemory, SearchScore,
@@ -38,11 +37,11 @@ from .temporal import temporal_terms
 from .replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
 from .rows import FactRows, fact_of
 from .records import Postings, content_hash, field_counts, field_grams, to_utc_naive, validate
-from .store import FACT_COLUMNS, Store, utcnow
+from .store import FACT_COLUMNS, STORAGE_FAILURES, Store, utcnow
 
 #: What makes the in-process index give way to the SQL fallback: the file or the machine
 #: failing (I/O, a lock, memory). Any other exception is a bug and is raised as it is.
-INDEX_FAILURES = (duckdb.Error, OSError, MemoryError, StoreError)
+INDEX_FAILURES = STORAGE_FAILURES
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 
 

@@ -19,7 +19,7 @@ from .display import one_line
 from .errors import InvalidInput
 from .rows import fact_of
 from .models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult, Session,
-                     SessionStartResponse, SessionSummaryCompact)
+                     SessionStartResponse)
 from .records import content_hash, validate
 
 
@@ -64,8 +64,7 @@ class ApiB:
             return sid, False
         if not open_new:
             return None, False
-        sid = uuid.uuid4().hex
-        self.memory.store.sessions.open_session(sid, user, "", "mem", now)
+        sid = self.memory.sessions.open(user, "mem", now, session_id=uuid.uuid4().hex)
         self._live_sessions[user] = sid
         return sid, True
 
@@ -79,21 +78,19 @@ class ApiB:
 
     def _end_mem_session(self, user: str, sid: str, summary: str, now: datetime, *, auto: bool) -> None:
         self._write_summary(user, sid, summary, now)
-        self.memory.store.sessions.end_session(sid, now, summary, auto)
+        self.memory.sessions.end(sid, now, summary=summary, auto=auto)
 
     def _write_summary(self, user: str, sid: str, summary: str, now: datetime) -> str:
         """A session summary is also an observation of type "summary", so search finds it."""
-        return self.memory._write_many([{"content": summary, "session_id": sid, "user_id": user,
-                                  "title": f"Session summary {now:%Y-%m-%d}", "created_at": now}],
-                                kind="summary_event", type_override="summary")[0]
+        return self.memory.sessions.write_summaries([{"content": summary, "session_id": sid, "user_id": user,
+                                                      "title": f"Session summary {now:%Y-%m-%d}", "created_at": now}])[0]
 
     def mem_session_start(self, user_id: str) -> SessionStartResponse:
         """Start or reuse the user's session; recent summaries and the observations that matter."""
         user = _user(user_id)
         now = self.memory.now()
         sid, is_new = self._active_session(user, now, open_new=True)
-        summaries = [SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
-                     for s, d, t, a in self.memory.store.sessions.recent_summaries(user, SESSION_SUMMARIES, exclude=sid)]
+        summaries = self.memory.sessions.recent_summaries(user, SESSION_SUMMARIES, exclude=sid)
         return SessionStartResponse(session_id=sid, is_new=is_new, sessions_context=summaries,
                                     memories=self._context_ranked(user, now, SESSION_MEMORIES))
 
@@ -166,7 +163,7 @@ class ApiB:
         if sid is None:
             raise InvalidInput(f"user {user!r} has no active session (call mem_session_start first)")
         fid = self._write_summary(user, sid, summary, now)
-        self.memory.store.sessions.set_session_summary(sid, summary)
+        self.memory.sessions.set_summary(sid, summary)
         return SaveResult(id=fid, outcome="created", session_id=sid, topic_key=None)
 
     def mem_session_end(self, user_id: str, *, summary: str) -> Session:

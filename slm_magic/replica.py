@@ -41,22 +41,20 @@ class IndexReplica:
         with store.lock:
             replica.seen = store.max_change()
             replica.apply_changes(0, whole=True)
-            store.known_stamp = store.file_stamp()
+            store.caught_up()
         return replica
 
     def refresh(self) -> None:
         """Catch up with writes another connection or process made since we last looked."""
-        stamp = self.store.file_stamp()
-        if stamp == self.store.known_stamp:
-            return
-        self.sync()
+        if self.store.changed_elsewhere():
+            self.sync()
 
     def sync(self) -> None:
         """Apply every change after the highest stamp we have seen (cheap when there is none)."""
         with self.store.lock:
             if self.store.last_change() > self.seen:
                 self.seen = max(self.seen, self.apply_changes(self.seen))
-            self.store.known_stamp = self.store.file_stamp()
+            self.store.caught_up()
 
     def apply_changes(self, since: int, whole: bool = False) -> int:
         """Bring the index and the rows up to date with everything changed after `since`;
@@ -203,4 +201,4 @@ class IndexReplica:
             if not contiguous:
                 self.apply_changes(self.seen)
             self.seen = max(self.seen, hi)
-            self.store.known_stamp = self.store.file_stamp()
+            self.store.caught_up()

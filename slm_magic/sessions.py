@@ -103,9 +103,8 @@ class SessionService:
         session_id = self.live_session(self.memory.user_id, "slm", now, origin=origin, by_origin=True) if reuse else None
         is_new = session_id is None
         if is_new:
-            session_id = new_session_id(now)
             project = query_from_path(project_path).split(" ")[0] if project_path else ""
-            self.memory.store.sessions.open_session(session_id, self.memory.user_id, project, "slm", now, origin=origin)
+            session_id = self.open(self.memory.user_id, "slm", now, project=project, origin=origin)
             self.memory._working_sets[session_id] = {}  # new: nothing shown yet, no need to ask the file
         q = query.strip() or query_from_path(project_path)
 
@@ -159,10 +158,7 @@ class SessionService:
             learning=self.memory.learning_status(),
             scored_memories=scored, is_new=is_new, nothing_stored=nothing_stored,
             age_gate=(max_age_days, res.older_matches) if res is not None and max_age_days else None,
-            recent_sessions=[
-                SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
-                for s, d, t, a in self.memory.store.sessions.recent_summaries(self.memory.user_id, RECENT_SESSIONS,
-                                                                     exclude=session_id)],
+            recent_sessions=self.recent_summaries(self.memory.user_id, RECENT_SESSIONS, exclude=session_id),
         )
         return init
 
@@ -185,6 +181,31 @@ class SessionService:
         if on_stale is not None:
             on_stale(row[0])
         return None
+
+    def open(self, user: str, api: str, now: datetime, *, project: str = "", origin: str | None = None,
+             session_id: str | None = None) -> str:
+        """Open a new session of this API for the user (a fresh id unless given)."""
+        sid = session_id or new_session_id(now)
+        self.memory.store.sessions.open_session(sid, user, project, api, now, origin=origin)
+        return sid
+
+    def write_summaries(self, records: list[dict[str, Any]]) -> list[str]:
+        """The one writer of session summaries: memories of type "summary" (so search finds
+        them), kept apart from what was remembered. Returns their ids."""
+        return self.memory._write_many(records, kind="summary_event", type_override="summary")
+
+    def set_summary(self, session_id: str, summary: str) -> None:
+        """Give a live session the summary later sessions show of it (it stays open)."""
+        self.memory.store.sessions.set_session_summary(session_id, summary)
+
+    def recent_summaries(self, user: str, limit: int, *, exclude: str | None = None) -> list[SessionSummaryCompact]:
+        """The user's latest session summaries, newest first (the timeline a new session shows)."""
+        return [SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
+                for s, d, t, a in self.memory.store.sessions.recent_summaries(user, limit, exclude=exclude)]
+
+    def end(self, session_id: str, now: datetime, *, summary: str | None, auto: bool) -> None:
+        """Mark a session ended with the summary later sessions show of it."""
+        self.memory.store.sessions.end_session(session_id, now, summary=summary, auto=auto)
 
     def _static_score(self, fact: Fact, now: datetime) -> SearchScore:
         """SearchScore of a memory the query did not match: its recency and revision only."""
@@ -250,7 +271,7 @@ class SessionService:
                             "user_id": self.memory.user_id})
             entities.append(key)
         if records:
-            ids = self.memory._write_many(records, kind="summary_event", type_override="summary")
+            ids = self.write_summaries(records)
             self.memory.store.sessions.add_summary_events(sid, list(zip(entities, ids)), self.memory.now())
         if not is_synthetic_session(sid):
             self.memory.learning.ignored_at_close(sid, self.memory.user_id)
@@ -259,7 +280,7 @@ class SessionService:
             summary, auto = f"{len(facts)} memor{'y' if len(facts) == 1 else 'ies'} about {topics}", True
         else:
             auto = False
-        self.memory.store.sessions.end_session(sid, self.memory.now(), summary=summary.strip() if summary else None, auto=auto)
+        self.end(sid, self.memory.now(), summary=summary.strip() if summary else None, auto=auto)
         return CloseSessionResult(success=True, session_id=sid, summary_events_created=len(records))
 
     def session_facts(self, session_id: str, *, user_id: str | None = None) -> list[Fact]:

@@ -238,6 +238,11 @@ def default_path() -> Path:
     return Path.home() / ".slm_magic" / "memory.duckdb"
 
 
+# What the file or the machine can throw at a reader: the engine then answers from SQL instead
+# of its in-process index (any other exception is a bug, and is raised).
+STORAGE_FAILURES = (duckdb.Error, OSError, MemoryError, StoreError)
+
+
 class Store:
     """One DuckDB connection, the statements on memories, and the two other repositories.
 
@@ -378,6 +383,14 @@ class Store:
             except OSError:
                 pass
         return tuple(out)
+
+    def changed_elsewhere(self) -> bool:
+        """Has the file moved since its changes were last taken in (by any connection)?"""
+        return self.file_stamp() != self.known_stamp
+
+    def caught_up(self) -> None:
+        """Everything in the file now is taken in: only a later write moves it again."""
+        self.known_stamp = self.file_stamp()
 
     def last_change(self) -> int:
         """The newest change stamp handed out (a catalog read, O(1)); it may belong to a write
