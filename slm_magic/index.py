@@ -116,6 +116,7 @@ class SparseIndex:
         self.cols: dict[int, int] = {}        # term hash -> column
         self.df = np.zeros(1024, dtype=np.int64)
         self.segments: list[Segment] = []
+        self.frozen = 0                       # leading segments never merged (mapped from a saved index)
         self.tail: dict[int, tuple[list[int], list[float]]] = {}
         self.tail_nnz = 0
         self.docs = DocTable()
@@ -307,7 +308,7 @@ class SparseIndex:
     def _add_segment(self, seg: Segment) -> None:
         self.segments.append(seg)
         # Merge the newest segments while they are of a similar size (amortised O(log n)).
-        while len(self.segments) >= 2:
+        while len(self.segments) - self.frozen >= 2:
             a, b = self.segments[-2], self.segments[-1]
             if a.nnz > 4 * b.nnz or a.nnz + b.nnz > MAX_MERGE_POSTINGS:
                 break

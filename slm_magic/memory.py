@@ -89,8 +89,24 @@ class Memory:
             if self._pending_events and not self.store.connected:
                 self.store.connect()
             self._flush_events()
+            if self.replica is not None:  # the next kernel maps the index instead of rebuilding it
+                self.replica.wait_saved()
+                if self.replica.worth_saving():
+                    self.replica.save()
         finally:
             self.store.close()
+
+    def save_index(self) -> None:
+        """Save the in-process index beside the file now (it is saved by itself after a
+        rebuild, a bulk write and, once enough changed, when the file is let go)."""
+        if self.replica is None:
+            raise InvalidInput(f"no in-process index to save ({self.index_error})")
+        self.replica.save()
+
+    def _save_index_soon(self) -> None:
+        """A background save when enough changed since the saved index (cheap to ask)."""
+        if self.replica is not None and self.replica.worth_saving():
+            self.replica.save(background=True)
 
     def __enter__(self) -> "Memory":
         return self
@@ -212,6 +228,7 @@ class Memory:
         try:
             self.replica = IndexReplica.load(self.store, self.config.k1, self.config.b)
             self.index_error = None
+            self._save_index_soon()
         except INDEX_FAILURES as exc:  # the file or the machine failed us: answer from SQL instead
             self._degrade(f"in-process index unavailable ({type(exc).__name__}: {exc})")
 
@@ -314,6 +331,7 @@ class Memory:
                 self._yield_file()
         if batch:
             ids.extend(self._write_valid(batch, start, on_invalid, skipped))
+        self._save_index_soon()
         return Remembered(ids, skipped=skipped)
 
     def _write_valid(self, batch: Sequence[Mapping[str, Any]], start: int, on_invalid: str,
@@ -436,6 +454,7 @@ class Memory:
                 try:
                     if len(self._pending_events) >= self.PENDING_EVENTS_MAX // 4:
                         self._flush_events()  # (a few showings wait for the next write or close)
+                    self._save_index_soon()
                 finally:
                     self.store.disconnect()
 
@@ -452,6 +471,7 @@ class Memory:
         """Let go of the file between calls (see `attached`)."""
         if self.store.connected:
             self._flush_events()
+            self._save_index_soon()
         self.store.disconnect()
 
     # --- reads ------------------------------------------------------------------------------

@@ -83,9 +83,39 @@ class GramStore:
         self.start = np.zeros(1024, dtype=np.int64)
         self.stop = np.zeros(1024, dtype=np.int64)
         self.norm = np.zeros(1024, dtype=np.float64)
+        # Entries [0, base_used) live in the base buffers (mapped from a saved index, never
+        # written); later ones in the growing buffers, at their position minus base_used.
+        self.base_gram = np.zeros(0, dtype=np.int64)
+        self.base_w = np.zeros(0, dtype=np.float32)
+        self.base_used = 0
         self.gram_buf = np.zeros(4096, dtype=np.int64)
         self.w_buf = np.zeros(4096, dtype=np.float32)   # 1 + ln(tf)
         self.used = 0
+
+    def set_base(self, grams: np.ndarray, weights: np.ndarray) -> None:
+        """Start from saved buffers (read-only): new memories go to buffers of their own, so the
+        saved ones are never copied."""
+        self.base_gram, self.base_w = grams, weights
+        self.base_used = self.used = int(grams.size)
+        self.gram_buf = np.zeros(4096, dtype=np.int64)
+        self.w_buf = np.zeros(4096, dtype=np.float32)
+
+    def entries(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(gram hashes, weights) at positions `idx`, from whichever buffer holds each."""
+        b = self.base_used
+        if not b:
+            return self.gram_buf[idx], self.w_buf[idx]
+        if idx.size and int(idx.min()) >= b:
+            return self.gram_buf[idx - b], self.w_buf[idx - b]
+        old = idx < b
+        if old.all():
+            return self.base_gram[idx], self.base_w[idx]
+        grams = np.empty(idx.size, dtype=np.int64)
+        w = np.empty(idx.size, dtype=np.float32)
+        grams[old], w[old] = self.base_gram[idx[old]], self.base_w[idx[old]]
+        new = idx[~old] - b
+        grams[~old], w[~old] = self.gram_buf[new], self.w_buf[new]
+        return grams, w
 
     def set_vocabulary(self, grams: np.ndarray, df: np.ndarray) -> None:
         """Whole-load path: every gram with its document frequency."""
@@ -119,16 +149,17 @@ class GramStore:
             for g, c in zip(uniq.tolist(), counts.tolist()):
                 df[g] = df.get(g, 0) + c
         m = p_gram.size
-        if self.used + m > self.gram_buf.size:
-            size = max(self.used + m, 2 * self.gram_buf.size)
+        here = self.used - self.base_used  # where the new entries start in the growing buffers
+        if here + m > self.gram_buf.size:
+            size = max(here + m, 2 * self.gram_buf.size)
             for name in ("gram_buf", "w_buf"):
                 old = getattr(self, name)
                 new = np.zeros(size, dtype=old.dtype)
-                new[: self.used] = old[: self.used]
+                new[: here] = old[: here]
                 setattr(self, name, new)
         w = (1.0 + np.log(np.asarray(p_tf, dtype=np.float64)))
-        self.gram_buf[self.used: self.used + m] = p_gram
-        self.w_buf[self.used: self.used + m] = w
+        self.gram_buf[here: here + m] = p_gram
+        self.w_buf[here: here + m] = w
         doc_ids_sorted = np.sort(doc_ids)
         lo = int(doc_ids_sorted[0])
         counts = np.bincount(p_doc - lo, minlength=int(doc_ids_sorted[-1]) - lo + 1)[doc_ids_sorted - lo]
@@ -142,7 +173,8 @@ class GramStore:
     def remove(self, doc: int) -> None:
         if 0 <= doc < self.start.size and self.stop[doc] > self.start[doc]:
             df = self.df
-            for g in self.gram_buf[self.start[doc]: self.stop[doc]].tolist():
+            grams, _ = self.entries(np.arange(self.start[doc], self.stop[doc]))
+            for g in grams.tolist():
                 df[g] -= 1
             self.start[doc] = self.stop[doc] = 0
 
@@ -160,10 +192,10 @@ class GramStore:
             return out
         row = np.repeat(np.arange(docs.size), lens)
         idx = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens) + np.repeat(lo, lens)
-        grams = self.gram_buf[idx]
+        grams, w = self.entries(idx)
         pos = np.minimum(np.searchsorted(sk, grams), sk.size - 1)
         hit = sk[pos] == grams
-        dot = np.bincount(row[hit], weights=self.w_buf[idx[hit]] * sw[pos[hit]], minlength=docs.size)
+        dot = np.bincount(row[hit], weights=w[hit] * sw[pos[hit]], minlength=docs.size)
         norm = self.norm[docs]
         ok = norm > 0
         out[ok] = dot[ok] / (qnorm * norm[ok])

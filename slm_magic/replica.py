@@ -7,11 +7,13 @@ from SQL (and builds a new replica on its next attach).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from . import index_file
 from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact
 from .rows import FactRows
@@ -27,22 +29,87 @@ class IndexReplica:
 
     LOAD_CHUNK = 100_000  # memories per step when building the index at open (bounds peak RAM)
 
+    # A saved index (index_file.py) pays off from this many memories; below, a rebuild is quick.
+    SAVE_MIN_DOCS = 5_000
+    # Save again once this share of the memories changed since the saved stamp (or 1,000).
+    SAVE_AFTER_CHANGES = 0.05
+
     def __init__(self, store: Store, k1: float, b: float):
         self.store = store
         self.index = SparseIndex(k1, b)
         self.rows = FactRows()
         self.seen = 0                           # highest change stamp reflected here
         self.session_last: dict[str, int] = {}  # session -> its last memory's doc id (for links)
+        self.saved = 0                          # stamp of the saved index file (0: none we know of)
+        self.source = "new"                     # "saved index" (mapped) or "rebuilt", and why
+        self._saver: threading.Thread | None = None
+        self.save_error: str | None = None
 
     @classmethod
     def load(cls, store: Store, k1: float, b: float) -> "IndexReplica":
-        """Build the replica from the whole file."""
+        """The replica of the whole file: its saved index mapped and caught up, else rebuilt."""
         replica = cls(store, k1, b)
         with store.lock:
-            replica.seen = store.max_change()
+            newest = store.max_change()
+            if store.path != ":memory:":
+                index_file.remove_leftovers(index_file.path_for(store.path))
+                try:
+                    got = index_file.read(index_file.path_for(store.path), schema=store.schema_version(),
+                                          identity=store.identity(), newest=newest, k1=k1, b=b)
+                except index_file.Stale as exc:
+                    replica.source = f"rebuilt ({exc})"
+                else:
+                    replica.index, replica.rows, replica.session_last = got.index, got.rows, got.session_last
+                    replica.seen = replica.saved = got.stamp
+                    replica.source = "saved index"
+                    if newest > got.stamp:  # what was written after the save
+                        replica.seen = max(replica.seen, replica.apply_changes(got.stamp))
+                    store.caught_up()
+                    return replica
+            replica.seen = newest
             replica.apply_changes(0, whole=True)
             store.caught_up()
         return replica
+
+    # --- the saved index ----------------------------------------------------------------------
+    def worth_saving(self) -> bool:
+        """Enough memories, and enough changed since the saved index, to save it (again)."""
+        n = self.index.n_live
+        if self.store.path == ":memory:" or n < self.SAVE_MIN_DOCS:
+            return False
+        return not self.saved or self.seen - self.saved >= max(1_000, self.SAVE_AFTER_CHANGES * n)
+
+    def save(self, *, background: bool = False) -> None:
+        """Write the saved index as of now: a snapshot under the lock, then the file (in a
+        thread of its own with `background`; one saver at a time)."""
+        if self._saver is not None and self._saver.is_alive():
+            if not background:
+                self._saver.join()
+            else:
+                return
+        with self.store.lock:
+            snap = index_file.snapshot(self.index, self.rows, self.session_last, stamp=self.seen,
+                                       schema=self.store.schema_version(), identity=self.store.identity())
+        path = index_file.path_for(self.store.path)
+
+        def run() -> None:
+            try:
+                index_file.write(snap, path)
+            except (OSError, MemoryError, ValueError) as exc:  # a full disk costs the next open time only
+                self.save_error = f"{type(exc).__name__}: {exc}"
+            else:
+                self.saved, self.save_error = max(self.saved, snap.stamp), None
+
+        if background:
+            self._saver = threading.Thread(target=run, name="slm-magic-save-index", daemon=True)
+            self._saver.start()
+        else:
+            run()
+
+    def wait_saved(self) -> None:
+        """Wait for a save running in the background (before the process lets go of the file)."""
+        if self._saver is not None:
+            self._saver.join()
 
     def refresh(self) -> None:
         """Catch up with writes another connection or process made since we last looked."""

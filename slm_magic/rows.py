@@ -32,6 +32,7 @@ class FactRows:
         self.chunk_of = np.full(1024, -1, dtype=np.int32)   # doc_id -> chunk, -1 if none
         self.offset_of = np.zeros(1024, dtype=np.int32)     # doc_id -> row in that chunk
         self.pending: dict[int, Fact] = {}
+        self.frozen = 0  # leading chunks never merged (a saved index's mapped rows)
 
     def _ensure(self, n: int) -> None:
         if n > self.chunk_of.size:
@@ -68,7 +69,7 @@ class FactRows:
 
     def _merge(self) -> None:
         """Merge the newest chunks while they are of a similar size (amortised O(log n) copies)."""
-        while (len(self.chunks) >= 2 and self.chunks[-2].num_rows <= 4 * self.chunks[-1].num_rows
+        while (len(self.chunks) - self.frozen >= 2 and self.chunks[-2].num_rows <= 4 * self.chunks[-1].num_rows
                and self.chunks[-2].num_rows + self.chunks[-1].num_rows <= MAX_MERGE_ROWS):
             merged = pa.concat_tables(self.chunks[-2:], promote_options="permissive").combine_chunks()
             self.chunks[-2:] = [merged]

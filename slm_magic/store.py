@@ -359,6 +359,13 @@ class Store:
                     con.execute("ROLLBACK")
                     raise
 
+    def identity(self) -> str:
+        """Which memory file this is: the moment its schema was first created (a saved index
+        names it, so another file's index is never taken for this one's)."""
+        with self.lock:
+            rows = self.con.execute("SELECT applied_at FROM schema_version ORDER BY version LIMIT 1").fetchall()
+        return rows[0][0].isoformat() if rows else ""
+
     def schema_version(self) -> int:
         with self.lock:
             return self.con.execute("SELECT max(version) FROM schema_version").fetchall()[0][0]

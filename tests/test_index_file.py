@@ -1,0 +1,271 @@
+"""The saved index (`memory.duckdb.idx`): a new Memory maps it instead of rebuilding, answers
+exactly as a rebuild does, catches up with what was written after the save, and never trusts a
+file that does not check out, including one whose saver was killed mid-write."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from slm_magic import Memory, index_file
+from slm_magic.replica import IndexReplica
+
+WORDS = ("churn cohort retention join duplicate users revenue forecast client invoice schema table "
+         "pipeline feature dropped leakage holdout sample weekly monthly region pricing discount "
+         "refund session notebook kernel parquet spark warehouse dashboard metric anomaly outlier "
+         "baseline model tuning gradient boosting lag seasonality holiday campaign funnel signup").split()
+QUERIES = ["churn cohort", "duplicate users join", "revenue forecast region", "feature leakage holdout",
+           "refund invoice client", "parquet warehouse schema", "seasonality holiday lag",
+           "df_orders_v2 dedup", "what did the client say about pricing", "anomaly in the weekly dashboard"]
+
+
+@pytest.fixture(autouse=True)
+def save_small_stores(monkeypatch):
+    """Stores in tests are small: save their index from the first memory on."""
+    monkeypatch.setattr(IndexReplica, "SAVE_MIN_DOCS", 1)
+
+
+@contextlib.contextmanager
+def no_saves():
+    """Memories opened here save no index (so they leave the file under test as it is)."""
+    old, IndexReplica.SAVE_MIN_DOCS = IndexReplica.SAVE_MIN_DOCS, 10**9
+    try:
+        yield
+    finally:
+        IndexReplica.SAVE_MIN_DOCS = old
+
+
+def records(n: int, seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        words = rng.choices(WORDS, k=rng.randint(6, 30))
+        if i % 17 == 0:
+            words.append("df_orders_v2")
+        out.append({"content": " ".join(words), "session_id": f"s-{i // 12}", "tags": rng.sample(WORDS, 2),
+                    "project": rng.choice(["crm", "billing", "growth"]),
+                    "type": rng.choice(["profile", "preference", "decision", "pattern", "discovery"])})
+    return out
+
+
+def answers(m: Memory) -> list:
+    """What a person gets back: ranked ids with scores, related memories, core memories."""
+    out = [[(r.fact_id, r.score.value) for r in m.recall(q, limit=10).memories] for q in QUERIES]
+    out += [[(r.fact_id, r.score.value) for r in m.recall(q, related=True, limit=15).memories] for q in QUERIES[:3]]
+    out.append([(f.fact_id, 0.0) for f in m.sessions.core_memories()])
+    return out
+
+
+def assert_same(a: list, b: list) -> None:
+    assert [[i for i, _ in row] for row in a] == [[i for i, _ in row] for row in b]
+    for ra, rb in zip(a, b):
+        for (_, sa), (_, sb) in zip(ra, rb):
+            assert sa == pytest.approx(sb, abs=1e-6)
+
+
+def build(path, clock) -> list[str]:
+    """A store with everything an index holds: bulk and single writes, revisions, removals,
+    pins, session summaries; its index saved by the bulk write."""
+    with Memory(path, clock=clock) as m:
+        ids = m.remember_many(records(600))
+        m.replica.wait_saved()
+        for i in range(0, 60, 6):
+            m.revise(ids[i], content=f"revised: the join on df_orders_v2 duplicated users ({i})")
+        for i in range(1, 60, 9):
+            m.forget(ids[i])
+        for i in range(3, 40, 13):
+            m.pin(ids[i])
+        for i in range(5):
+            m.remember(f"churn cohort note {i} about the refund invoice", session_id="s-2", tags=["churn"])
+        m.close_session("s-3")
+        m.save_index()
+    return ids
+
+
+def rebuilt_answers(path, clock) -> list:
+    """The reference: answers of an index rebuilt from DuckDB (the saved file moved aside)."""
+    idx = index_file.path_for(str(path))
+    aside = idx + ".aside"
+    if os.path.exists(idx):
+        os.replace(idx, aside)
+    try:
+        with no_saves(), Memory(path, clock=clock) as m:
+            assert m.replica.source.startswith("rebuilt")
+            return answers(m)
+    finally:
+        if os.path.exists(aside):
+            os.replace(aside, idx)
+
+
+def test_a_new_memory_maps_the_saved_index_and_answers_as_a_rebuild(db_path, clock):
+    build(db_path, clock)
+    assert os.path.exists(index_file.path_for(str(db_path)))
+    assert oct(os.stat(index_file.path_for(str(db_path))).st_mode & 0o777) == "0o600"
+    with Memory(db_path, clock=clock) as m:
+        assert m.replica.source == "saved index"
+        mapped = answers(m)
+    assert any(mapped[:len(QUERIES)]), "the queries find memories"
+    assert_same(mapped, rebuilt_answers(db_path, clock))
+
+
+def test_writes_after_the_save_are_caught_up_on_open(db_path, clock):
+    ids = build(db_path, clock)
+    with no_saves(), Memory(db_path, clock=clock) as other:  # another kernel writes after the save
+        new = other.remember("zebra migration seen in the weekly dashboard", tags=["zebra"])
+        other.revise(ids[100], content="the holdout leaked into the feature table")
+        other.forget(ids[101])
+        other.pin(ids[102])
+    with Memory(db_path, clock=clock) as m:
+        assert m.replica.source == "saved index" and m.replica.seen > m.replica.saved
+        assert m.recall("zebra migration").memories[0].fact_id == new.fact_id
+        assert m.get(ids[101]) is None or m.recall(m.get(ids[101]).content).memories[0].fact_id != ids[101]
+        got = answers(m)
+    assert_same(got, rebuilt_answers(db_path, clock))
+
+
+def test_writes_into_a_mapped_index_stay_private_and_reach_the_file(db_path, clock):
+    build(db_path, clock)
+    idx = index_file.path_for(str(db_path))
+    before = open(idx, "rb").read()
+    with no_saves(), Memory(db_path, clock=clock) as m:
+        assert m.replica.source == "saved index"
+        fresh = m.remember_many(records(50, seed=7))
+        m.forget(fresh[0])
+        assert m.recall(records(50, seed=7)[1]["content"]).memories
+        assert open(idx, "rb").read() == before  # copy-on-write: the saved file is untouched
+    with Memory(db_path, clock=clock) as m:  # and the next open sees them through the file
+        assert m.replica.source == "saved index"
+        assert m.get(fresh[1]) is not None and m.get(fresh[0]) is None
+
+
+def _flip_byte(path):
+    size = os.path.getsize(path)
+    with open(path, "r+b") as fh:
+        fh.seek(size - 5000)
+        b = fh.read(1)
+        fh.seek(size - 5000)
+        fh.write(bytes([b[0] ^ 0xFF]))
+
+
+def _truncate(path):
+    with open(path, "r+b") as fh:
+        fh.truncate(os.path.getsize(path) // 2)
+
+
+def _garbage(path):
+    with open(path, "wb") as fh:
+        fh.write(b"not an index at all" * 100)
+
+
+@pytest.mark.parametrize("spoil, why", [(_flip_byte, "damaged"), (_truncate, "truncated"),
+                                        (_garbage, "not an index file")])
+def test_a_damaged_index_is_rebuilt(db_path, clock, spoil, why):
+    build(db_path, clock)
+    reference = rebuilt_answers(db_path, clock)
+    spoil(index_file.path_for(str(db_path)))
+    with Memory(db_path, clock=clock) as m:
+        assert m.replica.source.startswith("rebuilt (") and why in m.replica.source
+        assert_same(answers(m), reference)
+
+
+def test_another_files_index_or_one_newer_than_the_file_is_rebuilt(tmp_path, clock):
+    a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    build(a, clock)
+    with Memory(b, clock=clock) as m:
+        m.remember_many(records(300, seed=3))
+    shutil.copy(index_file.path_for(str(a)), index_file.path_for(str(b)))
+    with Memory(b, clock=clock) as m:
+        assert m.replica.source == "rebuilt (saved for another memory file)"
+        assert len(m.recall("churn cohort", limit=500).memories) > 0
+    # a file put back from a backup, its index saved later
+    backup = tmp_path / "backup.duckdb"
+    shutil.copy(a, backup)
+    with Memory(a, clock=clock) as m:
+        m.remember_many(records(50, seed=4))
+        m.save_index()
+    shutil.copy(backup, a)
+    with Memory(a, clock=clock) as m:
+        assert m.replica.source == "rebuilt (newer than the memory file (a restored or replaced file))"
+        assert all(m.get(f) is None for f in [])  # (nothing of the lost writes is claimed)
+        assert_same(answers(m), rebuilt_answers(a, clock))
+
+
+SAVER = textwrap.dedent("""
+    import sys
+    from slm_magic import Memory, index_file
+    from slm_magic.replica import IndexReplica
+
+    IndexReplica.SAVE_MIN_DOCS = 10**9     # only the save below
+    m = Memory(sys.argv[1])
+    real, written = index_file._write_blob, []
+
+    def blob(fh, data):
+        real(fh, data)
+        written.append(data.nbytes)
+        if len(written) == 4:              # some arrays on disk, most not
+            fh.flush()
+            print("mid-write", flush=True)
+            sys.stdin.readline()            # held here until the test kills us
+
+    index_file._write_blob = blob
+    m.save_index()
+    print("finished", flush=True)
+""")
+
+
+@pytest.mark.parametrize("earlier_index", [False, True])
+def test_a_saver_killed_mid_write_leaves_the_next_open_correct_subprocess(db_path, clock, earlier_index):
+    build(db_path, clock)
+    idx = index_file.path_for(str(db_path))
+    if not earlier_index:
+        os.remove(idx)
+    with no_saves(), Memory(db_path, clock=clock) as m:  # written after the earlier save: the killed one holds it
+        m.remember_many(records(40, seed=9))
+    before = open(idx, "rb").read() if earlier_index else None
+    reference = rebuilt_answers(db_path, clock)
+    child = subprocess.Popen([sys.executable, "-c", SAVER, str(db_path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "mid-write", child.stderr.read()
+        leftovers = [p for p in os.listdir(db_path.parent) if ".idx.tmp-" in p]
+        assert len(leftovers) == 1
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    assert (open(idx, "rb").read() == before) if earlier_index else not os.path.exists(idx)
+    with no_saves(), Memory(db_path, clock=clock) as m:
+        assert m.replica.source == ("saved index" if earlier_index else "rebuilt (no saved index)")
+        assert not [p for p in os.listdir(db_path.parent) if ".idx.tmp-" in p]  # the dead saver's file is gone
+        assert_same(answers(m), reference)
+
+
+def test_a_background_save_does_not_stop_writes(db_path, clock):
+    with Memory(db_path, clock=clock) as m:
+        ids = m.remember_many(records(400))  # starts a save in the background
+        late = m.remember("written while the index was being saved: zebra", tags=["zebra"])
+        m.forget(ids[3])
+        m.replica.wait_saved()
+        assert m.replica.save_error is None and m.replica.saved >= 1
+    with Memory(db_path, clock=clock) as m:
+        assert m.replica.source == "saved index"
+        assert m.recall("zebra").memories[0].fact_id == late.fact_id
+        assert m.get(ids[3]) is None
+        got = answers(m)
+    assert_same(got, rebuilt_answers(db_path, clock))
+
+
+def test_an_in_memory_store_saves_nothing(tmp_path, clock, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with Memory(":memory:", clock=clock) as m:
+        m.remember_many(records(50))
+        assert not m.replica.worth_saving()
+    assert os.listdir(tmp_path) == []
