@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .index import DocTable, Segment, SparseIndex, _radix_order
+from .index import DocTable, Segment, SparseIndex
 from .ngrams import GramStore
 from .rows import FactRows
 from .store import FACT_COLUMNS
@@ -109,85 +109,146 @@ def _pad(a: np.ndarray, size: int, fill=0) -> np.ndarray:
     return out
 
 
-def _arrays(snap: Snapshot) -> tuple[dict, dict]:
-    """The arrays to save, and the header's counts. The postings become one segment without
-    dead memories, and every norm is computed with the idf of now: what a rebuild would hold."""
-    n, ncols = snap.size, snap.terms.size
-    alive = snap.docs["alive"]
-    parts = [s.to_coo() for s in snap.segments] + [
-        (np.full(ds.size, c, np.int64), ds, fs) for c, ds, fs in snap.tail]
-    if parts:
-        cols = np.concatenate([p[0] for p in parts])
-        docs = np.concatenate([p[1] for p in parts]).astype(np.int32, copy=False)
-        tfs = np.concatenate([p[2] for p in parts]).astype(np.float32, copy=False)
-    else:
-        cols, docs, tfs = np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.float32)
-    keep = alive[docs] if docs.size else np.zeros(0, bool)
-    cols, docs, tfs = cols[keep], docs[keep], tfs[keep]
-    order = _radix_order(cols)
-    seg = Segment.from_coo(cols[order], docs[order], tfs[order], ncols)
-    cap = n + max(4096, n // 8)  # headroom: new memories fill it in place (private pages)
+DOC_STEP = 65_536  # memories per step when the gram vectors are written (bounds the save's RAM)
+
+
+@dataclass
+class _Blob:
+    """One array of the file: its description, its size, and its bytes in pieces (written one
+    piece at a time, so a save at a million memories never holds a second copy of the index)."""
+
+    info: dict
+    nbytes: int
+    pieces: object  # a callable returning an iterable of buffers
+
+
+def _array(a: np.ndarray) -> _Blob:
+    a = np.ascontiguousarray(a)
+    return _Blob({"dtype": a.dtype.str, "shape": list(a.shape)}, a.nbytes, lambda: [memoryview(a).cast("B")])
+
+
+def _merged_postings(snap: Snapshot, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every segment and the tail as one CSC segment without dead memories, built by placing
+    each segment's live postings at their final positions (no whole-index sort), and every
+    memory's |tf-idf| with the idf of now (what a rebuild computes)."""
+    ncols, n = snap.terms.size, snap.size
+    parts = list(snap.segments)
+    if snap.tail:
+        parts.append(Segment.from_coo(np.concatenate([np.full(ds.size, c, np.int64) for c, ds, _ in snap.tail]),
+                                      np.concatenate([ds for _, ds, _ in snap.tail]),
+                                      np.concatenate([fs for _, _, fs in snap.tail]), ncols))
     idf = np.log((1.0 + snap.n_live) / (1.0 + snap.df)) + 1.0
-    w = (1.0 + np.log(seg.tfs.astype(np.float64))) * idf[np.repeat(np.arange(ncols), np.diff(seg.indptr))]
-    norm = np.sqrt(np.bincount(seg.docs, weights=w * w, minlength=n)[:n]).astype(np.float32)
+    sq = np.zeros(n + 1)
+    kept = []
+    for seg in parts:
+        live = alive[seg.docs] if seg.docs.size else np.zeros(0, bool)
+        cols = np.repeat(np.arange(seg.indptr.size - 1), np.diff(seg.indptr))
+        counts = np.bincount(cols[live], minlength=ncols)[:ncols]
+        w = (1.0 + np.log(seg.tfs[live])) * idf[cols[live]]
+        sq += np.bincount(seg.docs[live], weights=w * w, minlength=n + 1)[: n + 1]
+        kept.append((live, cols, counts))
+    total_counts = sum((c for _, _, c in kept), np.zeros(ncols, np.int64))
+    indptr = np.zeros(ncols + 1, dtype=np.int64)
+    np.cumsum(total_counts, out=indptr[1:])
+    docs = np.empty(int(indptr[-1]), dtype=np.int32)
+    tfs = np.empty(int(indptr[-1]), dtype=np.float32)
+    block = indptr[:-1].copy()  # where the next segment's postings of each column go
+    for seg, (live, cols, counts) in zip(parts, kept):
+        c = cols[live]
+        if c.size:
+            # rank of each live posting within its column in this segment, then its place
+            first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+            dest = block[c] + np.arange(c.size) - first[c]
+            docs[dest], tfs[dest] = seg.docs[live], seg.tfs[live]
+        block += counts
+    return indptr, docs, tfs, np.sqrt(sq[:n]).astype(np.float32)
+
+
+def _gram_pieces(snap: Snapshot, lens: np.ndarray, which: int):
+    """The live memories' gram hashes (which=0) or weights (1), in doc order, a step at a time."""
+    def pieces():
+        for lo in range(0, snap.size, DOC_STEP):
+            hi = min(snap.size, lo + DOC_STEP)
+            n = lens[lo:hi]
+            total = int(n.sum())
+            if not total:
+                continue
+            ends = np.cumsum(n)
+            idx = np.repeat(snap.gram_start[lo:hi], n) + (np.arange(total) - np.repeat(ends - n, n))
+            yield memoryview(np.ascontiguousarray(snap.gram_entries.entries(idx)[which])).cast("B")
+    return pieces
+
+
+def _blobs(snap: Snapshot) -> tuple[dict[str, _Blob], dict]:
+    """The blobs of the file, and the header's counts."""
+    n, ncols = snap.size, snap.terms.size
+    alive = np.append(snap.docs["alive"], False)  # (the sentinel: a link to no memory)
+    indptr, docs, tfs, norm = _merged_postings(snap, alive)
+    cap = n + max(4096, n // 8)  # headroom: new memories fill it in place (private pages)
     doc = dict(snap.docs, norm=norm)
-    # gram vectors in doc order, without the dead memories' slices
+    alive = snap.docs["alive"]
     lens = np.where(alive, snap.gram_stop - snap.gram_start, 0).astype(np.int64)
-    total = int(lens.sum())
     ends = np.cumsum(lens)
-    idx = np.repeat(snap.gram_start, lens) + (np.arange(total) - np.repeat(ends - lens, lens))
-    g_buf, g_w = snap.gram_entries.entries(idx)
     g_order = np.argsort(snap.gram_df[0])
-    arrays = {
-        "seg.indptr": seg.indptr, "seg.docs": seg.docs, "seg.tfs": seg.tfs,
-        "vocab.terms": snap.terms, "vocab.df": _pad(snap.df, ncols + max(4096, ncols // 8)),
-        **{f"doc.{name}": _pad(a, cap + 1, -1 if name in ("prev", "next") else 0) for name, a in doc.items()},
-        "gram.keys": snap.gram_df[0][g_order], "gram.df": snap.gram_df[1][g_order],
-        "gram.start": _pad(ends - lens, cap + 1), "gram.stop": _pad(ends, cap + 1),
-        "gram.norm": _pad(np.where(alive, snap.gram_norm, 0.0), cap + 1),
-        "gram.buf": g_buf, "gram.w": g_w,
+    blobs = {
+        "seg.indptr": _array(indptr), "seg.docs": _array(docs), "seg.tfs": _array(tfs),
+        "vocab.terms": _array(snap.terms), "vocab.df": _array(_pad(snap.df, ncols + max(4096, ncols // 8))),
+        **{f"doc.{name}": _array(_pad(a, cap + 1, -1 if name in ("prev", "next") else 0)) for name, a in doc.items()},
+        "gram.keys": _array(snap.gram_df[0][g_order]), "gram.df": _array(snap.gram_df[1][g_order]),
+        "gram.start": _array(_pad(ends - lens, cap + 1)), "gram.stop": _array(_pad(ends, cap + 1)),
+        "gram.norm": _array(_pad(np.where(alive, snap.gram_norm, 0.0), cap + 1)),
     }
-    table = _rows_table(snap, alive)
-    doc_of_row = table.column("doc_id").to_numpy().astype(np.int64)
+    used = int(lens.sum())
+    blobs["gram.buf"] = _Blob({"dtype": "<i8", "shape": [used]}, used * 8, _gram_pieces(snap, lens, 0))
+    blobs["gram.w"] = _Blob({"dtype": "<f4", "shape": [used]}, used * 4, _gram_pieces(snap, lens, 1))
+    chunks = _row_chunks(snap, alive)
+    chunk_of = np.full(cap + 1, -1, np.int32)
     row_of = np.full(cap + 1, -1, np.int32)
-    row_of[doc_of_row] = np.arange(doc_of_row.size, dtype=np.int32)
-    arrays["rows.row_of"] = row_of
+    for i, chunk in enumerate(chunks):
+        d = chunk.column("doc_id").to_numpy().astype(np.int64)
+        chunk_of[d], row_of[d] = i, np.arange(d.size, dtype=np.int32)
+    blobs["rows.chunk_of"], blobs["rows.row_of"] = _array(chunk_of), _array(row_of)
     sessions = list(snap.session_last.items())
-    arrays["sessions.doc"] = np.array([d for _, d in sessions], dtype=np.int64)
-    arrays["rows"] = _ipc(table)
-    arrays["sessions.id"] = _ipc(pa.table({"id": pa.array([s for s, _ in sessions], pa.string())}))
+    blobs["sessions.doc"] = _array(np.array([d for _, d in sessions], dtype=np.int64))
+    ids = _ipc([pa.table({"id": pa.array([s for s, _ in sessions], pa.string())})])
+    blobs["sessions.id"] = _Blob({"arrow": True}, ids.nbytes, lambda: [ids])
+    rows = _ipc(chunks)
+    blobs["rows"] = _Blob({"arrow": True}, rows.nbytes, lambda: [rows])
     counts = {"size": n, "capacity": cap, "n_live": snap.n_live, "total_len": snap.total_len,
-              "codes": snap.codes, "gram_used": total}
-    return arrays, counts
+              "codes": snap.codes, "rows_chunks": len(chunks)}
+    return blobs, counts
 
 
-def _rows_table(snap: Snapshot, alive: np.ndarray) -> pa.Table:
-    """Each live memory's current row, one table sorted by doc id."""
-    tables = []
+def _row_chunks(snap: Snapshot, alive: np.ndarray) -> list[pa.Table]:
+    """Each live memory's current row, in the chunks the replica holds them in (a chunk whose
+    rows are all current is kept as it is: no copy)."""
+    out = []
     for c, chunk in enumerate(snap.row_chunks):
         d = chunk.column("doc_id").to_numpy().astype(np.int64)
-        current = (snap.chunk_of[d] == c) & (snap.offset_of[d] == np.arange(d.size)) & (d < alive.size)
+        current = (d < alive.size) & (snap.chunk_of[np.minimum(d, snap.chunk_of.size - 1)] == c)
+        current &= snap.offset_of[np.minimum(d, snap.offset_of.size - 1)] == np.arange(d.size)
         current[current] &= alive[d[current]]
-        tables.append(chunk.filter(pa.array(current)))
+        if current.all():
+            out.append(chunk)
+        elif current.any():
+            out.append(chunk.filter(pa.array(current)))
     pending = [(d, f) for d, f in snap.row_pending if d < alive.size and alive[d]]
     if pending:
         cols = {"doc_id": [d for d, _ in pending]}
         for name in FACT_COLUMNS:
             cols[name] = [getattr(f, name) for _, f in pending]
         cols["tags"] = [list(t) for t in cols["tags"]]
-        extra = pa.table(cols)
-        tables.append(extra.cast(tables[0].schema) if tables else extra)
-    if not tables:
-        return pa.table({"doc_id": pa.array([], pa.int64())})
-    table = pa.concat_tables(tables, promote_options="permissive")
-    return table.sort_by("doc_id").combine_chunks()
+        out.append(pa.table(cols))
+    return [t.combine_chunks() for t in out if t.num_rows]
 
 
-def _ipc(table: pa.Table) -> memoryview:
-    """An Arrow IPC file of one record batch (a take on several batches would concatenate them)."""
+def _ipc(tables: list[pa.Table]) -> memoryview:
+    """An Arrow IPC file, one record batch per table (each is a chunk of the rows at load)."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as w:
-        w.write_table(table, max_chunksize=max(1, table.num_rows))
+    schema = pa.unify_schemas([t.schema for t in tables], promote_options="permissive") if tables else pa.schema([])
+    with pa.ipc.new_file(sink, schema) as w:
+        for t in tables:
+            w.write_table(t.cast(schema), max_chunksize=max(1, t.num_rows))
     return memoryview(sink.getvalue())
 
 
@@ -199,33 +260,34 @@ def write(snap: Snapshot, path: str) -> int:
     """Save atomically: a temporary file, flushed to disk, then renamed over `path`. Returns
     its size in bytes. A crash leaves the old file (or none) and a temporary one, removed by
     the next `read`."""
-    arrays, counts = _arrays(snap)
-    blobs, offset = {}, 0
-    views = {}
-    for name, a in arrays.items():
-        if isinstance(a, memoryview):
-            mv, info = a, {"arrow": True}
-        else:
-            a = np.ascontiguousarray(a)
-            mv, info = memoryview(a).cast("B"), {"dtype": a.dtype.str, "shape": list(a.shape)}
-        info.update(offset=offset, nbytes=mv.nbytes, crc=zlib.crc32(mv))
-        blobs[name], views[name] = info, mv
-        offset += -(-mv.nbytes // ALIGN) * ALIGN
+    blobs, counts = _blobs(snap)
+    offset, layout = 0, {}
+    for name, blob in blobs.items():
+        layout[name] = dict(blob.info, offset=offset, nbytes=blob.nbytes, crc="00000000")
+        offset += -(-blob.nbytes // ALIGN) * ALIGN
     header = {"format": FORMAT, "schema": snap.schema, "identity": snap.identity, "stamp": snap.stamp,
-              "data_bytes": offset, "blobs": blobs, **counts}
-    head = json.dumps(header).encode()
-    data_start = -(-(16 + len(head) + 4 + 32) // ALIGN) * ALIGN
+              "data_bytes": offset, "blobs": layout, **counts}
+    data_start = -(-(16 + len(json.dumps(header)) + 4 + 64) // ALIGN) * ALIGN
     header["data_start"] = data_start
-    head = json.dumps(header).encode()
     tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # as private as the memories
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(MAGIC + struct.pack("<Q", len(head)) + head + struct.pack("<I", zlib.crc32(head)))
-            for name, info in blobs.items():
-                fh.seek(data_start + info["offset"])
-                _write_blob(fh, views[name])
+            for name, blob in blobs.items():
+                fh.seek(data_start + layout[name]["offset"])
+                crc, size = 0, 0
+                for piece in blob.pieces():
+                    crc, size = zlib.crc32(piece, crc), size + piece.nbytes
+                    _write_blob(fh, piece)
+                if size != blob.nbytes:
+                    raise ValueError(f"{name}: wrote {size} bytes, planned {blob.nbytes}")
+                layout[name]["crc"] = f"{crc:08x}"
             fh.truncate(data_start + offset)
+            head = json.dumps(header).encode()  # (the checksums have their final values now)
+            if 20 + len(head) > data_start:
+                raise ValueError("index header larger than planned")
+            fh.seek(0)
+            fh.write(MAGIC + struct.pack("<Q", len(head)) + head + struct.pack("<I", zlib.crc32(head)))
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -321,10 +383,11 @@ def _read(path, schema, identity, newest, k1, b) -> Loaded:
     for name, info in h["blobs"].items():
         lo = h["data_start"] + info["offset"]
         mv = buf[lo: lo + info["nbytes"]]
-        if zlib.crc32(mv) != info["crc"]:
+        if f"{zlib.crc32(mv):08x}" != info["crc"]:
             raise Stale(f"damaged ({name})")
         a[name] = mv if info.get("arrow") else np.frombuffer(mv, dtype=np.dtype(info["dtype"])).reshape(info["shape"])
-    rows_table = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(a["rows"]))).read_all()
+    reader = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(a["rows"])))
+    row_chunks = [pa.Table.from_batches([reader.get_batch(i)]) for i in range(reader.num_record_batches)]
     session_ids = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(a["sessions.id"]))).read_all().column("id")
 
     index = SparseIndex(k1, b)
@@ -343,9 +406,10 @@ def _read(path, schema, identity, newest, k1, b) -> Loaded:
     g.set_base(a["gram.buf"], a["gram.w"])
 
     rows = FactRows()
-    if rows_table.num_rows:
-        rows.chunks, rows.frozen = [rows_table], 1
-        rows.offset_of = a["rows.row_of"]
-        rows.chunk_of = np.where(rows.offset_of >= 0, 0, -1).astype(np.int32)
+    if len(row_chunks) != h["rows_chunks"]:
+        raise Stale("damaged (rows)")
+    if row_chunks:
+        rows.chunks, rows.frozen = row_chunks, len(row_chunks)
+        rows.chunk_of, rows.offset_of = a["rows.chunk_of"], a["rows.row_of"]
     session_last = dict(zip(session_ids.to_pylist(), a["sessions.doc"].tolist()))
     return Loaded(index, rows, session_last, int(h["stamp"]))

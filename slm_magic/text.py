@@ -10,7 +10,7 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from functools import lru_cache
 
@@ -158,6 +158,31 @@ def gram_counts(text: str, weight: int = 1, into: Counter[int] | None = None) ->
         for g, c in Counter(grams).items():
             out[g] += weight * c
     return out
+
+
+def words_of(texts: Sequence[str]) -> tuple[list[str], list[int]]:
+    """The raw words of many texts, flat, and how many each text has (the batch analyser's
+    first step: one regex pass per text)."""
+    per = [_WORD.findall(t if t.isascii() else unicodedata.normalize("NFKC", t)) for t in texts]
+    return list(chain.from_iterable(per)), list(map(len, per))
+
+
+def word_terms(words: Sequence[str]) -> list[tuple[int, ...]]:
+    """Each raw word's term hashes (as `term_ids` cuts it)."""
+    try:
+        return list(map(_HASHES.__getitem__, words))
+    except KeyError:
+        _fill(words)
+        return list(map(_HASHES.__getitem__, words))
+
+
+def word_grams(words: Sequence[str]) -> list[tuple[int, ...]]:
+    """Each raw word's gram hashes (as `gram_counts` cuts it)."""
+    try:
+        return list(map(_GRAMS.__getitem__, words))
+    except KeyError:
+        _fill_grams(words)
+        return list(map(_GRAMS.__getitem__, words))
 
 
 def query_grams(text: str) -> list[tuple[int, tuple[int, ...]]]:

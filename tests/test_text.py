@@ -1,3 +1,4 @@
+import numpy as np
 from slm_magic import text
 from slm_magic.text import STOP_WORDS, analyse, term_hash
 
@@ -47,3 +48,35 @@ def test_the_word_cache_filling_up_loses_no_word(monkeypatch):
     first = text.term_ids("alpha beta gamma")
     text.term_ids("delta epsilon")
     assert text.term_ids("alpha zeta")[0] == first[0]  # alpha was cached, then the cache was cleared
+
+
+def test_a_batch_is_analysed_exactly_as_memory_by_memory():
+    """`Postings.of` on a bulk write (array arithmetic) and on single writes (one Counter per
+    memory) must store the same postings: they are two ways to one analysis."""
+    import random
+
+    from slm_magic.records import BATCH_MIN, Postings
+
+    rng = random.Random(5)
+    vocab = ("the join on df_orders_v2 duplicated customerId rows; Straße café naïve résumé "
+             "déjà vu 5pm 2nd v2 ﬁnance ＦＵＬＬ width churn churned churning a an of "
+             "x y 42 3.14 user_id userID HTTPServer").split()
+    n = BATCH_MIN * 3
+    contents = [" ".join(rng.choices(vocab, k=rng.randint(1, 40))) for _ in range(n)]
+    titles = [rng.choice([None, "", "Churn review", "df_orders_v2 dedup"]) for _ in range(n)]
+    tags = [rng.choice([(), ("churn",), ("billing", "Q3-review")]) for _ in range(n)]
+    projects = [rng.choice(["", "crm", "growth_model"]) for _ in range(n)]
+    types = [rng.choice(["decision", "discovery", "summary"]) for _ in range(n)]
+    batch = Postings.of(contents, titles, tags, projects, types)
+    singles = [Postings.of([c], [t], [g], [p], [y]) for c, t, g, p, y in zip(contents, titles, tags, projects, types)]
+
+    def per_memory(post, lengths, keys, values):
+        ends = np.cumsum(lengths)
+        return [dict(zip(keys[e - k:e].tolist(), values[e - k:e].tolist())) for k, e in zip(lengths.tolist(), ends)]
+
+    assert per_memory(batch, batch.lengths, batch.terms, batch.tfs) == [
+        per_memory(s, s.lengths, s.terms, s.tfs)[0] for s in singles]
+    assert per_memory(batch, batch.glengths, batch.grams, batch.gtfs) == [
+        per_memory(s, s.glengths, s.grams, s.gtfs)[0] for s in singles]
+    assert batch.doc_len.tolist() == [int(s.doc_len[0]) for s in singles]
+    assert sum(batch.doc_len.tolist()) > 0 and any(len(t or "") for t in titles)
