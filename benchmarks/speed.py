@@ -191,6 +191,7 @@ def run_child(args: argparse.Namespace) -> dict:
         mem = Memory(args.db, **opts)
         mem.remember_many(corpus)
         out["import_s"] = time.perf_counter() - t0
+        out["import_peak_rss_mb"] = _peak_rss_mb()
         # The bulk write saves the index beside the file in a background thread; let it finish
         # (timed on its own) so that it does not run beside the timed recalls.
         t0 = time.perf_counter()

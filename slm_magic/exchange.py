@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import bulk
 from .errors import InvalidInput
 from .models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
 from .records import MAX_CONTENT_CHARS, Postings
@@ -109,12 +110,13 @@ class Exchange:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=total, unit="memories", desc=f"import {path.name}")
-        for start in range(0, total, BATCH):
-            self._write_imported(new[start:start + BATCH])
-            if start + BATCH < total:
+        batches = (new[start:start + BATCH] for start in range(0, total, BATCH))
+        for rows, post, last in bulk.analysed(batches, _analysed_columns, len):
+            self._write_imported(rows, post)
+            if not last:
                 self.memory._yield_file()
             if bar is not None:
-                bar.update(min(BATCH, total - start))
+                bar.update(len(rows))
         if bar is not None:
             bar.close()
         summaries = sum(1 for r in new if r["kind"] == "summary_event")
@@ -151,12 +153,10 @@ class Exchange:
                                    "(on_invalid='skip' imports the valid rows)")
             skipped.append(Skipped(position=int(r["line_number"]), reason=why))
         return skipped
-    def _write_imported(self, rows: list[dict]) -> None:
+    def _write_imported(self, rows: list[dict], post: Postings) -> None:
         """The bulk path, keeping every field as exported."""
         import pyarrow as pa
 
-        post = Postings.of([r["content"] for r in rows], [r["title"] for r in rows], [r["tags"] for r in rows],
-                          [r["project"] for r in rows], [r["type"] for r in rows])
         columns = {c: [r[c] for r in rows] for c in EXPORT_COLUMNS}
         columns["tags"] = [list(t or []) for t in columns["tags"]]
         columns["project"] = [p or "" for p in columns["project"]]
@@ -169,3 +169,8 @@ class Exchange:
         self.memory._flush_events()
         self.memory.store.insert_many(columns)
         self.memory._sync()
+
+
+def _analysed_columns(rows: list[dict]) -> dict[str, list]:
+    """What the analyser reads of exported rows."""
+    return {name: [r[name] for r in rows] for name in bulk.ANALYSED}

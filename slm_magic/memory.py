@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import text
+from . import bulk, text
 from .errors import InvalidInput, type_name
 from .index import SparseIndex
 from .models import (CloseSessionResult, ExportReport, Fact, ImportReport, LearningStatus, Observation,
@@ -320,24 +320,35 @@ class Memory:
             raise InvalidInput(f"batch_size must be a positive integer; got {batch_size!r}")
         ids: list[str] = []
         skipped: list[Skipped] = []
-        batch: list[Mapping[str, Any]] = []
-        start = 0
-        for rec in records:
-            batch.append(rec)
-            if len(batch) >= batch_size:
-                ids.extend(self._write_valid(batch, start, on_invalid, skipped))
-                start += len(batch)
-                batch = []
+
+        def prepared():  # validated batches (or the error to raise once the batches before it are stored)
+            batch: list[Mapping[str, Any]] = []
+            start = 0
+            for rec in records:
+                batch.append(rec)
+                if len(batch) >= batch_size:
+                    yield self._prepared(batch, start, on_invalid, skipped)
+                    start += len(batch)
+                    batch = []
+            if batch:
+                yield self._prepared(batch, start, on_invalid, skipped)
+
+        columns_of = lambda b: b if isinstance(b, dict) else None
+        for columns, post, last in bulk.analysed(prepared(), columns_of, lambda b: len(b["content"]) if b else 0):
+            if isinstance(columns, InvalidInput):
+                raise columns
+            if columns is not None:
+                ids.extend(self._store_many(columns, post))
+            if not last:
                 self._yield_file()
-        if batch:
-            ids.extend(self._write_valid(batch, start, on_invalid, skipped))
         self._save_index_soon()
         return Remembered(ids, skipped=skipped)
 
-    def _write_valid(self, batch: Sequence[Mapping[str, Any]], start: int, on_invalid: str,
-                     skipped: list[Skipped]) -> list[str]:
-        """One batch; with "skip", its invalid records are set aside (found one by one only
-        when the batch as a whole does not validate)."""
+    def _prepared(self, batch: Sequence[Mapping[str, Any]], start: int, on_invalid: str,
+                  skipped: list[Skipped]) -> dict[str, Any] | InvalidInput | None:
+        """One batch validated into columns; with "skip", its invalid records are set aside
+        (found one by one only when the batch as a whole does not validate), None if none is
+        left. With "raise", the error (returned, to be raised in its turn)."""
         if on_invalid == "skip":
             try:
                 validate(batch, now=self.now(), default_user=self.user_id, offset=start)
@@ -351,20 +362,32 @@ class Memory:
                         skipped.append(Skipped(position=start + i, reason=str(exc)))
                 batch = good
             if not batch:
-                return []
-        return self._write_many(batch, offset=start)
+                return None
+        try:
+            return self._columns(batch, offset=start)
+        except InvalidInput as exc:
+            return exc
 
-    def _write_many(self, records: Sequence[Mapping[str, Any]], kind: str = "memory",
-                    type_override: str | None = None, offset: int = 0) -> list[str]:
-        import pyarrow as pa
-
+    def _columns(self, records: Sequence[Mapping[str, Any]], type_override: str | None = None,
+                 offset: int = 0) -> dict[str, Any]:
         columns: dict[str, Any] = validate(records, now=self.now(), default_user=self.user_id,
                                            offset=offset if len(records) > 1 or offset else None)
         if type_override is not None:  # internal writes of a reserved type ("summary")
             columns["type"] = [type_override] * len(columns["content"])
+        return columns
+
+    def _write_many(self, records: Sequence[Mapping[str, Any]], kind: str = "memory",
+                    type_override: str | None = None, offset: int = 0) -> list[str]:
+        return self._store_many(self._columns(records, type_override, offset), None, kind)
+
+    def _store_many(self, columns: dict[str, Any], post: Postings | None, kind: str = "memory") -> list[str]:
+        """Insert validated columns (with their postings, else analysed here) and index them."""
+        import pyarrow as pa
+
         contents = columns["content"]
         n = len(contents)
-        post = Postings.of_columns(columns)
+        if post is None:
+            post = Postings.of_columns(columns)
         terms_col, tfs_col, grams_col, gtfs_col = post.list_columns()
         fact_ids = [uuid.uuid4().hex[:16] for _ in range(n)]
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())

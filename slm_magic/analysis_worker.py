@@ -1,0 +1,25 @@
+"""The second process of a bulk write (see `bulk.py`): it reads batches of columns, pickled,
+on stdin and writes each batch's Postings, pickled, on stdout, until stdin closes. Run as
+`python -m slm_magic.analysis_worker`; it imports only the analyser, never the caller's code."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+
+from slm_magic.records import Postings
+
+
+def main() -> None:
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            columns = pickle.load(source)
+        except EOFError:
+            return
+        pickle.dump(Postings.of_columns(columns), sink, protocol=pickle.HIGHEST_PROTOCOL)
+        sink.flush()
+
+
+if __name__ == "__main__":
+    main()

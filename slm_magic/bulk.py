@@ -1,0 +1,119 @@
+"""Bulk writes on both cores. Cutting texts into terms and 3-grams is the largest cost of a
+bulk write and pure Python, so a second process does it one batch ahead: while this process
+stores and indexes batch k, the worker analyses batch k + 1.
+
+The worker is `python -m slm_magic.analysis_worker` over two pipes, not `multiprocessing`:
+spawning through multiprocessing imports the caller's `__main__` again in the child, which
+would re-run a script that has no `if __name__ == "__main__"` guard. If the worker cannot start
+or dies, the batches are analysed here instead: slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .records import Postings
+
+T = TypeVar("T")
+
+#: The worker pays for itself from batches this large (it starts in about 0.3 s).
+WORKER_MIN_BATCH = 10_000
+ANALYSED = ("content", "title", "tags", "project", "type")
+
+
+class Worker:
+    """One analysis process, fed one batch at a time (a second batch is only sent once the
+    first one's answer is read, so neither side can block the other on a full pipe)."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        # the worker imports this very package, wherever it was imported from here
+        here = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join([here, env["PYTHONPATH"]]) if env.get("PYTHONPATH") else here
+        self.proc = subprocess.Popen([sys.executable, "-m", "slm_magic.analysis_worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+
+    def send(self, columns: Mapping[str, Any]) -> None:
+        pickle.dump({k: columns.get(k) for k in ANALYSED}, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        self.proc.stdin.flush()
+
+    def receive(self) -> Postings:
+        return pickle.load(self.proc.stdout)
+
+    def close(self) -> None:
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def analysed(batches: Iterable[T], columns_of: Callable[[T], Mapping[str, Any] | None],
+             size_of: Callable[[T], int]) -> Iterator[tuple[T, Postings | None, bool]]:
+    """(batch, its postings, whether it is the last) for each batch, in order; a batch without
+    columns (`columns_of` gives None) gets None. From the second batch on, and when batches
+    are large, the next batch is analysed in the worker while the caller stores this one."""
+    def here(batch: T) -> Postings | None:
+        columns = columns_of(batch)
+        return None if columns is None else Postings.of_columns(columns)
+
+    it = iter(batches)
+    current = next(it, None)
+    if current is None:
+        return
+    ahead = next(it, None)
+    worker, sent = None, False
+    if ahead is not None and size_of(current) >= WORKER_MIN_BATCH:
+        try:
+            worker = Worker()
+        except OSError:
+            worker = None
+    try:
+        sent, worker = _send(worker, columns_of(ahead) if ahead is not None else None)
+        post = here(current)  # (the worker starts meanwhile)
+        while True:
+            if ahead is None:
+                yield current, post, True
+                return
+            yield current, post, False
+            current, ahead = ahead, next(it, None)
+            post = None
+            if sent:
+                try:
+                    post = worker.receive()
+                except (OSError, EOFError, pickle.UnpicklingError):
+                    worker = _stop(worker)
+                    post = here(current)
+            else:
+                post = here(current)
+            sent, worker = _send(worker, columns_of(ahead) if ahead is not None else None)
+    finally:
+        _stop(worker)
+
+
+def _send(worker: Worker | None, columns: Mapping[str, Any] | None) -> tuple[bool, Worker | None]:
+    """Hand a batch to the worker: (whether it took it, the worker if it still works)."""
+    if worker is None or columns is None:
+        return False, worker
+    try:
+        worker.send(columns)
+        return True, worker
+    except (OSError, pickle.PicklingError):
+        return False, _stop(worker)
+
+
+def _stop(worker: Worker | None) -> None:
+    if worker is not None:
+        worker.close()
+    return None
