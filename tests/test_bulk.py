@@ -1,0 +1,102 @@
+"""Bulk writes on two cores: the analysis worker gives the postings the process itself would,
+a worker that dies costs speed and nothing else, and a script without a main guard is never
+run twice."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from slm_magic import Memory, bulk
+from slm_magic.records import Postings
+
+WORDS = "churn cohort df_orders_v2 customerId Straße café refund invoice pricing holiday lag the of".split()
+
+
+def columns(n: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"content": [" ".join(rng.choice(WORDS, size=int(rng.integers(1, 30)))) for _ in range(n)],
+            "title": [None if i % 3 else f"title {i} churn" for i in range(n)],
+            "tags": [("churn", "q3") if i % 2 else () for i in range(n)],
+            "project": ["crm" if i % 5 else "" for i in range(n)], "type": ["decision"] * n}
+
+
+@pytest.fixture
+def workers(monkeypatch):
+    """Batches of tests are small: use the worker from the first one on, and count workers."""
+    started = []
+
+    class Counted(bulk.Worker):
+        def __init__(self):
+            super().__init__()
+            started.append(self)
+
+    monkeypatch.setattr(bulk, "WORKER_MIN_BATCH", 1)
+    monkeypatch.setattr(bulk, "Worker", Counted)
+    return started
+
+
+def same(a: Postings, b: Postings) -> bool:
+    return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in
+               ("lengths", "terms", "tfs", "doc_len", "glengths", "grams", "gtfs"))
+
+
+def test_the_worker_analyses_as_this_process_does(workers):
+    batches = [columns(200, seed) for seed in range(4)]
+    got = list(bulk.analysed(batches, lambda b: b, lambda b: len(b["content"])))
+    assert len(workers) == 1 and workers[0].proc.poll() is not None  # one worker, ended with the batches
+    assert [last for *_, last in got] == [False, False, False, True]
+    assert all(same(post, Postings.of_columns(b)) for b, post, _ in got)
+
+
+def test_a_worker_that_dies_costs_speed_only(workers, db_path, monkeypatch):
+    receive = bulk.Worker.receive
+
+    def dies(self):
+        self.proc.kill()
+        self.proc.wait()
+        return receive(self)
+
+    monkeypatch.setattr(bulk.Worker, "receive", dies)
+    records = [{"content": c, "tags": list(t)} for b in (columns(100, s) for s in range(3))
+               for c, t in zip(b["content"], b["tags"])]
+    with Memory(db_path) as m:
+        ids = m.remember_many(records, batch_size=100)
+        assert len(workers) == 1 and len(ids) == 300 and len(set(ids)) == 300
+        assert m.store.user_stats("")["observations"] == 300
+        hit = m.recall("df_orders_v2", limit=500).memories
+        assert {h.fact_id for h in hit} == {i for i, r in zip(ids, records) if "df_orders_v2" in r["content"]}
+
+
+def test_an_invalid_batch_stops_the_import_where_it_stood(workers, db_path):
+    records = [{"content": f"memory {i} about churn"} for i in range(250)]
+    records[210]["type"] = "nonsense"
+    with Memory(db_path) as m:
+        with pytest.raises(Exception, match="record 210"):
+            m.remember_many(records, batch_size=100)
+        assert m.store.user_stats("")["observations"] == 200  # the batches before it, not the one after
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from slm_magic import Memory, bulk
+    print("top level ran", flush=True)       # no `if __name__ == "__main__"` guard, on purpose
+    bulk.WORKER_MIN_BATCH = 1
+    m = Memory(sys.argv[1])
+    ids = m.remember_many(({"content": f"note {i} on churn"} for i in range(3000)), batch_size=500)
+    m.close()
+    print("stored", len(ids), flush=True)
+""")
+
+
+def test_a_script_without_a_main_guard_runs_once_subprocess(tmp_path):
+    script = tmp_path / "import_notes.py"
+    script.write_text(SCRIPT)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "m.duckdb")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["top level ran", "stored 3000"]
