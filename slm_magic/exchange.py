@@ -111,12 +111,13 @@ class Exchange:
 
             bar = tqdm(total=total, unit="memories", desc=f"import {path.name}")
         batches = (new[start:start + BATCH] for start in range(0, total, BATCH))
-        for rows, post, last in bulk.analysed(batches, _analysed_columns, len):
-            self._write_imported(rows, post)
-            if not last:
-                self.memory._yield_file()
-            if bar is not None:
-                bar.update(len(rows))
+        with self.memory.store.bulk():
+            for rows, post, last in bulk.analysed(batches, _analysed_columns, len):
+                self._write_imported(rows, post)
+                if not last:
+                    self.memory._yield_file()
+                if bar is not None:
+                    bar.update(len(rows))
         if bar is not None:
             bar.close()
         summaries = sum(1 for r in new if r["kind"] == "summary_event")

@@ -260,34 +260,11 @@ def write(snap: Snapshot, path: str) -> int:
     """Save atomically: a temporary file, flushed to disk, then renamed over `path`. Returns
     its size in bytes. A crash leaves the old file (or none) and a temporary one, removed by
     the next `read`."""
-    blobs, counts = _blobs(snap)
-    offset, layout = 0, {}
-    for name, blob in blobs.items():
-        layout[name] = dict(blob.info, offset=offset, nbytes=blob.nbytes, crc="00000000")
-        offset += -(-blob.nbytes // ALIGN) * ALIGN
-    header = {"format": FORMAT, "schema": snap.schema, "identity": snap.identity, "stamp": snap.stamp,
-              "data_bytes": offset, "blobs": layout, **counts}
-    data_start = -(-(16 + len(json.dumps(header)) + 4 + 64) // ALIGN) * ALIGN
-    header["data_start"] = data_start
     tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # as private as the memories
-    try:
+    try:  # (opened first: a folder it cannot write fails before the work)
         with os.fdopen(fd, "wb") as fh:
-            for name, blob in blobs.items():
-                fh.seek(data_start + layout[name]["offset"])
-                crc, size = 0, 0
-                for piece in blob.pieces():
-                    crc, size = zlib.crc32(piece, crc), size + piece.nbytes
-                    _write_blob(fh, piece)
-                if size != blob.nbytes:
-                    raise ValueError(f"{name}: wrote {size} bytes, planned {blob.nbytes}")
-                layout[name]["crc"] = f"{crc:08x}"
-            fh.truncate(data_start + offset)
-            head = json.dumps(header).encode()  # (the checksums have their final values now)
-            if 20 + len(head) > data_start:
-                raise ValueError("index header larger than planned")
-            fh.seek(0)
-            fh.write(MAGIC + struct.pack("<Q", len(head)) + head + struct.pack("<I", zlib.crc32(head)))
+            size = _write(snap, fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -301,6 +278,35 @@ def write(snap: Snapshot, path: str) -> int:
             os.fsync(dfd)  # the rename itself survives a power cut
         finally:
             os.close(dfd)
+    return size
+
+
+def _write(snap: Snapshot, fh) -> int:
+    """The layout, the blobs (each with its CRC-32 as it goes), then the header."""
+    blobs, counts = _blobs(snap)
+    offset, layout = 0, {}
+    for name, blob in blobs.items():
+        layout[name] = dict(blob.info, offset=offset, nbytes=blob.nbytes, crc="00000000")
+        offset += -(-blob.nbytes // ALIGN) * ALIGN
+    header = {"format": FORMAT, "schema": snap.schema, "identity": snap.identity, "stamp": snap.stamp,
+              "data_bytes": offset, "blobs": layout, **counts}
+    data_start = -(-(16 + len(json.dumps(header)) + 4 + 64) // ALIGN) * ALIGN
+    header["data_start"] = data_start
+    for name, blob in blobs.items():
+        fh.seek(data_start + layout[name]["offset"])
+        crc, size = 0, 0
+        for piece in blob.pieces():
+            crc, size = zlib.crc32(piece, crc), size + piece.nbytes
+            _write_blob(fh, piece)
+        if size != blob.nbytes:
+            raise ValueError(f"{name}: wrote {size} bytes, planned {blob.nbytes}")
+        layout[name]["crc"] = f"{crc:08x}"
+    fh.truncate(data_start + offset)
+    head = json.dumps(header).encode()  # (the checksums have their final values now)
+    if 20 + len(head) > data_start:
+        raise ValueError("index header larger than planned")
+    fh.seek(0)
+    fh.write(MAGIC + struct.pack("<Q", len(head)) + head + struct.pack("<I", zlib.crc32(head)))
     return data_start + offset
 
 

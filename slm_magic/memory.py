@@ -334,13 +334,14 @@ class Memory:
                 yield self._prepared(batch, start, on_invalid, skipped)
 
         columns_of = lambda b: b if isinstance(b, dict) else None
-        for columns, post, last in bulk.analysed(prepared(), columns_of, lambda b: len(b["content"]) if b else 0):
-            if isinstance(columns, InvalidInput):
-                raise columns
-            if columns is not None:
-                ids.extend(self._store_many(columns, post))
-            if not last:
-                self._yield_file()
+        with self.store.bulk():
+            for columns, post, last in bulk.analysed(prepared(), columns_of, lambda b: len(b["content"]) if b else 0):
+                if isinstance(columns, InvalidInput):
+                    raise columns
+                if columns is not None:
+                    ids.extend(self._store_many(columns, post))
+                if not last:
+                    self._yield_file()
         self._save_index_soon()
         return Remembered(ids, skipped=skipped)
 

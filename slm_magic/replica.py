@@ -98,7 +98,9 @@ class IndexReplica:
             except (OSError, MemoryError, ValueError) as exc:  # a full disk costs the next open time only
                 self.save_error = f"{type(exc).__name__}: {exc}"
             else:
-                self.saved, self.save_error = max(self.saved, snap.stamp), None
+                self.save_error = None
+            # (after a failure too: the next try waits for as many changes as a save would)
+            self.saved = max(self.saved, snap.stamp)
 
         if background:
             self._saver = threading.Thread(target=run, name="slm-magic-save-index", daemon=True)

@@ -9,6 +9,7 @@ session links) is derived from it and can be rebuilt from it at any time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -243,6 +244,10 @@ def default_path() -> Path:
 STORAGE_FAILURES = (duckdb.Error, OSError, MemoryError, StoreError)
 
 
+def _sql_literal(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 class Store:
     """One DuckDB connection, the statements on memories, and the two other repositories.
 
@@ -426,6 +431,25 @@ class Store:
                 "RETURNING doc_id, changed",
                 [row[c] for c in INSERT_COLUMNS],
             ).fetchall()[0]
+
+    @contextlib.contextmanager
+    def bulk(self):
+        """Many inserts in a row: DuckDB checkpoints the file once, at the end, instead of after
+        every batch (a checkpoint rewrites the fact_id index whole, so a million-memory import
+        slowed down batch after batch). Each batch is still committed, in the write-ahead log."""
+        with self.lock:
+            before = self.con.execute("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0]
+            self.con.execute("SET checkpoint_threshold = '1TB'")
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.con.execute(f"SET checkpoint_threshold = {_sql_literal(before)}")
+                if self.path != ":memory:":
+                    try:
+                        self.con.execute("CHECKPOINT")
+                    except duckdb.TransactionException:  # another transaction is open: DuckDB checkpoints later
+                        pass
 
     def insert_many(self, columns: dict[str, Sequence]) -> dict[str, np.ndarray]:
         """Many memories in one statement from an Arrow table; returns fact_id, doc_id, changed."""
