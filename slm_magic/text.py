@@ -169,20 +169,20 @@ def words_of(texts: Sequence[str]) -> tuple[list[str], list[int]]:
 
 def word_terms(words: Sequence[str]) -> list[tuple[int, ...]]:
     """Each raw word's term hashes (as `term_ids` cuts it)."""
-    try:
-        return list(map(_HASHES.__getitem__, words))
-    except KeyError:
-        _fill(words)
-        return list(map(_HASHES.__getitem__, words))
+    return _cached(_HASHES, _fill, words)
 
 
 def word_grams(words: Sequence[str]) -> list[tuple[int, ...]]:
     """Each raw word's gram hashes (as `gram_counts` cuts it)."""
+    return _cached(_GRAMS, _fill_grams, words)
+
+
+def _cached(cache: dict, fill: Callable[[Iterable[str]], None], words: Sequence[str]) -> list[tuple[int, ...]]:
     try:
-        return list(map(_GRAMS.__getitem__, words))
+        return list(map(cache.__getitem__, words))
     except KeyError:
-        _fill_grams(words)
-        return list(map(_GRAMS.__getitem__, words))
+        fill(words)  # (a full cache is emptied first: what is looked up next is all there)
+        return list(map(cache.__getitem__, words))
 
 
 def query_grams(text: str) -> list[tuple[int, tuple[int, ...]]]:
