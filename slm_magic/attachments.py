@@ -24,6 +24,39 @@ INSTANCE_CONFIG = {"memory_limit": "512MB", "allocator_flush_threshold": "16MB",
 _lock = threading.Lock()
 _instance: duckdb.DuckDBPyConnection | None = None
 _holders: dict[str, int] = {}
+_file_locks: dict[str, threading.RLock] = {}
+_bulk = {"depth": 0, "threshold": None}
+
+
+def lock_for(path: str) -> threading.RLock:
+    """The one lock of this process's Stores on the file at `path`."""
+    with _lock:
+        return _file_locks.setdefault(path, threading.RLock())
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    global _instance
+    if _instance is None:
+        _instance = duckdb.connect(":memory:", config=INSTANCE_CONFIG)
+    return _instance
+
+
+def bulk_begin() -> None:
+    """A bulk write starts: no automatic checkpoint until the last one running ends (the
+    setting belongs to the instance, so it is counted here for every Store of the process)."""
+    with _lock:
+        con = _connection()
+        if not _bulk["depth"]:
+            _bulk["threshold"] = con.execute("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0]
+            con.execute("SET checkpoint_threshold = '1TB'")
+        _bulk["depth"] += 1
+
+
+def bulk_end() -> None:
+    with _lock:
+        _bulk["depth"] -= 1
+        if not _bulk["depth"]:
+            _connection().execute(f"SET checkpoint_threshold = {_sql_string(_bulk['threshold'])}")
 
 
 def alias(path: str) -> str:
@@ -39,10 +72,8 @@ def attach(path: str) -> duckdb.DuckDBPyConnection:
     """A new connection whose default catalog is the file at `path`, attaching the file first
     if no other Store of this process holds it. DuckDB's errors (another process's lock, a
     file that is not a database) come out unchanged for the caller to explain."""
-    global _instance
     with _lock:
-        if _instance is None:
-            _instance = duckdb.connect(":memory:", config=INSTANCE_CONFIG)
+        _connection()
         name = alias(path)
         if not _holders.get(path):
             _instance.execute(f"ATTACH {_sql_string(path)} AS {name}")

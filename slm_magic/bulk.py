@@ -63,16 +63,33 @@ def analysed(batches: Iterable[T], columns_of: Callable[[T], Mapping[str, Any] |
              size_of: Callable[[T], int]) -> Iterator[tuple[T, Postings | None, bool]]:
     """(batch, its postings, whether it is the last) for each batch, in order; a batch without
     columns (`columns_of` gives None) gets None. From the second batch on, and when batches
-    are large, the next batch is analysed in the worker while the caller stores this one."""
+    are large, the next batch is analysed in the worker while the caller stores this one: the
+    caller's iterator is read one batch ahead (an error it raises comes after the batches
+    before it, as without the read-ahead)."""
     def here(batch: T) -> Postings | None:
         columns = columns_of(batch)
         return None if columns is None else Postings.of_columns(columns)
 
     it = iter(batches)
-    current = next(it, None)
+    failed: list[BaseException] = []
+
+    def pull() -> T | None:
+        """The next batch; an error from the caller's iterator waits until the batches before
+        it are stored (as if nothing read ahead), then ends the iteration by being raised."""
+        if failed:
+            return None
+        try:
+            return next(it, None)
+        except Exception as exc:  # noqa: BLE001 - re-raised in its turn below
+            failed.append(exc)
+            return None
+
+    current = pull()
     if current is None:
+        if failed:
+            raise failed[0]
         return
-    ahead = next(it, None)
+    ahead = pull()
     worker, sent = None, False
     if ahead is not None and size_of(current) >= WORKER_MIN_BATCH:
         try:
@@ -85,9 +102,11 @@ def analysed(batches: Iterable[T], columns_of: Callable[[T], Mapping[str, Any] |
         while True:
             if ahead is None:
                 yield current, post, True
+                if failed:
+                    raise failed[0]
                 return
             yield current, post, False
-            current, ahead = ahead, next(it, None)
+            current, ahead = ahead, pull()
             post = None
             if sent:
                 try:
@@ -98,6 +117,9 @@ def analysed(batches: Iterable[T], columns_of: Callable[[T], Mapping[str, Any] |
             else:
                 post = here(current)
             sent, worker = _send(worker, columns_of(ahead) if ahead is not None else None)
+    except BaseException:
+        worker = _stop(worker, abandon=True)  # (it may be busy with a batch no one will store)
+        raise
     finally:
         _stop(worker)
 
@@ -113,7 +135,9 @@ def _send(worker: Worker | None, columns: Mapping[str, Any] | None) -> tuple[boo
         return False, _stop(worker)
 
 
-def _stop(worker: Worker | None) -> None:
+def _stop(worker: Worker | None, abandon: bool = False) -> None:
     if worker is not None:
+        if abandon:
+            worker.proc.kill()
         worker.close()
     return None

@@ -22,6 +22,7 @@ import struct
 import threading
 import zlib
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,7 @@ class Snapshot:
     stamp: int
     schema: int
     identity: str
+    last: list        # [doc id, fact id] of the newest memory at the save: the history it saw
     k1: float
     b: float
     segments: list
@@ -78,7 +80,7 @@ class Snapshot:
 
 
 def snapshot(index: SparseIndex, rows: FactRows, session_last: dict, *, stamp: int, schema: int,
-             identity: str) -> Snapshot:
+             identity: str, last: tuple | None) -> Snapshot:
     """Call with the store's lock held; cheap next to a save (copies of per-document arrays)."""
     n = index.docs.size
     ncols = len(index.cols)
@@ -88,7 +90,8 @@ def snapshot(index: SparseIndex, rows: FactRows, session_last: dict, *, stamp: i
     entries.gram_buf, entries.w_buf = g.gram_buf, g.w_buf  # appended to only, past `used`
     tail = [(c, np.asarray(ds, np.int32), np.asarray(fs, np.float32)) for c, (ds, fs) in index.tail.items()]
     return Snapshot(
-        stamp=int(stamp), schema=int(schema), identity=identity, k1=index.k1, b=index.b,
+        stamp=int(stamp), schema=int(schema), identity=identity, last=list(last) if last else [],
+        k1=index.k1, b=index.b,
         segments=list(index.segments), tail=tail,
         terms=np.fromiter(index.cols.keys(), np.int64, ncols),
         df=index.df[:ncols].copy(),
@@ -289,7 +292,7 @@ def _write(snap: Snapshot, fh) -> int:
         layout[name] = dict(blob.info, offset=offset, nbytes=blob.nbytes, crc="00000000")
         offset += -(-blob.nbytes // ALIGN) * ALIGN
     header = {"format": FORMAT, "schema": snap.schema, "identity": snap.identity, "stamp": snap.stamp,
-              "data_bytes": offset, "blobs": layout, **counts}
+              "last": snap.last, "data_bytes": offset, "blobs": layout, **counts}
     data_start = -(-(16 + len(json.dumps(header)) + 4 + 64) // ALIGN) * ALIGN
     header["data_start"] = data_start
     for name, blob in blobs.items():
@@ -338,6 +341,14 @@ def remove_leftovers(path: str) -> None:
             pass
 
 
+def discard(path: str, why: Stale) -> None:
+    """Remove a saved index that did not check out, so that no later open can take it (a
+    restored file's stamps catch up with an old index's). A missing one stays missing."""
+    if str(why) != "no saved index":
+        with _suppress():
+            os.unlink(path)
+
+
 @dataclass
 class Loaded:
     index: SparseIndex
@@ -346,11 +357,15 @@ class Loaded:
     stamp: int
 
 
-def read(path: str, *, schema: int, identity: str, newest: int, k1: float, b: float) -> Loaded:
+def read(path: str, *, schema: int, identity: str, newest: int, k1: float, b: float,
+         holds: Callable[[int, str, int], bool]) -> Loaded:
     """Map a saved index for the memory file described by `schema`, `identity` and its newest
-    change stamp `newest`. Raises Stale when it does not stand for that file."""
+    change stamp `newest`; `holds(doc_id, fact_id, stamp)` says whether the file still has the
+    newest memory the save saw (or retired it later), so a file put back from a backup and
+    written again is not taken for the history the index saw. Raises Stale when it does not
+    stand for that file."""
     try:
-        return _read(path, schema, identity, newest, k1, b)
+        return _read(path, schema, identity, newest, k1, b, holds)
     except FileNotFoundError:
         raise Stale("no saved index") from None
     except Stale:
@@ -359,7 +374,7 @@ def read(path: str, *, schema: int, identity: str, newest: int, k1: float, b: fl
         raise Stale(f"unreadable ({type(exc).__name__}: {exc})") from None
 
 
-def _read(path, schema, identity, newest, k1, b) -> Loaded:
+def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size < 20:
@@ -384,6 +399,8 @@ def _read(path, schema, identity, newest, k1, b) -> Loaded:
         raise Stale("newer than the memory file (a restored or replaced file)")
     if size != h["data_start"] + h["data_bytes"]:
         raise Stale("truncated")
+    if h["last"] and not holds(int(h["last"][0]), str(h["last"][1]), int(h["stamp"])):
+        raise Stale("saved for another history of the memory file (a restored file written again)")
     buf = memoryview(mm)
     a: dict = {}
     for name, info in h["blobs"].items():

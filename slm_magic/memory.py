@@ -334,8 +334,9 @@ class Memory:
                 yield self._prepared(batch, start, on_invalid, skipped)
 
         columns_of = lambda b: b if isinstance(b, dict) else None
+        size_of = lambda b: len(b["content"]) if isinstance(b, dict) else 0
         with self.store.bulk():
-            for columns, post, last in bulk.analysed(prepared(), columns_of, lambda b: len(b["content"]) if b else 0):
+            for columns, post, last in bulk.analysed(prepared(), columns_of, size_of):
                 if isinstance(columns, InvalidInput):
                     raise columns
                 if columns is not None:

@@ -55,9 +55,11 @@ class IndexReplica:
                 index_file.remove_leftovers(index_file.path_for(store.path))
                 try:
                     got = index_file.read(index_file.path_for(store.path), schema=store.schema_version(),
-                                          identity=store.identity(), newest=newest, k1=k1, b=b)
+                                          identity=store.identity(), newest=newest, k1=k1, b=b,
+                                          holds=store.holds)
                 except index_file.Stale as exc:
                     replica.source = f"rebuilt ({exc})"
+                    index_file.discard(index_file.path_for(store.path), exc)  # never to be taken later
                 else:
                     replica.index, replica.rows, replica.session_last = got.index, got.rows, got.session_last
                     replica.seen = replica.saved = got.stamp
@@ -89,13 +91,14 @@ class IndexReplica:
                 return
         with self.store.lock:
             snap = index_file.snapshot(self.index, self.rows, self.session_last, stamp=self.seen,
-                                       schema=self.store.schema_version(), identity=self.store.identity())
+                                       schema=self.store.schema_version(), identity=self.store.identity(),
+                                       last=self.store.last_memory())
         path = index_file.path_for(self.store.path)
 
         def run() -> None:
             try:
                 index_file.write(snap, path)
-            except (OSError, MemoryError, ValueError) as exc:  # a full disk costs the next open time only
+            except Exception as exc:  # noqa: BLE001 - a failed save costs the next open time only (a full disk, a bug)
                 self.save_error = f"{type(exc).__name__}: {exc}"
             else:
                 self.save_error = None
@@ -156,12 +159,19 @@ class IndexReplica:
         index = self.index
         if not (0 <= old < index.docs.size and index.docs.alive[old]):
             return
-        if new is not None and 0 <= new < index.docs.size and index.docs.alive[new]:
+        replaced = new is not None and 0 <= new < index.docs.size and bool(index.docs.alive[new])
+        if replaced:
             index.replace_link(old, new)
-            for s, last in self.session_last.items():
-                if last == old:
+        for s, last in self.session_last.items():
+            if last == old:  # the session's last memory: its successor, or the one before it, is now
+                before = int(index.docs.prev[old])
+                if replaced:
                     self.session_last[s] = new
-                    break
+                elif before >= 0:
+                    self.session_last[s] = before
+                else:
+                    del self.session_last[s]
+                break
         cols = [index.cols[t] for t in (terms or []) if t in index.cols]
         index.remove_documents([old], {old: np.asarray(cols, dtype=np.int64)})
 

@@ -244,10 +244,6 @@ def default_path() -> Path:
 STORAGE_FAILURES = (duckdb.Error, OSError, MemoryError, StoreError)
 
 
-def _sql_literal(value: str) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
-
-
 class Store:
     """One DuckDB connection, the statements on memories, and the two other repositories.
 
@@ -261,7 +257,6 @@ class Store:
         if path is None:
             path = default_path()
         self.path = str(path)
-        self.lock = threading.RLock()
         # The file's fingerprint when its changes were last taken in; our own writes to session
         # tables move it along, so they do not look like another process's writes.
         self.known_stamp: tuple = ()
@@ -280,6 +275,9 @@ class Store:
             # One spelling per file (relative, symlinked, ~): the attachment is keyed on it, and a
             # later `%cd` cannot send the same Memory to another file.
             self.path = os.path.realpath(p)
+        # Every Store of this process on one file takes the same lock: their writes never
+        # interleave, so change stamps are committed in the order they are handed out.
+        self.lock = threading.RLock() if self.path == ":memory:" else attachments.lock_for(self.path)
         new_file = self.path != ":memory:" and not os.path.exists(self.path)
         self._con: duckdb.DuckDBPyConnection | None = None
         self.connect()
@@ -364,6 +362,20 @@ class Store:
                     con.execute("ROLLBACK")
                     raise
 
+    def last_memory(self) -> tuple[int, str] | None:
+        """(doc id, fact id) of the memory at the highest index position, if any."""
+        with self.lock:
+            rows = self.con.execute("SELECT doc_id, fact_id FROM memories ORDER BY doc_id DESC LIMIT 1").fetchall()
+        return (int(rows[0][0]), rows[0][1]) if rows else None
+
+    def holds(self, doc_id: int, fact_id: str, after: int) -> bool:
+        """Is this memory still at this index position, or did it leave it after stamp `after`?"""
+        with self.lock:
+            return bool(self.con.execute(
+                "SELECT EXISTS(SELECT 1 FROM memories WHERE doc_id = ? AND fact_id = ?) "
+                "OR EXISTS(SELECT 1 FROM tombstones WHERE doc_id = ? AND changed > ?)",
+                [doc_id, fact_id, doc_id, after]).fetchall()[0][0])
+
     def identity(self) -> str:
         """Which memory file this is: the moment its schema was first created (a saved index
         names it, so another file's index is never taken for this one's)."""
@@ -437,18 +449,16 @@ class Store:
         """Many inserts in a row: DuckDB checkpoints the file once, at the end, instead of after
         every batch (a checkpoint rewrites the fact_id index whole, so a million-memory import
         slowed down batch after batch). Each batch is still committed, in the write-ahead log."""
-        with self.lock:
-            before = self.con.execute("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0]
-            self.con.execute("SET checkpoint_threshold = '1TB'")
+        attachments.bulk_begin()
         try:
             yield
         finally:
-            with self.lock:
-                self.con.execute(f"SET checkpoint_threshold = {_sql_literal(before)}")
-                if self.path != ":memory:":
+            attachments.bulk_end()
+            if self.path != ":memory:" and self.connected:
+                with self.lock:
                     try:
                         self.con.execute("CHECKPOINT")
-                    except duckdb.TransactionException:  # another transaction is open: DuckDB checkpoints later
+                    except duckdb.Error:  # (another transaction is open: DuckDB checkpoints later)
                         pass
 
     def insert_many(self, columns: dict[str, Sequence]) -> dict[str, np.ndarray]:

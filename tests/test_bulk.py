@@ -100,3 +100,38 @@ def test_a_script_without_a_main_guard_runs_once_subprocess(tmp_path):
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["top level ran", "stored 3000"]
+
+
+def test_reading_ahead_changes_nothing_a_caller_sees(workers, db_path):
+    def source():
+        for i in range(4):
+            yield {"content": f"note {i} on churn"}
+        raise RuntimeError("the source broke")
+
+    with Memory(db_path) as m:
+        with pytest.raises(RuntimeError, match="the source broke"):
+            m.remember_many(source(), batch_size=2)
+        assert m.store.user_stats("")["observations"] == 4  # both full batches, as without read-ahead
+        bad_first = [{"content": ""}] + [{"content": f"x {i}"} for i in range(5)]
+        with pytest.raises(Exception, match="content is empty"):
+            m.remember_many(bad_first, batch_size=2)
+        assert m.store.user_stats("")["observations"] == 4
+
+
+def test_a_bulk_write_leaves_duckdb_as_it_found_it(db_path, tmp_path):
+    from slm_magic import attachments
+
+    def threshold():
+        return attachments._connection().execute("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0]
+
+    before = threshold()
+    with Memory(db_path) as a, Memory(tmp_path / "other.duckdb") as b:
+        with a.store.bulk():
+            with b.store.bulk():
+                pass
+            assert threshold() != before  # still inside a's bulk write
+        assert threshold() == before
+        with pytest.raises(RuntimeError):
+            with a.store.bulk():
+                raise RuntimeError("stop")
+        assert threshold() == before

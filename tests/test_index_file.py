@@ -269,3 +269,49 @@ def test_an_in_memory_store_saves_nothing(tmp_path, clock, monkeypatch):
         m.remember_many(records(50))
         assert not m.replica.worth_saving()
     assert os.listdir(tmp_path) == []
+
+
+def test_a_restored_file_written_again_never_takes_the_old_index(db_path, clock):
+    """A backup put back, then written past the old index's stamp by a writer that does not
+    save: the old index must not be mapped (its memories are not in the file)."""
+    with no_saves(), Memory(db_path, clock=clock) as m:
+        m.remember_many([{"content": f"common note {i}"} for i in range(20)])
+    backup = db_path.with_name("backup.duckdb")
+    shutil.copy(db_path, backup)
+    with Memory(db_path, clock=clock) as m:
+        m.remember_many([{"content": f"zebra lost {i}"} for i in range(30)])
+        m.save_index()
+    shutil.copy(backup, db_path)
+    with no_saves(), Memory(db_path, clock=clock) as m:
+        assert m.replica.source.startswith("rebuilt (newer than the memory file")
+        m.remember_many([{"content": f"yak kept {i}"} for i in range(40)])
+    assert not os.path.exists(index_file.path_for(str(db_path)))  # the index that did not check out is gone
+    with Memory(db_path, clock=clock) as m:
+        assert m.replica.source == "rebuilt (no saved index)"
+        assert m.recall("zebra lost").memories == []
+        assert len(m.recall("yak kept", limit=100).memories) == 40
+
+
+def test_forgetting_a_sessions_last_memory_links_the_next_one_as_a_rebuild_does(db_path, clock):
+    with Memory(db_path, clock=clock) as m:
+        a = m.remember("alpha churn note", session_id="s1")
+        b = m.remember("beta refund note", session_id="s1")
+        m.forget(b.fact_id)
+        c = m.remember("gamma invoice note", session_id="s1")
+        m.save_index()
+    with Memory(db_path, clock=clock) as m:
+        assert m.replica.source == "saved index"
+        mapped = [r.fact_id for r in m.recall("gamma invoice", related=True).memories]
+    assert mapped == [c.fact_id, a.fact_id]
+    assert mapped == [i for i, _ in rebuilt_answers_of(db_path, clock, lambda m: [
+        (r.fact_id, 0) for r in m.recall("gamma invoice", related=True).memories])]
+
+
+def rebuilt_answers_of(path, clock, ask):
+    idx = index_file.path_for(str(path))
+    os.replace(idx, idx + ".aside")
+    try:
+        with no_saves(), Memory(path, clock=clock) as m:
+            return ask(m)
+    finally:
+        os.replace(idx + ".aside", idx)
