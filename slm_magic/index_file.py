@@ -34,7 +34,7 @@ from .rows import FactRows
 from .store import FACT_COLUMNS
 
 MAGIC = b"SLMIDX01"
-FORMAT = 1
+FORMAT = 2
 ALIGN = 4096
 
 

@@ -788,7 +788,23 @@ class Memory:
             core_memories=len(self.core_memories()), sessions=st["sessions"], feedback_signals=signals,
             learning_phase=self.learning_status().phase,
             retrieval_mode="bm25_sql_fallback" if self.index is None else
-            ("full_bm25_tfidf" if self.config.tfidf_on else "bm25_in_process"))
+            ("full_bm25_tfidf" if self.config.tfidf_on else "bm25_in_process"),
+            index=self._index_words())
+
+    def _index_words(self) -> str:
+        """The replica in a line: where it came from, how far behind the saved file is."""
+        r = self.replica
+        if r is None:
+            return f"none: {self.index_error}"
+        if self.path == ":memory:":
+            return "in memory only"
+        words = "opened from the saved index" if r.source == "saved index" else r.source
+        if r.save_error:
+            words += f"; the last save failed ({r.save_error})"
+        elif r.saved:
+            behind = r.seen - r.saved
+            words += "; saved, up to date" if behind <= 0 else f"; saved, {behind:,} change{'s' if behind != 1 else ''} since"
+        return words
 
     def count(self, user_id: str | None = None) -> int:
         user = self.user_id if user_id is None else user_id

@@ -199,6 +199,7 @@ class StatusReport(Readable, BaseModel):
     feedback_signals: int
     learning_phase: int
     retrieval_mode: str
+    index: str = ""  # where this kernel's index came from (the saved index, or rebuilt and why)
 
     def __str__(self) -> str:
         return "\n".join(f"{k:>17}: {v}" for k, v in self.model_dump().items())

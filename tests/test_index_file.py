@@ -315,3 +315,15 @@ def rebuilt_answers_of(path, clock, ask):
             return ask(m)
     finally:
         os.replace(idx + ".aside", idx)
+
+
+def test_status_says_where_the_index_came_from(db_path, clock):
+    build(db_path, clock)
+    with Memory(db_path, clock=clock) as m:
+        assert m.status().index == "opened from the saved index; saved, up to date"
+        with no_saves():
+            m.remember("one more note")
+        assert m.status().index == "opened from the saved index; saved, 1 change since"
+    _garbage(index_file.path_for(str(db_path)))
+    with Memory(db_path, clock=clock) as m:
+        assert m.status().index.startswith("rebuilt (not an index file)")
