@@ -34,7 +34,7 @@ from .rows import FactRows
 from .store import FACT_COLUMNS
 
 MAGIC = b"SLMIDX01"
-FORMAT = 2
+FORMAT = 3
 ALIGN = 4096
 
 
@@ -88,6 +88,7 @@ def snapshot(index: SparseIndex, rows: FactRows, session_last: dict, *, stamp: i
     entries = GramStore.__new__(GramStore)  # a reader of the buffers as they are now
     entries.base_gram, entries.base_w, entries.base_used = g.base_gram, g.base_w, g.base_used
     entries.gram_buf, entries.w_buf = g.gram_buf, g.w_buf  # appended to only, past `used`
+    entries.keys = g.id_list().copy()
     tail = [(c, np.asarray(ds, np.int32), np.asarray(fs, np.float32)) for c, (ds, fs) in index.tail.items()]
     return Snapshot(
         stamp=int(stamp), schema=int(schema), identity=identity, last=list(last) if last else [],
@@ -202,7 +203,8 @@ def _blobs(snap: Snapshot) -> tuple[dict[str, _Blob], dict]:
         "gram.norm": _array(_pad(np.where(alive, snap.gram_norm, 0.0), cap + 1)),
     }
     used = int(lens.sum())
-    blobs["gram.buf"] = _Blob({"dtype": "<i8", "shape": [used]}, used * 8, _gram_pieces(snap, lens, 0))
+    blobs["gram.ids"] = _array(snap.gram_entries.keys)
+    blobs["gram.buf"] = _Blob({"dtype": "<i4", "shape": [used]}, used * 4, _gram_pieces(snap, lens, 0))
     blobs["gram.w"] = _Blob({"dtype": "<f4", "shape": [used]}, used * 4, _gram_pieces(snap, lens, 1))
     chunks = _row_chunks(snap, alive)
     chunk_of = np.full(cap + 1, -1, np.int32)
@@ -426,6 +428,7 @@ def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
     g = index.grams
     g.df = dict(zip(a["gram.keys"].tolist(), a["gram.df"].tolist()))
     g.start, g.stop, g.norm = a["gram.start"], a["gram.stop"], a["gram.norm"]
+    g.set_keys(a["gram.ids"])
     g.set_base(a["gram.buf"], a["gram.w"])
 
     rows = FactRows()

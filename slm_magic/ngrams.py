@@ -74,21 +74,26 @@ def cosine_of_rows(keys: np.ndarray, weights: np.ndarray, qnorm: float,
 
 
 class GramStore:
-    """Each memory's gram vector, stored forward (memory -> gram hashes) in growing flat buffers:
-    scoring a pool of memories reads their slices only, never a gram's postings. The document
-    frequency of each gram (for the query's idf) is a dict."""
+    """Each memory's gram vector, stored forward (memory -> gram ids) in growing flat buffers:
+    scoring a pool of memories reads their slices only, never a gram's postings. A gram is kept
+    as a 4-byte id (`keys[id]` is its hash: a few tens of thousands of distinct grams stand for
+    over a hundred million entries at a million memories). The document frequency of each gram
+    (for the query's idf) is a dict by hash."""
 
     def __init__(self):
         self.df: dict[int, int] = {}
+        self.ids: dict[int, int] = {}                 # gram hash -> id
+        self.keys = np.zeros(1024, dtype=np.int64)   # id -> gram hash
+        self._sorted = True                           # keys[:len(ids)] ascending (a whole load)
         self.start = np.zeros(1024, dtype=np.int64)
         self.stop = np.zeros(1024, dtype=np.int64)
         self.norm = np.zeros(1024, dtype=np.float64)
         # Entries [0, base_used) live in the base buffers (mapped from a saved index, never
         # written); later ones in the growing buffers, at their position minus base_used.
-        self.base_gram = np.zeros(0, dtype=np.int64)
+        self.base_gram = np.zeros(0, dtype=np.int32)
         self.base_w = np.zeros(0, dtype=np.float32)
         self.base_used = 0
-        self.gram_buf = np.zeros(4096, dtype=np.int64)
+        self.gram_buf = np.zeros(4096, dtype=np.int32)
         self.w_buf = np.zeros(4096, dtype=np.float32)   # 1 + ln(tf)
         self.used = 0
 
@@ -97,11 +102,41 @@ class GramStore:
         saved ones are never copied."""
         self.base_gram, self.base_w = grams, weights
         self.base_used = self.used = int(grams.size)
-        self.gram_buf = np.zeros(4096, dtype=np.int64)
+        self.gram_buf = np.zeros(4096, dtype=np.int32)
         self.w_buf = np.zeros(4096, dtype=np.float32)
 
+    def set_keys(self, keys: np.ndarray) -> None:
+        """The gram of each id (a saved index's): ids go on from there."""
+        self.keys = np.array(keys, dtype=np.int64)
+        self.ids = dict(zip(self.keys.tolist(), range(self.keys.size)))
+        self._sorted = False
+
+    def id_list(self) -> np.ndarray:
+        """keys[:number of ids]: the hash of every id, in id order."""
+        return self.keys[: len(self.ids)]
+
+    def _ids_of(self, grams: np.ndarray) -> np.ndarray:
+        """The ids of gram hashes, new ones numbered on."""
+        n = len(self.ids)
+        if self._sorted and n:  # a whole load: every gram is in the sorted vocabulary
+            pos = np.minimum(np.searchsorted(self.keys[:n], grams), n - 1)
+            if (self.keys[:n][pos] == grams).all():
+                return pos.astype(np.int32)
+        uniq, inverse = np.unique(grams, return_inverse=True)
+        ids, table = np.empty(uniq.size, dtype=np.int32), self.ids
+        for i, g in enumerate(uniq.tolist()):
+            got = table.get(g)
+            if got is None:
+                got = table[g] = len(table)
+                if got >= self.keys.size:
+                    self.keys = np.concatenate([self.keys, np.zeros(self.keys.size, dtype=np.int64)])
+                self.keys[got] = g
+                self._sorted = False
+            ids[i] = got
+        return ids[inverse]
+
     def entries(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(gram hashes, weights) at positions `idx`, from whichever buffer holds each."""
+        """(gram ids, weights) at positions `idx`, from whichever buffer holds each."""
         b = self.base_used
         if not b:
             return self.gram_buf[idx], self.w_buf[idx]
@@ -110,7 +145,7 @@ class GramStore:
         old = idx < b
         if old.all():
             return self.base_gram[idx], self.base_w[idx]
-        grams = np.empty(idx.size, dtype=np.int64)
+        grams = np.empty(idx.size, dtype=np.int32)
         w = np.empty(idx.size, dtype=np.float32)
         grams[old], w[old] = self.base_gram[idx[old]], self.base_w[idx[old]]
         new = idx[~old] - b
@@ -118,8 +153,14 @@ class GramStore:
         return grams, w
 
     def set_vocabulary(self, grams: np.ndarray, df: np.ndarray) -> None:
-        """Whole-load path: every gram with its document frequency."""
-        self.df = dict(zip(np.asarray(grams).tolist(), np.asarray(df).tolist()))
+        """Whole-load path: every gram with its document frequency (ids in hash order)."""
+        grams = np.asarray(grams, dtype=np.int64)
+        self.df = dict(zip(grams.tolist(), np.asarray(df).tolist()))
+        if not (grams[1:] > grams[:-1]).all():
+            grams = np.sort(grams)
+        self.keys = np.concatenate([grams, np.zeros(max(1024, grams.size), dtype=np.int64)])
+        self.ids = dict(zip(grams.tolist(), range(grams.size)))
+        self._sorted = True
 
     def _grow_docs(self, n: int) -> None:
         if n > self.start.size:
@@ -158,7 +199,7 @@ class GramStore:
                 new[: here] = old[: here]
                 setattr(self, name, new)
         w = (1.0 + np.log(np.asarray(p_tf, dtype=np.float64)))
-        self.gram_buf[here: here + m] = p_gram
+        self.gram_buf[here: here + m] = self._ids_of(p_gram)
         self.w_buf[here: here + m] = w
         doc_ids_sorted = np.sort(doc_ids)
         lo = int(doc_ids_sorted[0])
@@ -173,8 +214,8 @@ class GramStore:
     def remove(self, doc: int) -> None:
         if 0 <= doc < self.start.size and self.stop[doc] > self.start[doc]:
             df = self.df
-            grams, _ = self.entries(np.arange(self.start[doc], self.stop[doc]))
-            for g in grams.tolist():
+            ids, _ = self.entries(np.arange(self.start[doc], self.stop[doc]))
+            for g in self.keys[ids].tolist():
                 df[g] -= 1
             self.start[doc] = self.stop[doc] = 0
 
@@ -183,8 +224,12 @@ class GramStore:
         out = np.zeros(docs.size)
         if not docs.size or not keys.size or qnorm <= 0:
             return out
-        order = np.argsort(keys)
-        sk, sw = keys[order], weights[order]
+        qid = np.fromiter((self.ids.get(k, -1) for k in keys.tolist()), dtype=np.int64, count=keys.size)
+        known = qid >= 0
+        if not known.any():
+            return out
+        order = np.argsort(qid[known])
+        sk, sw = qid[known][order], weights[known][order]
         lo, hi = self.start[docs], self.stop[docs]
         lens = hi - lo
         total = int(lens.sum())
