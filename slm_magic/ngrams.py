@@ -115,14 +115,15 @@ class GramStore:
         """keys[:number of ids]: the hash of every id, in id order."""
         return self.keys[: len(self.ids)]
 
-    def _ids_of(self, grams: np.ndarray) -> np.ndarray:
-        """The ids of gram hashes, new ones numbered on."""
+    def _ids_of(self, grams: np.ndarray, unique: tuple | None = None) -> np.ndarray:
+        """The ids of gram hashes, new ones numbered on (`unique`: np.unique's (values,
+        inverse) of `grams`, when the caller has it)."""
         n = len(self.ids)
-        if self._sorted and n:  # a whole load: every gram is in the sorted vocabulary
+        if self._sorted and n and unique is None:  # a whole load: every gram is in the sorted vocabulary
             pos = np.minimum(np.searchsorted(self.keys[:n], grams), n - 1)
             if (self.keys[:n][pos] == grams).all():
                 return pos.astype(np.int32)
-        uniq, inverse = np.unique(grams, return_inverse=True)
+        uniq, inverse = unique if unique is not None else np.unique(grams, return_inverse=True)
         ids, table = np.empty(uniq.size, dtype=np.int32), self.ids
         for i, g in enumerate(uniq.tolist()):
             got = table.get(g)
@@ -184,8 +185,10 @@ class GramStore:
         if p_doc.size > 1 and not (p_doc[1:] >= p_doc[:-1]).all():
             order = np.argsort(p_doc, kind="stable")
             p_doc, p_gram, p_tf = p_doc[order], p_gram[order], np.asarray(p_tf)[order]
+        unique = None
         if count_df and p_gram.size:  # (a memory lists each of its grams once)
-            uniq, counts = np.unique(p_gram, return_counts=True)
+            uniq, inverse, counts = np.unique(p_gram, return_inverse=True, return_counts=True)
+            unique = (uniq, inverse)
             df = self.df
             for g, c in zip(uniq.tolist(), counts.tolist()):
                 df[g] = df.get(g, 0) + c
@@ -199,7 +202,7 @@ class GramStore:
                 new[: here] = old[: here]
                 setattr(self, name, new)
         w = (1.0 + np.log(np.asarray(p_tf, dtype=np.float64)))
-        self.gram_buf[here: here + m] = self._ids_of(p_gram)
+        self.gram_buf[here: here + m] = self._ids_of(p_gram, unique)
         self.w_buf[here: here + m] = w
         doc_ids_sorted = np.sort(doc_ids)
         lo = int(doc_ids_sorted[0])
