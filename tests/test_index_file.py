@@ -327,3 +327,35 @@ def test_status_says_where_the_index_came_from(db_path, clock):
     _garbage(index_file.path_for(str(db_path)))
     with Memory(db_path, clock=clock) as m:
         assert m.status().index.startswith("rebuilt (not an index file)")
+
+
+KERNEL = textwrap.dedent("""
+    import sys
+    from slm_magic import Memory
+    from slm_magic.replica import IndexReplica
+
+    IndexReplica.SAVE_MIN_DOCS = 10**9
+    m = Memory(sys.argv[1])
+    m.detach()                                   # as the magics do between cells
+    print(m.replica.source, flush=True)
+    sys.stdin.readline()                         # another process writes meanwhile
+    with m.attached():
+        hits = m.recall("zebra crossing", limit=5).memories
+        print(m.replica.source, len(hits), hits[0].content if hits else "", flush=True)
+""")
+
+
+def test_another_process_maps_the_index_and_sees_later_writes_subprocess(db_path, clock):
+    build(db_path, clock)
+    child = subprocess.Popen([sys.executable, "-c", KERNEL, str(db_path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "saved index", child.stderr.read()
+        with no_saves(), Memory(db_path, clock=clock) as m:
+            m.remember("a zebra crossing outside the office", tags=["zebra"])
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "saved index 1 a zebra crossing outside the office"
+    finally:
+        child.kill()
+        child.wait(timeout=60)
