@@ -36,8 +36,10 @@ class Worker:
         # the worker imports this very package, wherever it was imported from here
         here = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join([here, env["PYTHONPATH"]]) if env.get("PYTHONPATH") else here
+        # (run from the package's own folder: `-m` puts the working directory first on the path,
+        # and a notebook's folder may hold another checkout of slm_magic)
         self.proc = subprocess.Popen([sys.executable, "-m", "slm_magic.analysis_worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=here)
 
     def send(self, columns: Mapping[str, Any]) -> None:
         pickle.dump({k: columns.get(k) for k in ANALYSED}, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)

@@ -120,6 +120,7 @@ class Exchange:
                     bar.update(len(rows))
         if bar is not None:
             bar.close()
+        self.memory._save_index_soon()
         summaries = sum(1 for r in new if r["kind"] == "summary_event")
         return ImportReport(path=str(path), memories=total - summaries, summaries=summaries,
                             already_present=already, skipped=tuple(skipped))

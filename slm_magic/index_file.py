@@ -39,7 +39,13 @@ ALIGN = 4096
 
 
 class Stale(Exception):
-    """The saved index cannot stand for the file now (the message says why)."""
+    """The saved index cannot stand for the file now (the message says why). `keep`: it may
+    still be good for someone else (a newer version's format, another user's permissions), so
+    it is not removed."""
+
+    def __init__(self, why: str, *, keep: bool = False):
+        super().__init__(why)
+        self.keep = keep
 
 
 def path_for(db_path: str) -> str:
@@ -261,13 +267,14 @@ def _write_blob(fh, data: memoryview) -> None:
     fh.write(data)
 
 
-def write(snap: Snapshot, path: str) -> int:
+def write(snap: Snapshot, path: str, mode: int = 0o600) -> int:
     """Save atomically: a temporary file, flushed to disk, then renamed over `path`. Returns
-    its size in bytes. A crash leaves the old file (or none) and a temporary one, removed by
-    the next `read`."""
+    its size in bytes. A crash leaves the old file (or none) and a temporary one, which the
+    next open removes once the process that wrote it is gone (`remove_leftovers`)."""
     tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # as private as the memories
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:  # (opened first: a folder it cannot write fails before the work)
+        os.fchmod(fd, mode)  # as readable as the memory file itself, never more
         with os.fdopen(fd, "wb") as fh:
             size = _write(snap, fh)
             fh.flush()
@@ -345,8 +352,8 @@ def remove_leftovers(path: str) -> None:
 
 def discard(path: str, why: Stale) -> None:
     """Remove a saved index that did not check out, so that no later open can take it (a
-    restored file's stamps catch up with an old index's). A missing one stays missing."""
-    if str(why) != "no saved index":
+    restored file's stamps catch up with an old index's)."""
+    if not why.keep:
         with _suppress():
             os.unlink(path)
 
@@ -369,7 +376,9 @@ def read(path: str, *, schema: int, identity: str, newest: int, k1: float, b: fl
     try:
         return _read(path, schema, identity, newest, k1, b, holds)
     except FileNotFoundError:
-        raise Stale("no saved index") from None
+        raise Stale("no saved index", keep=True) from None
+    except PermissionError:
+        raise Stale("the saved index is not readable here", keep=True) from None
     except Stale:
         raise
     except (OSError, ValueError, KeyError, TypeError, IndexError, pa.ArrowException) as exc:
@@ -392,7 +401,7 @@ def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
         raise Stale("damaged header")
     h = json.loads(head)
     if h["format"] != FORMAT:
-        raise Stale(f"index format {h['format']}, this version writes {FORMAT}")
+        raise Stale(f"index format {h['format']}, this version writes {FORMAT}", keep=h["format"] > FORMAT)
     if h["schema"] != schema:
         raise Stale(f"saved for schema version {h['schema']}, the file has {schema}")
     if h["identity"] != identity:

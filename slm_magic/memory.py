@@ -85,6 +85,9 @@ class Memory:
         return self.store.path
 
     def close(self) -> None:
+        """Let go of the file for good. A save of the index running in the background is
+        waited for (a few seconds at a million memories), and the index is saved once more if
+        enough changed since."""
         try:
             if self._pending_events and not self.store.connected:
                 self.store.connect()
@@ -458,6 +461,8 @@ class Memory:
             raise InvalidInput(f"no memory with id {fact_id!r}")
         self.store.delete(fact_id)
         self._sync()
+        if self.replica is not None and self.path != ":memory:":
+            self.replica.drop_saved()  # its text must not stay in the saved index
         return fact
 
     @contextlib.contextmanager

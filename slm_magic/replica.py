@@ -7,6 +7,8 @@ from SQL (and builds a new replica on its next attach).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -94,10 +96,14 @@ class IndexReplica:
                                        schema=self.store.schema_version(), identity=self.store.identity(),
                                        last=self.store.last_memory())
         path = index_file.path_for(self.store.path)
+        try:  # the index holds the memories' text: as readable as the memory file, never more
+            mode = os.stat(self.store.path).st_mode & 0o660
+        except OSError:
+            mode = 0o600
 
         def run() -> None:
             try:
-                index_file.write(snap, path)
+                index_file.write(snap, path, mode or 0o600)
             except Exception as exc:  # noqa: BLE001 - a failed save costs the next open time only (a full disk, a bug)
                 self.save_error = f"{type(exc).__name__}: {exc}"
             else:
@@ -106,10 +112,21 @@ class IndexReplica:
             self.saved = max(self.saved, snap.stamp)
 
         if background:
-            self._saver = threading.Thread(target=run, name="slm-magic-save-index", daemon=True)
+            # (not a daemon: a process that ends while it saves finishes the file first)
+            self._saver = threading.Thread(target=run, name="slm-magic-save-index")
             self._saver.start()
         else:
             run()
+
+    def drop_saved(self) -> None:
+        """Remove the saved index now (it holds a forgotten memory's text) and save a new one
+        without it; a save already running is waited for first, so it cannot bring it back."""
+        self.wait_saved()
+        with contextlib.suppress(OSError):
+            os.unlink(index_file.path_for(self.store.path))
+        self.saved = 0
+        if self.worth_saving():
+            self.save(background=True)
 
     def wait_saved(self) -> None:
         """Wait for a save running in the background (before the process lets go of the file)."""

@@ -121,12 +121,11 @@ def test_writes_after_the_save_are_caught_up_on_open(db_path, clock):
     with no_saves(), Memory(db_path, clock=clock) as other:  # another kernel writes after the save
         new = other.remember("zebra migration seen in the weekly dashboard", tags=["zebra"])
         other.revise(ids[100], content="the holdout leaked into the feature table")
-        other.forget(ids[101])
         other.pin(ids[102])
     with Memory(db_path, clock=clock) as m:
         assert m.replica.source == "saved index" and m.replica.seen > m.replica.saved
         assert m.recall("zebra migration").memories[0].fact_id == new.fact_id
-        assert m.get(ids[101]) is None or m.recall(m.get(ids[101]).content).memories[0].fact_id != ids[101]
+        assert m.get(ids[100]).content == "the holdout leaked into the feature table"
         got = answers(m)
     assert_same(got, rebuilt_answers(db_path, clock))
 
@@ -138,12 +137,12 @@ def test_writes_into_a_mapped_index_stay_private_and_reach_the_file(db_path, clo
     with no_saves(), Memory(db_path, clock=clock) as m:
         assert m.replica.source == "saved index"
         fresh = m.remember_many(records(50, seed=7))
-        m.forget(fresh[0])
+        m.pin(fresh[0])
         assert m.recall(records(50, seed=7)[1]["content"]).memories
         assert open(idx, "rb").read() == before  # copy-on-write: the saved file is untouched
     with Memory(db_path, clock=clock) as m:  # and the next open sees them through the file
         assert m.replica.source == "saved index"
-        assert m.get(fresh[1]) is not None and m.get(fresh[0]) is None
+        assert m.get(fresh[1]) is not None and m.get(fresh[0]).is_core
 
 
 def _flip_byte(path):
@@ -359,3 +358,38 @@ def test_another_process_maps_the_index_and_sees_later_writes_subprocess(db_path
     finally:
         child.kill()
         child.wait(timeout=60)
+
+
+def test_a_forgotten_memory_leaves_the_saved_index_at_once(db_path, clock):
+    """%slm_forget deletes for good: its text must not stay on disk in the saved index."""
+    build(db_path, clock)
+    idx = index_file.path_for(str(db_path))
+    with Memory(db_path, clock=clock) as m:
+        secret = m.remember("the client's password hint is blue-walrus-42", tags=["secret"])
+        m.save_index()
+        assert b"blue-walrus-42" in open(idx, "rb").read()
+        m.forget(secret.fact_id)
+        m.replica.wait_saved()
+        assert m.replica.save_error is None
+        assert b"blue-walrus-42" not in open(idx, "rb").read()  # saved again, without it
+    with Memory(db_path, clock=clock) as m:
+        assert m.replica.source == "saved index"
+        assert m.recall("blue walrus password").memories == []
+        got = answers(m)
+    assert_same(got, rebuilt_answers(db_path, clock))
+
+
+def test_an_index_of_a_newer_version_is_left_for_it(db_path, clock):
+    build(db_path, clock)
+    idx = index_file.path_for(str(db_path))
+    data = bytearray(open(idx, "rb").read())
+    n = int.from_bytes(data[8:16], "little")
+    head = bytes(data[16:16 + n]).replace(b'"format": %d' % index_file.FORMAT, b'"format": %d' % (index_file.FORMAT + 1))
+    import zlib
+
+    data[16:16 + n] = head
+    data[16 + n:20 + n] = zlib.crc32(head).to_bytes(4, "little")
+    open(idx, "wb").write(bytes(data))
+    with no_saves(), Memory(db_path, clock=clock) as m:
+        assert m.replica.source.startswith("rebuilt (index format")
+    assert open(idx, "rb").read() == bytes(data)  # not removed: the newer version can still use it
