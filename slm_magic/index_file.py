@@ -267,10 +267,13 @@ def _write_blob(fh, data: memoryview) -> None:
     fh.write(data)
 
 
-def write(snap: Snapshot, path: str, mode: int = 0o600) -> int:
+def write(snap: Snapshot, path: str, mode: int = 0o600,
+          publish: Callable[[Callable[[], None]], bool] | None = None) -> int:
     """Save atomically: a temporary file, flushed to disk, then renamed over `path`. Returns
-    its size in bytes. A crash leaves the old file (or none) and a temporary one, which the
-    next open removes once the process that wrote it is gone (`remove_leftovers`)."""
+    its size in bytes (0 if `publish` declined). A crash leaves the old file (or none) and a
+    temporary one, which the next open removes once the process that wrote it is gone
+    (`remove_leftovers`). `publish(rename)` decides, at the last moment, whether to rename or
+    drop the file (a memory forgotten meanwhile must not come back)."""
     tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:  # (opened first: a folder it cannot write fails before the work)
@@ -279,7 +282,11 @@ def write(snap: Snapshot, path: str, mode: int = 0o600) -> int:
             size = _write(snap, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        if publish is None:
+            os.replace(tmp, path)
+        elif not publish(lambda: os.replace(tmp, path)):
+            os.unlink(tmp)
+            return 0
     except BaseException:
         with _suppress():
             os.unlink(tmp)

@@ -45,6 +45,8 @@ class IndexReplica:
         self.saved = 0                          # stamp of the saved index file (0: none we know of)
         self.source = "new"                     # "saved index" (mapped) or "rebuilt", and why
         self._saver: threading.Thread | None = None
+        self._publishing = threading.Lock()     # a save's rename against a forget's removal
+        self._forgot = 0                        # stamp of the latest forget (older saves are dropped)
         self.save_error: str | None = None
 
     @classmethod
@@ -101,13 +103,22 @@ class IndexReplica:
         except OSError:
             mode = 0o600
 
+        def publish(rename) -> bool:
+            with self._publishing:  # (against a forget between this check and the rename)
+                if self._forgot > snap.stamp:
+                    return False
+                rename()
+                return True
+
         def run() -> None:
             try:
-                index_file.write(snap, path, mode or 0o600)
+                done = index_file.write(snap, path, mode or 0o600, publish)
             except Exception as exc:  # noqa: BLE001 - a failed save costs the next open time only (a full disk, a bug)
                 self.save_error = f"{type(exc).__name__}: {exc}"
             else:
                 self.save_error = None
+                if not done:  # a memory was forgotten while it was written: saved again later
+                    return
             # (after a failure too: the next try waits for as many changes as a save would)
             self.saved = max(self.saved, snap.stamp)
 
@@ -120,13 +131,15 @@ class IndexReplica:
 
     def drop_saved(self) -> None:
         """Remove the saved index now (it holds a forgotten memory's text) and save a new one
-        without it; a save already running is waited for first, so it cannot bring it back."""
-        self.wait_saved()
-        with contextlib.suppress(OSError):
-            os.unlink(index_file.path_for(self.store.path))
-        self.saved = 0
+        without it. A save already running, from before the forget, is not published; the
+        next chance to save (this one, or when the file is let go) saves again."""
+        with self._publishing:
+            self._forgot = self.seen
+            with contextlib.suppress(OSError):
+                os.unlink(index_file.path_for(self.store.path))
+            self.saved = 0
         if self.worth_saving():
-            self.save(background=True)
+            self.save(background=True)  # (skipped while the old save runs: it ends unpublished)
 
     def wait_saved(self) -> None:
         """Wait for a save running in the background (before the process lets go of the file)."""

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -393,3 +394,29 @@ def test_an_index_of_a_newer_version_is_left_for_it(db_path, clock):
     with no_saves(), Memory(db_path, clock=clock) as m:
         assert m.replica.source.startswith("rebuilt (index format")
     assert open(idx, "rb").read() == bytes(data)  # not removed: the newer version can still use it
+
+
+def test_a_save_running_when_a_memory_is_forgotten_is_not_published(db_path, clock, monkeypatch):
+    build(db_path, clock)
+    idx = index_file.path_for(str(db_path))
+    started, go = threading.Event(), threading.Event()
+    real = index_file._write_blob
+
+    def held(fh, data):  # the background save waits, mid-write, until the forget is done
+        started.set()
+        go.wait()
+        real(fh, data)
+
+    with Memory(db_path, clock=clock) as m:
+        secret = m.remember("the vault code is orange-heron-77")
+        monkeypatch.setattr(index_file, "_write_blob", held)
+        m.replica.save(background=True)      # its snapshot holds the memory
+        started.wait()
+        m.forget(secret.fact_id)             # removes the saved index; the running save is stale
+        monkeypatch.setattr(index_file, "_write_blob", real)
+        go.set()
+        m.replica.wait_saved()
+        assert not os.path.exists(idx) or b"orange-heron-77" not in open(idx, "rb").read()
+    assert b"orange-heron-77" not in open(idx, "rb").read()  # close saved one without it
+    with Memory(db_path, clock=clock) as m:
+        assert m.replica.source == "saved index" and m.recall("vault code orange heron").memories == []
