@@ -62,6 +62,28 @@ class Segment:
         return self.docs[lo:hi], self.tfs[lo:hi]
 
 
+def merge(segments: Sequence[Segment], alive: np.ndarray, ncols: int) -> Segment:
+    """One segment of the live postings of several, in their order within each column: each
+    segment's postings are placed at their final positions (no sort of the whole)."""
+    kept = []
+    for seg in segments:
+        live = alive[seg.docs] if seg.docs.size else np.zeros(0, bool)
+        cols = np.repeat(np.arange(seg.indptr.size - 1), np.diff(seg.indptr))[live]
+        kept.append((seg, live, cols, np.bincount(cols, minlength=ncols)[:ncols]))
+    indptr = np.zeros(ncols + 1, dtype=np.int64)
+    np.cumsum(sum((k[3] for k in kept), np.zeros(ncols, np.int64)), out=indptr[1:])
+    docs = np.empty(int(indptr[-1]), dtype=np.int32)
+    tfs = np.empty(int(indptr[-1]), dtype=np.float32)
+    block = indptr[:-1].copy()  # where the next segment's postings of each column go
+    for seg, live, cols, counts in kept:
+        if cols.size:  # rank of each posting within its column in this segment, then its place
+            first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+            dest = block[cols] + np.arange(cols.size) - first[cols]
+            docs[dest], tfs[dest] = seg.docs[live], seg.tfs[live]
+        block += counts
+    return Segment(indptr, docs, tfs)
+
+
 class DocTable:
     """Per-document arrays the query path reads, grown by doubling.
 
@@ -312,12 +334,7 @@ class SparseIndex:
             a, b = self.segments[-2], self.segments[-1]
             if a.nnz > 4 * b.nnz or a.nnz + b.nnz > MAX_MERGE_POSTINGS:
                 break
-            ca, da, fa = a.to_coo()
-            cb, db, fb = b.to_coo()
-            alive = self.docs.alive
-            cols, docs, tfs = np.concatenate([ca, cb]), np.concatenate([da, db]), np.concatenate([fa, fb])
-            keep = alive[docs]
-            self.segments[-2:] = [Segment.from_coo(cols[keep], docs[keep], tfs[keep], len(self.cols))]
+            self.segments[-2:] = [merge([a, b], self.docs.alive, len(self.cols))]
 
     # --- session links (the context channel's neighbours) --------------------------------------
     def link_after(self, prev_doc: int, doc: int) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .index import DocTable, Segment, SparseIndex
+from .index import DocTable, Segment, SparseIndex, merge
 from .ngrams import GramStore
 from .rows import FactRows
 from .store import FACT_COLUMNS
@@ -149,28 +149,13 @@ def _merged_postings(snap: Snapshot, alive: np.ndarray) -> tuple[np.ndarray, np.
                                       np.concatenate([fs for _, _, fs in snap.tail]), ncols))
     idf = np.log((1.0 + snap.n_live) / (1.0 + snap.df)) + 1.0
     sq = np.zeros(n + 1)
-    kept = []
-    for seg in parts:
+    for seg in parts:  # (segment by segment: no whole-index temporary arrays)
         live = alive[seg.docs] if seg.docs.size else np.zeros(0, bool)
-        cols = np.repeat(np.arange(seg.indptr.size - 1), np.diff(seg.indptr))
-        counts = np.bincount(cols[live], minlength=ncols)[:ncols]
-        w = (1.0 + np.log(seg.tfs[live])) * idf[cols[live]]
+        cols = np.repeat(np.arange(seg.indptr.size - 1), np.diff(seg.indptr))[live]
+        w = (1.0 + np.log(seg.tfs[live])) * idf[cols]
         sq += np.bincount(seg.docs[live], weights=w * w, minlength=n + 1)[: n + 1]
-        kept.append((live, cols, counts))
-    total_counts = sum((c for _, _, c in kept), np.zeros(ncols, np.int64))
-    indptr = np.zeros(ncols + 1, dtype=np.int64)
-    np.cumsum(total_counts, out=indptr[1:])
-    docs = np.empty(int(indptr[-1]), dtype=np.int32)
-    tfs = np.empty(int(indptr[-1]), dtype=np.float32)
-    block = indptr[:-1].copy()  # where the next segment's postings of each column go
-    for seg, (live, cols, counts) in zip(parts, kept):
-        c = cols[live]
-        if c.size:
-            # rank of each live posting within its column in this segment, then its place
-            first = np.concatenate(([0], np.cumsum(counts)[:-1]))
-            dest = block[c] + np.arange(c.size) - first[c]
-            docs[dest], tfs[dest] = seg.docs[live], seg.tfs[live]
-        block += counts
+    merged = merge(parts, alive, ncols)
+    indptr, docs, tfs = merged.indptr, merged.docs, merged.tfs
     return indptr, docs, tfs, np.sqrt(sq[:n]).astype(np.float32)
 
 
