@@ -19,16 +19,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-import synthetic  # noqa: E402
-from timing import cli_args, print_latencies  # noqa: E402
+from timing import cli_args, print_latencies, workload  # noqa: E402
 
 from slm_magic import Memory  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     args = cli_args(__doc__.split("\n\n")[0], argv)
-    corpus = list(synthetic.generate_memories(args.size))
-    queries = synthetic.generate_queries(args.calls, corpus_sample=corpus[:2000])
+    corpus, queries = workload(args)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "memory.duckdb"
         with Memory(db) as mem:

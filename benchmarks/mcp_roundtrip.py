@@ -22,10 +22,9 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import anyio  # noqa: E402
-import synthetic  # noqa: E402
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
-from timing import print_latencies  # noqa: E402
+from timing import cli_args, print_latencies, workload  # noqa: E402
 
 from slm_magic import Memory, mcp_tools  # noqa: E402
 
@@ -78,14 +77,8 @@ def in_process(db: Path, queries: list[str]) -> tuple[list[float], list[float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", type=int, default=100_000)
-    ap.add_argument("--calls", type=int, default=200)
-    args = ap.parse_args(argv)
-    corpus = list(synthetic.generate_memories(args.size))
-    queries = synthetic.generate_queries(args.calls, corpus_sample=corpus[:2000])
+    args = cli_args(__doc__.split("\n\n")[0], argv, calls=200)
+    corpus, queries = workload(args)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "memory.duckdb"
         with Memory(db) as mem:

@@ -18,8 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-import synthetic  # noqa: E402
-from timing import cli_args, median_p95  # noqa: E402
+from timing import cli_args, median_p95, workload  # noqa: E402
 
 from slm_magic import Memory  # noqa: E402
 
@@ -36,8 +35,7 @@ def timed(fn, calls: int) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     args = cli_args(__doc__.split("\n\n")[0], argv)
 
-    corpus = list(synthetic.generate_memories(args.size))
-    queries = synthetic.generate_queries(args.calls, corpus_sample=corpus[:2000])
+    corpus, queries = workload(args)
     projects = sorted({m["project"] for m in corpus})
     with tempfile.TemporaryDirectory() as tmp:
         mem = Memory(Path(tmp) / "memory.duckdb", user_id="alice")

@@ -28,21 +28,13 @@ sys.path.insert(0, str(ROOT))
 
 KERNEL = r"""
 import json, sys, time
-import psutil
+sys.path.insert(0, "benchmarks")
+from timing import memory_now as status
 from slm_magic import Memory
 from slm_magic.replica import IndexReplica
 
 IndexReplica.SAVE_MIN_DOCS = 10**12   # measure, never save
 queries = json.loads(sys.argv[2])
-
-def status():
-    info = psutil.Process().memory_full_info()
-    anon = 0
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("RssAnon:"):
-                anon = int(line.split()[1]) * 1024
-    return {"rss": info.rss, "uss": info.uss, "pss": info.pss, "anon": anon}
 
 t0 = time.perf_counter()
 m = Memory(sys.argv[1])

@@ -56,18 +56,10 @@ def _peak_rss_mb() -> float:
 
 
 def _private_memory() -> dict:
-    """What this process holds of its own (anonymous pages, USS) and its share (PSS), in MB: a
-    mapped index's pages are in RSS but shared with every kernel on the file."""
-    import psutil
+    """The cold process's memory in MB (see timing.memory_now)."""
+    from benchmarks.timing import memory_now
 
-    info = psutil.Process().memory_full_info()
-    anon = 0.0
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("RssAnon:"):
-                anon = int(line.split()[1]) / 1024
-    return {"cold_rss_mb": info.rss / 2**20, "cold_uss_mb": info.uss / 2**20, "cold_pss_mb": info.pss / 2**20,
-            "cold_anon_mb": anon}
+    return {f"cold_{k}_mb": v / 2**20 for k, v in memory_now().items()}
 
 
 def _current_rss_mb() -> float:

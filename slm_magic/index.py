@@ -84,6 +84,25 @@ def merge(segments: Sequence[Segment], alive: np.ndarray, ncols: int) -> Segment
     return Segment(indptr, docs, tfs)
 
 
+NORM_STEP = 4_000_000  # postings per step when norms are summed (bounds the temporary arrays)
+
+
+def tfidf_norms(segments: Sequence[Segment], idf: np.ndarray, size: int) -> np.ndarray:
+    """Squared |tf-idf| of each of `size` documents over the segments' postings, a bounded slice
+    of postings at a time (a saved index's one segment holds them all)."""
+    sq = np.zeros(size)
+    for seg in segments:
+        for lo in range(0, seg.nnz, NORM_STEP):
+            hi = min(seg.nnz, lo + NORM_STEP)
+            first = int(np.searchsorted(seg.indptr, lo, side="right")) - 1
+            last = int(np.searchsorted(seg.indptr, hi, side="left"))
+            bounds = np.clip(seg.indptr[first:last + 1], lo, hi)
+            cols = np.repeat(np.arange(first, last), np.diff(bounds))
+            w = (1.0 + np.log(seg.tfs[lo:hi])) * idf[cols]
+            sq += np.bincount(seg.docs[lo:hi], weights=w * w, minlength=size)[:size]
+    return sq
+
+
 class DocTable:
     """Per-document arrays the query path reads, grown by doubling.
 
@@ -243,7 +262,7 @@ class SparseIndex:
 
     def tfidf_idf(self, df: np.ndarray) -> np.ndarray:
         # scikit-learn's smooth idf, so the channel means what TfidfTransformer means.
-        return np.log((1.0 + self.n_live) / (1.0 + df)) + 1.0
+        return ngrams.smooth_idf(self.n_live, df)
 
     # --- writes -------------------------------------------------------------------------------
     def add_documents(self, doc_ids: np.ndarray, cols: np.ndarray, docs: np.ndarray, tfs: np.ndarray,
@@ -291,12 +310,8 @@ class SparseIndex:
     def recompute_norms(self) -> None:
         """Every document's |tf-idf| with today's idf (after a whole load, idf is final)."""
         t = self.docs
-        sq = np.zeros(t.capacity + 1)
         idf = self.tfidf_idf(self.df[: len(self.cols)])
-        for seg in self.segments:
-            cols = np.repeat(np.arange(seg.indptr.size - 1), np.diff(seg.indptr))
-            w = (1.0 + np.log(seg.tfs)) * idf[cols]
-            sq[: t.capacity + 1] += np.bincount(seg.docs, weights=w * w, minlength=t.capacity + 1)[: t.capacity + 1]
+        sq = tfidf_norms(self.segments, idf, t.capacity + 1)
         for c, (ds, fs) in self.tail.items():
             w = (1.0 + np.log(np.asarray(fs))) * idf[c]
             np.add.at(sq, np.asarray(ds), w * w)

@@ -14,6 +14,7 @@ CRC-32 (4 bytes); then every array at a 4,096-byte boundary from `data_start`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import mmap
@@ -21,17 +22,16 @@ import os
 import struct
 import threading
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from .index import DocTable, Segment, SparseIndex, merge
-from .ngrams import GramStore
-from .rows import FactRows
-from .store import FACT_COLUMNS
+from .index import DocTable, Segment, SparseIndex, merge, tfidf_norms
+from .ngrams import GramStore, smooth_idf
+from .rows import FactRows, facts_table
 
 MAGIC = b"SLMIDX01"
 FORMAT = 3
@@ -82,7 +82,6 @@ class Snapshot:
     chunk_of: np.ndarray
     offset_of: np.ndarray
     session_last: dict
-    sizes: dict = field(default_factory=dict)
 
 
 def snapshot(index: SparseIndex, rows: FactRows, session_last: dict, *, stamp: int, schema: int,
@@ -91,10 +90,6 @@ def snapshot(index: SparseIndex, rows: FactRows, session_last: dict, *, stamp: i
     n = index.docs.size
     ncols = len(index.cols)
     g = index.grams
-    entries = GramStore.__new__(GramStore)  # a reader of the buffers as they are now
-    entries.base_gram, entries.base_w, entries.base_used = g.base_gram, g.base_w, g.base_used
-    entries.gram_buf, entries.w_buf = g.gram_buf, g.w_buf  # appended to only, past `used`
-    entries.keys = g.id_list().copy()
     tail = [(c, np.asarray(ds, np.int32), np.asarray(fs, np.float32)) for c, (ds, fs) in index.tail.items()]
     return Snapshot(
         stamp=int(stamp), schema=int(schema), identity=identity, last=list(last) if last else [],
@@ -105,7 +100,7 @@ def snapshot(index: SparseIndex, rows: FactRows, session_last: dict, *, stamp: i
         docs={name: getattr(index.docs, name)[:n].copy() for name in DocTable.FIELDS},
         size=n, n_live=index.n_live, total_len=index.total_len, codes=copy.deepcopy(index.codes),
         gram_start=g.start[:n].copy(), gram_stop=g.stop[:n].copy(), gram_norm=g.norm[:n].copy(),
-        gram_entries=entries,
+        gram_entries=g.reader(),
         gram_df=(np.fromiter(g.df.keys(), np.int64, len(g.df)), np.fromiter(g.df.values(), np.int64, len(g.df))),
         row_chunks=list(rows.chunks), row_pending=sorted(rows.pending.items()),
         chunk_of=rows.chunk_of.copy(), offset_of=rows.offset_of.copy(),
@@ -147,14 +142,8 @@ def _merged_postings(snap: Snapshot, alive: np.ndarray) -> tuple[np.ndarray, np.
         parts.append(Segment.from_coo(np.concatenate([np.full(ds.size, c, np.int64) for c, ds, _ in snap.tail]),
                                       np.concatenate([ds for _, ds, _ in snap.tail]),
                                       np.concatenate([fs for _, _, fs in snap.tail]), ncols))
-    idf = np.log((1.0 + snap.n_live) / (1.0 + snap.df)) + 1.0
-    sq = np.zeros(n + 1)
-    for seg in parts:  # (segment by segment: no whole-index temporary arrays)
-        live = alive[seg.docs] if seg.docs.size else np.zeros(0, bool)
-        cols = np.repeat(np.arange(seg.indptr.size - 1), np.diff(seg.indptr))[live]
-        w = (1.0 + np.log(seg.tfs[live])) * idf[cols]
-        sq += np.bincount(seg.docs[live], weights=w * w, minlength=n + 1)[: n + 1]
-    merged = merge(parts, alive, ncols)
+    merged = merge(parts, alive, ncols)  # (without the dead, so every posting counts below)
+    sq = tfidf_norms([merged], smooth_idf(snap.n_live, snap.df), n)
     indptr, docs, tfs = merged.indptr, merged.docs, merged.tfs
     return indptr, docs, tfs, np.sqrt(sq[:n]).astype(np.float32)
 
@@ -230,11 +219,7 @@ def _row_chunks(snap: Snapshot, alive: np.ndarray) -> list[pa.Table]:
             out.append(chunk.filter(pa.array(current)))
     pending = [(d, f) for d, f in snap.row_pending if d < alive.size and alive[d]]
     if pending:
-        cols = {"doc_id": [d for d, _ in pending]}
-        for name in FACT_COLUMNS:
-            cols[name] = [getattr(f, name) for _, f in pending]
-        cols["tags"] = [list(t) for t in cols["tags"]]
-        out.append(pa.table(cols))
+        out.append(facts_table(pending))
     return [t.combine_chunks() for t in out if t.num_rows]
 
 
@@ -273,10 +258,10 @@ def write(snap: Snapshot, path: str, mode: int = 0o600,
             os.unlink(tmp)
             return 0
     except BaseException:
-        with _suppress():
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    with _suppress():
+    with contextlib.suppress(OSError):
         dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
         try:
             os.fsync(dfd)  # the rename itself survives a power cut
@@ -314,14 +299,6 @@ def _write(snap: Snapshot, fh) -> int:
     return data_start + offset
 
 
-class _suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, tb):
-        return kind is not None and issubclass(kind, OSError)
-
-
 def remove_leftovers(path: str) -> None:
     """Temporary files of savers that died (their process is gone)."""
     folder, base = Path(path).parent, Path(path).name + ".tmp-"
@@ -336,7 +313,7 @@ def remove_leftovers(path: str) -> None:
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
-            with _suppress():
+            with contextlib.suppress(OSError):
                 p.unlink()
         except OSError:
             pass
@@ -346,7 +323,7 @@ def discard(path: str, why: Stale) -> None:
     """Remove a saved index that did not check out, so that no later open can take it (a
     restored file's stamps catch up with an old index's)."""
     if not why.keep:
-        with _suppress():
+        with contextlib.suppress(OSError):
             os.unlink(path)
 
 

@@ -40,6 +40,8 @@ SessionId = Annotated[str, Field(description="The session_id that session_init r
 FactId = Annotated[str, Field(description="A memory's fact_id, or a unique prefix of at least 6 characters.")]
 UserId = Annotated[str | None, Field(
     description="Whose observations (API B is per user); default: the user the server was started for (--user).")]
+ObservationId = Annotated[str, Field(
+    description="An observation's id (a fact_id), or a unique prefix of at least 6 characters.")]
 _TYPE_LIST = WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string", "enum": list(ANY_TYPES)}},
                                       {"type": "null"}]})
 Tags = Annotated[str | list[str] | None, Field(
@@ -240,8 +242,7 @@ def mem_session_end(
 
 def mem_get_observation(
     mem: Memory,
-    observation_id: Annotated[str, Field(description="An observation's id (a fact_id), or a unique prefix of at "
-                                                     "least 6 characters.")],
+    observation_id: ObservationId,
     user_id: UserId = None,
 ) -> dict[str, Any]:
     """One observation in full, its whole content however long (search results and recalls
@@ -252,8 +253,7 @@ def mem_get_observation(
 
 def mem_timeline(
     mem: Memory,
-    observation_id: Annotated[str, Field(description="An observation's id (a fact_id), or a unique prefix of at "
-                                                     "least 6 characters.")],
+    observation_id: ObservationId,
     user_id: UserId = None,
 ) -> dict[str, Any]:
     """An observation among the ones saved just before and after it in its session, in time

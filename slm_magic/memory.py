@@ -12,7 +12,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -36,17 +36,12 @@ from .sessions import SessionService
 from .temporal import temporal_terms
 from .replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
 from .rows import FactRows, fact_of
-from .records import Postings, content_hash, field_counts, field_grams, to_utc_naive, validate
+from .records import Postings, content_hash, epoch_seconds, field_counts, field_grams, to_utc_naive, validate
 from .store import FACT_COLUMNS, STORAGE_FAILURES, Store, utcnow
 
-#: What makes the in-process index give way to the SQL fallback: the file or the machine
-#: failing (I/O, a lock, memory). Any other exception is a bug and is raised as it is.
-INDEX_FAILURES = STORAGE_FAILURES
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 
 
-def _epoch(dt: datetime) -> float:
-    return dt.replace(tzinfo=timezone.utc).timestamp()
 
 
 class Memory:
@@ -232,7 +227,7 @@ class Memory:
             self.replica = IndexReplica.load(self.store, self.config.k1, self.config.b)
             self.index_error = None
             self._save_index_soon()
-        except INDEX_FAILURES as exc:  # the file or the machine failed us: answer from SQL instead
+        except STORAGE_FAILURES as exc:  # the file or the machine failed us: answer from SQL instead
             self._degrade(f"in-process index unavailable ({type(exc).__name__}: {exc})")
 
     def _degrade(self, why: str) -> None:
@@ -253,7 +248,7 @@ class Memory:
             return
         try:
             self.replica.after_write(*args, **kwargs)
-        except INDEX_FAILURES as exc:
+        except STORAGE_FAILURES as exc:
             self._degrade(f"in-process index failed while adding ({type(exc).__name__}: {exc})")
 
     # --- writes -----------------------------------------------------------------------------
@@ -298,7 +293,7 @@ class Memory:
         n = len(counts)
         self._after_write(
             np.array([doc_id], dtype=np.int64), np.array([changed]),
-            {"doc_len": [row["doc_len"]], "updated": [_epoch(row["updated_at"])], "revision_count": [0],
+            {"doc_len": [row["doc_len"]], "updated": [epoch_seconds(row["updated_at"])], "revision_count": [0],
              "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
              "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]],
              "g_doc": np.full(len(grams), doc_id), "g_gram": np.array(row["grams"], dtype=np.int64),
@@ -538,10 +533,10 @@ class Memory:
             raise InvalidInput(f"kind must be one of auto, {', '.join(_KINDS)}; got {kind!r}")
         user = self.user_id if user_id is None else str(user_id)
         now_dt = self.now()
-        updated_after = _epoch(now_dt) - max_age_days * 86_400 if max_age_days else None
+        updated_after = epoch_seconds(now_dt) - max_age_days * 86_400 if max_age_days else None
         terms, qtf, qlen, kind = self._analyse_query(query, now_dt, kind)
         words = text.term_words(query)
-        now = _epoch(now_dt)
+        now = epoch_seconds(now_dt)
         tracked = bool(session_id) and not is_synthetic_session(session_id) and not self.session_is_closed(session_id)
         mode = "full_bm25_tfidf" if self.config.tfidf_on else "bm25_in_process"
         degraded, reason = False, None
@@ -570,7 +565,7 @@ class Memory:
                             index, ranked.doc_ids, self.config, now=now, user=user_code, project=project_code,
                             limit=limit, updated_after=updated_after))
                 memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()), words)
-            except INDEX_FAILURES as exc:  # degrade to SQL rather than fail the user
+            except STORAGE_FAILURES as exc:  # degrade to SQL rather than fail the user
                 self._degrade(f"in-process index failed ({type_name(exc)}: {exc})")
                 ranked = None
         if ranked is None:
@@ -582,9 +577,9 @@ class Memory:
             wide_memories = [m for m in self._materialise(ranked, facts, words)
                              if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
             older = [m for m in wide_memories
-                     if updated_after is not None and _epoch(m.fact.updated_at) < updated_after]
+                     if updated_after is not None and epoch_seconds(m.fact.updated_at) < updated_after]
             memories = [m for m in wide_memories if not (
-                updated_after is not None and _epoch(m.fact.updated_at) < updated_after
+                updated_after is not None and epoch_seconds(m.fact.updated_at) < updated_after
                 and m.relevance < 0.70)][:limit]
             ranked.older_matches = len(older)
             keep_ids = {m.fact_id for m in memories}
@@ -638,7 +633,7 @@ class Memory:
             return Ranked.empty(), None
         cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
         cs.words = text.term_words(query)
-        return rank_index(index, cs, self.config, now=_epoch(now_dt), user=user_code, project=project_code, limit=k,
+        return rank_index(index, cs, self.config, now=epoch_seconds(now_dt), user=user_code, project=project_code, limit=k,
                           kind=None if kind is None else _KINDS[kind]), cs
 
     # --- the session working set ------------------------------------------------------------

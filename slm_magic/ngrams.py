@@ -136,6 +136,15 @@ class GramStore:
             ids[i] = got
         return ids[inverse]
 
+    def reader(self) -> "GramStore":
+        """The entries as they are now, for a reader in another thread: the buffers are shared
+        (only appended to past `used`, or replaced when they grow), the ids copied."""
+        view = GramStore.__new__(GramStore)
+        view.base_gram, view.base_w, view.base_used = self.base_gram, self.base_w, self.base_used
+        view.gram_buf, view.w_buf, view.used = self.gram_buf, self.w_buf, self.used
+        view.keys = self.id_list().copy()
+        return view
+
     def entries(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(gram ids, weights) at positions `idx`, from whichever buffer holds each."""
         b = self.base_used

@@ -20,7 +20,7 @@ from .errors import InvalidInput
 from .rows import fact_of
 from .models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult, Session,
                      SessionStartResponse)
-from .records import content_hash, validate
+from .records import content_hash, epoch_seconds, validate
 
 
 W_CONTEXT_RECENCY, W_CONTEXT_REVISION, W_CONTEXT_TYPE = 0.50, 0.30, 0.20
@@ -107,7 +107,7 @@ class ApiB:
             docs = np.flatnonzero(t.alive[:n] & (t.user[:n] == code) & (t.kind[:n] == 0))
             if not docs.size:
                 return []
-            rec = np.minimum(1.0, index.recency_base[docs] * index.recency_scale(_epoch_naive(now),
+            rec = np.minimum(1.0, index.recency_base[docs] * index.recency_scale(epoch_seconds(now),
                                                                                   cfg.recency_half_life_days))
             rev = np.minimum(t.revision[docs], cfg.revision_cap) / cfg.revision_cap
             prio = np.array([TYPE_PRIORITY.get(x, 0.5) for x in MEMORY_TYPES] + [0.5])[t.type[docs]]
@@ -224,8 +224,3 @@ class ApiB:
         user = _user(user_id)
         return self.memory.store.user_stats(user)
 
-
-def _epoch_naive(dt: datetime) -> float:
-    from datetime import timezone
-
-    return dt.replace(tzinfo=timezone.utc).timestamp()

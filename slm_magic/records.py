@@ -59,6 +59,11 @@ def content_hash(content: str) -> str:
     return hashlib.sha256(normal.encode("utf-8")).hexdigest()[:32]
 
 
+def epoch_seconds(dt: datetime) -> float:
+    """Seconds since the epoch of a naive UTC datetime (how the engine keeps every time)."""
+    return dt.replace(tzinfo=timezone.utc).timestamp()
+
+
 def to_utc_naive(value: Any, default: datetime) -> datetime:
     """Store UTC without tzinfo; a naive datetime is taken to be UTC already."""
     if value is None:

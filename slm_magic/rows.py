@@ -26,6 +26,15 @@ def fact_of(row: Sequence) -> Fact:
     return Fact(**values)
 
 
+def facts_table(items: Sequence[tuple[int, Fact]]) -> pa.Table:
+    """(doc id, Fact) pairs as a table with a doc_id column and FACT_COLUMNS."""
+    cols = {"doc_id": [d for d, _ in items]}
+    for name in FACT_COLUMNS:
+        cols[name] = [getattr(f, name) for _, f in items]
+    cols["tags"] = [list(t) for t in cols["tags"]]
+    return pa.table(cols)
+
+
 class FactRows:
     def __init__(self) -> None:
         self.chunks: list[pa.Table] = []
@@ -60,12 +69,7 @@ class FactRows:
     def add_fact(self, doc_id: int, fact: Fact) -> None:
         self.pending[doc_id] = fact
         if len(self.pending) >= PENDING_MAX:
-            items = sorted(self.pending.items())
-            cols = {"doc_id": [d for d, _ in items]}
-            for name in FACT_COLUMNS:
-                cols[name] = [getattr(f, name) for _, f in items]
-            cols["tags"] = [list(t) for t in cols["tags"]]
-            self.add_table(pa.table(cols))
+            self.add_table(facts_table(sorted(self.pending.items())))
 
     def _merge(self) -> None:
         """Merge the newest chunks while they are of a similar size (amortised O(log n) copies)."""

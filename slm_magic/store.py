@@ -454,12 +454,22 @@ class Store:
             yield
         finally:
             attachments.bulk_end()
-            if self.path != ":memory:" and self.connected:
+            if self.connected and self._wal_bytes() > self.CHECKPOINT_WAL_BYTES:  # (a small write: as before)
                 with self.lock:
                     try:
                         self.con.execute("CHECKPOINT")
                     except duckdb.Error:  # (another transaction is open: DuckDB checkpoints later)
                         pass
+
+    #: DuckDB's own default for checkpoint_threshold: a bulk write that logged less than this
+    #: leaves the checkpoint to DuckDB, as any other write does.
+    CHECKPOINT_WAL_BYTES = 16 * 2**20
+
+    def _wal_bytes(self) -> int:
+        try:
+            return os.path.getsize(self.path + ".wal") if self.path != ":memory:" else 0
+        except OSError:
+            return 0
 
     def insert_many(self, columns: dict[str, Sequence]) -> dict[str, np.ndarray]:
         """Many memories in one statement from an Arrow table; returns fact_id, doc_id, changed."""
