@@ -204,6 +204,11 @@ class StatusReport(Readable, BaseModel):
     def __str__(self) -> str:
         return "\n".join(f"{k:>17}: {v}" for k, v in self.model_dump().items())
 
+    def _repr_html_(self) -> str:  # (names and values in columns: spaces do not align in a proportional font)
+        rows = "".join(f"<tr><td style='text-align:right;vertical-align:top;padding-right:8px;color:#555'>{html.escape(k)}</td>"
+                       f"<td>{html.escape(str(v))}</td></tr>" for k, v in self.model_dump().items())
+        return f"<table style='font-size:13px;border-collapse:collapse'>{rows}</table>"
+
 
 #: SearchScore's documented weights of relevance, recency and revision.
 SEARCH_WEIGHTS: tuple[float, float, float] = (0.60, 0.25, 0.15)
