@@ -113,7 +113,14 @@ def _meta_text(f) -> str:
     if f.notebook or f.cell is not None:
         name = (f.notebook or "").rsplit("/", 1)[-1] or "cell"
         parts.append(f"{name} [{f.cell}]" if f.cell is not None else name)
+    if f.shared:
+        parts.append(author_text(f))
     return " · ".join(parts)
+
+
+def author_text(f) -> str:
+    """Who wrote a shared memory (every user on the memory finds it)."""
+    return f"shared by {f.user_id or 'the default user'}"
 
 
 def recall_text(res, width: int | None = None) -> str:
@@ -179,7 +186,8 @@ def recall_html(res) -> str:
             f"style='width:{60 * min(1, s.value):.0f}px'></span></td><td class=n title='relevance'>{s.relevance:.2f}"
             f"</td><td>{text}<div style='color:#666'>{e(_why_text(m))}</div></td><td>{e(f.type)}"
             f"{' 📌' if f.is_core else ''}</td><td>{e(', '.join(f.tags))}</td><td>{age_text(f.updated_at)}</td>"
-            f"<td>{where}</td><td><code>{e(f.fact_id[:8])}</code></td></tr>")
+            f"<td>{where}{'<br>' + e(author_text(f)) if f.shared else ''}</td>"
+            f"<td><code>{e(f.fact_id[:8])}</code></td></tr>")
     head = ("<tr><th>#</th><th>score</th><th>match</th><th>memory</th><th>type</th><th>tags</th><th>age</th>"
             "<th>from</th><th>id</th></tr>")
     return f"{_CSS}<div>{cap}</div><table class=slm-t>{head}{''.join(rows)}</table>"

@@ -17,13 +17,13 @@ from .records import MAX_CONTENT_CHARS, Postings
 
 EXPORT_COLUMNS = ("fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
                   "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
-                  "updated_at", "revision_count", "kind")
+                  "updated_at", "revision_count", "kind", "shared")
 _TYPES = {"fact_id": "VARCHAR", "user_id": "VARCHAR", "session_id": "VARCHAR", "project": "VARCHAR",
           "type": "VARCHAR", "title": "VARCHAR", "topic_key": "VARCHAR", "content": "VARCHAR",
           "content_hash": "VARCHAR", "tags": "VARCHAR[]", "is_core": "BOOLEAN", "source": "VARCHAR",
           "notebook": "VARCHAR", "cell": "INTEGER", "cell_id": "VARCHAR", "code": "VARCHAR",
           "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP",
-          "revision_count": "INTEGER", "kind": "VARCHAR"}
+          "revision_count": "INTEGER", "kind": "VARCHAR", "shared": "BOOLEAN"}
 BATCH = 20_000
 
 
@@ -166,6 +166,7 @@ class Exchange:
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns["revision_count"] = np.asarray([r or 0 for r in columns["revision_count"]], dtype=np.int32)
         columns["is_core"] = [bool(x) for x in columns["is_core"]]
+        columns["shared"] = [bool(x) for x in columns["shared"]]  # (NULL: exported before sharing)
         columns["doc_len"] = post.doc_len
         columns["terms"], columns["tfs"], columns["grams"], columns["gtfs"] = post.list_columns()
         self.memory._flush_events()

@@ -122,6 +122,7 @@ class DocTable:
         "user": np.int32,        # code of user_id
         "project": np.int32,     # code of project
         "core": np.bool_,
+        "shared": np.bool_,      # readable by every user, not only its author
         "kind": np.int8,         # 0 memory, 1 summary event
         "type": np.int8,
     }

@@ -34,7 +34,7 @@ from .ngrams import GramStore, smooth_idf
 from .rows import FactRows, facts_table
 
 MAGIC = b"SLMIDX01"
-FORMAT = 3
+FORMAT = 4  # 4: a shared flag per memory
 ALIGN = 4096
 
 

@@ -243,6 +243,8 @@ class SLMMagic(Magics, Configurable):
     @argument("--topic", default=None,
               help="a topic key: remembering again under it revises that memory, keeping every option not given")
     @argument("--core", action="store_true", default=None, help="pin it: always in a session's context")
+    @argument("--share", action="store_true", default=None,
+              help="share it with the team: everyone on this memory finds it, with you as its author")
     @cell_magic
     def remember(self, line: str, cell: str) -> MemoryChange:
         """Remember the cell's text, with where it came from (notebook and cell)."""
@@ -253,7 +255,7 @@ class SLMMagic(Magics, Configurable):
         with self._engine() as mem:
             sid = self._session(mem)
             fact = mem.remember(cell.strip(), session_id=sid, tags=args.tags, project=args.project,
-                                type=args.type, title=args.title, topic_key=args.topic, core=args.core, **where)
+                                type=args.type, title=args.title, topic_key=args.topic, core=args.core, share=args.share, **where)
         return MemoryChange(action="revised" if fact.revision_count else "remembered", fact=fact)
 
     @readable_help

@@ -163,13 +163,15 @@ def remember(
         description="A stable key: remembering again under it revises that memory instead of adding one, "
                     "keeping every field not given.")] = None,
     core: Annotated[bool | None, Field(description="Pin it: always in a session's context.")] = None,
+    share: Annotated[bool | None, Field(
+        description="Share it with the team: everyone on this memory finds it, with its author.")] = None,
 ) -> dict[str, Any]:
     """Store a memory that the user (in their notebook) and later sessions will find: results,
     decisions and their reasons, definitions, pitfalls; not the conversation. Text inside
     <private>…</private> is stored as [REDACTED]; a topic_key already used revises that memory
     (`action` "revised")."""
     fact = mem.remember(content, session_id=session_id, tags=tags, project=project, type=type, title=title,
-                        topic_key=topic_key, core=core, source=SOURCE)
+                        topic_key=topic_key, core=core, share=share, source=SOURCE)
     return {"success": True, "action": "revised" if fact.revision_count else "remembered", **_fact(fact)}
 
 

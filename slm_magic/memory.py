@@ -256,8 +256,11 @@ class Memory:
                  project: str | None = None, type: str | None = None, title: str | None = None,
                  topic_key: str | None = None, core: bool | None = None, created_at: datetime | None = None,
                  user_id: str | None = None, source: str | None = None, notebook: str | None = None,
-                 cell: int | None = None, cell_id: str | None = None, code: str | None = None) -> Fact:
+                 cell: int | None = None, cell_id: str | None = None, code: str | None = None,
+                 share: bool | None = None) -> Fact:
         """Store one memory and make it recallable at once; returns the stored fact.
+        `share=True` lets every user of the memory find it (recall shows its author); on
+        PostgreSQL the others can then read it, and still nothing else of yours.
         `notebook`, `cell`, `cell_id` (the front end's stable id) and `code` (the cell that
         produced the finding) say where it came from; `provenance(fact_id)` reads them back.
 
@@ -278,7 +281,7 @@ class Memory:
         cols = validate([dict(content=content, session_id=session_id, tags=tags, project=project, type=type,
                               title=title, topic_key=topic_key, core=core, created_at=created_at,
                               user_id=user_id, source=source, notebook=notebook, cell=cell, cell_id=cell_id,
-                              code=code)],
+                              code=code, share=share)],
                         now=self.now(), default_user=self.user_id)
         row = {k: v[0] for k, v in cols.items()}
         counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
@@ -295,7 +298,7 @@ class Memory:
             np.array([doc_id], dtype=np.int64), np.array([changed]),
             {"doc_len": [row["doc_len"]], "updated": [epoch_seconds(row["updated_at"])], "revision_count": [0],
              "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
-             "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]],
+             "shared": [row["shared"]], "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]],
              "g_doc": np.full(len(grams), doc_id), "g_gram": np.array(row["grams"], dtype=np.int64),
              "g_tf": np.array(row["gtfs"], dtype=np.int64)},
             np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
@@ -406,7 +409,8 @@ class Memory:
         created = np.array(columns["created_at"], dtype="datetime64[us]").astype(np.int64) / 1e6
         meta = {"doc_len": columns["doc_len"], "updated": created, "revision_count": columns["revision_count"],
                 "user_id": columns["user_id"], "project": columns["project"], "is_core": columns["is_core"],
-                "kind": columns["kind"], "type": columns["type"], "session_id": columns["session_id"],
+                "shared": columns["shared"], "kind": columns["kind"], "type": columns["type"],
+                "session_id": columns["session_id"],
                 "g_doc": np.repeat(doc_ids, post.glengths), "g_gram": post.grams, "g_tf": post.gtfs}
         table = pa.table({"doc_id": doc_ids, **{name: columns[name] for name in FACT_COLUMNS}})
         self._after_write(doc_ids, changed, meta, np.repeat(doc_ids, post.lengths), post.terms, post.tfs,
@@ -548,7 +552,7 @@ class Memory:
                 ranked = Ranked.empty()
                 user_code = index.lookup_code("user", user)
                 project_code = None if project is None else index.lookup_code("project", project)
-                if terms and user_code >= 0 and (project_code is None or project_code >= 0):
+                if terms and (project_code is None or project_code >= 0):
                     cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
                     cs.words = words
                     ws = WorkingSet(self._working_set(session_id), self.config) if tracked else None

@@ -57,6 +57,7 @@ class Fact(BaseModel):
     updated_at: datetime
     revision_count: int = 0
     kind: Literal["memory", "summary_event"] = "memory"
+    shared: bool = False  # readable by everyone on the memory (its author is `user_id`)
 
     def __str__(self) -> str:
         return _fact_line(self)

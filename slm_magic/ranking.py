@@ -184,8 +184,8 @@ def _eligible(t, c: np.ndarray, user: int | None, project: int | None, kind: int
               type_code: int | None) -> np.ndarray:
     """The live documents among `c` that pass the filters (None: no filter)."""
     keep = t.alive[c]
-    if user is not None:
-        keep &= t.user[c] == user
+    if user is not None:  # the user's own memories and those their authors shared
+        keep &= (t.user[c] == user) | t.shared[c]
     if project is not None:
         keep &= t.project[c] == project
     if kind is not None:
@@ -237,7 +237,8 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
         cos = np.zeros(t.capacity + 1)
         cos[own] = cos_own
         cmax = float(cos_own.max())
-    only_user = user if len(index.codes["user"]) > 1 else None  # (one user: no need to compare)
+    # (the only user's own: no need to compare; a user with none sees only what others shared)
+    only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
 
     def exact(c: np.ndarray):
         bm25 = bm25_relevance(bm[c], cs.idf_max)

@@ -30,7 +30,7 @@ MEMORY_TYPES: tuple[str, ...] = ("profile", "preference", "decision", "pattern",
 MAX_CONTENT_CHARS = 10_000_000
 
 FIELDS = frozenset(("content", "session_id", "tags", "project", "type", "title", "topic_key", "core",
-                    "created_at", "user_id", "source", "notebook", "cell", "cell_id", "code"))
+                    "created_at", "user_id", "source", "notebook", "cell", "cell_id", "code", "share"))
 OPTIONAL_STR = ("session_id", "project", "title", "topic_key", "user_id", "source", "notebook", "cell_id", "code")
 _NONE = type(None)
 
@@ -160,6 +160,11 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
         i = next(i for i, c in enumerate(cores) if not isinstance(c, (bool, _NONE)))
         raise InvalidInput(f"core must be True or False, not {type(cores[i]).__name__}{_where(n, i)}")
     cols["is_core"] = [bool(c) for c in cores]
+    shares = [r.get("share") for r in records]
+    if not set(map(type, shares)) <= {bool, _NONE}:
+        i = next(i for i, c in enumerate(shares) if not isinstance(c, (bool, _NONE)))
+        raise InvalidInput(f"share must be True or False, not {type(shares[i]).__name__}{_where(n, i)}")
+    cols["shared"] = [bool(c) for c in shares]
     return cols
 
 

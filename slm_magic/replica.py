@@ -213,8 +213,8 @@ class IndexReplica:
             return since
         index = self.index
         meta = {name: table.column(name).to_numpy(zero_copy_only=False)
-                for name in ("doc_id", "user_id", "project", "type", "is_core", "kind", "updated", "revision_count",
-                             "doc_len", "session_id", "changed")}
+                for name in ("doc_id", "user_id", "project", "type", "is_core", "shared", "kind", "updated",
+                             "revision_count", "doc_len", "session_id", "changed")}
         doc_ids = meta["doc_id"].astype(np.int64)
         alive = index.docs.alive
         known = np.array([d < index.docs.size and alive[d] for d in doc_ids.tolist()], dtype=bool)
@@ -223,6 +223,7 @@ class IndexReplica:
             index.docs.updated[d] = meta["updated"][i]
             index.docs.revision[d] = meta["revision_count"][i]
             index.docs.core[d] = meta["is_core"][i]
+            index.docs.shared[d] = meta["shared"][i]
             index.touched([d])
         fresh = np.flatnonzero(~known)
         if fresh.size:
@@ -278,6 +279,7 @@ class IndexReplica:
              "user": np.array([index.code("user", u) for u in meta["user_id"]], dtype=np.int32),
              "project": np.array([index.code("project", p) for p in meta["project"]], dtype=np.int32),
              "core": np.asarray(meta["is_core"], dtype=bool),
+             "shared": np.asarray(meta["shared"], dtype=bool),
              "kind": kinds,
              "type": np.array([TYPE_CODE.get(t, 0) for t in meta["type"]], dtype=np.int8)},
             count_df=link,

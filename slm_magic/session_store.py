@@ -96,8 +96,10 @@ class SessionStore:
                 "SELECT entity FROM summary_events WHERE session_id = ?", [session_id]).fetchall()]
 
     def add_summary_events(self, session_id: str, pairs: list[tuple[str, str]], now) -> None:
-        self.db._meta("INSERT INTO summary_events SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?",
-                   [session_id, [e for e, _ in pairs], [f for _, f in pairs], now])
+        self.db._meta("INSERT INTO summary_events (session_id, entity, fact_id, created_at, user_id) "
+                   "SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?, "
+                   "(SELECT user_id FROM sessions WHERE session_id = ?)",
+                   [session_id, [e for e, _ in pairs], [f for _, f in pairs], now, session_id])
 
     def last_showing(self, fact_id: str, not_before):
         """The latest (session_id, query, rank, project filter) a recall showed a memory at,
@@ -128,6 +130,8 @@ class SessionStore:
     def record_recalls(self, events: list[tuple]) -> None:
         """(session_id, fact_id, doc_id, query, rank, shown_at, project filter) rows, in one statement."""
         cols = list(zip(*events))
-        self.db._meta("INSERT INTO recall_events (session_id, fact_id, doc_id, query, rank, created_at, project) "
-                   "SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::VARCHAR[]), "
-                   "unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[])", [list(c) for c in cols])
+        self.db._meta("INSERT INTO recall_events (session_id, fact_id, doc_id, query, rank, created_at, project, "
+                   "user_id) SELECT e.*, (SELECT user_id FROM sessions s WHERE s.session_id = e.sid) FROM ("
+                   "SELECT unnest(?::VARCHAR[]) AS sid, unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::VARCHAR[]), "
+                   "unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[])) AS e",
+                   [list(c) for c in cols])

@@ -201,23 +201,40 @@ def _v4(con: duckdb.DuckDBPyConnection) -> None:
             con.unregister("_reindexed")
 
 
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4]
+def _v5(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        """
+        -- A memory its author shared: every user of the memory finds it, showing who wrote it
+        -- (on PostgreSQL, row-level security lets them read it and nothing else of the author's).
+        ALTER TABLE memories ADD COLUMN shared BOOLEAN DEFAULT false;
+        -- Whose retired index position it is, and whether it was shared: on PostgreSQL a reader
+        -- sees the tombstones of the rows it could read, and no others.
+        ALTER TABLE tombstones ADD COLUMN user_id VARCHAR;
+        ALTER TABLE tombstones ADD COLUMN shared BOOLEAN DEFAULT false;
+        -- Whose rows these are, so that a row-level policy needs no join.
+        ALTER TABLE summary_events ADD COLUMN user_id VARCHAR;
+        ALTER TABLE recall_events ADD COLUMN user_id VARCHAR;
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What a caller provides for a new memory (doc_id and changed come from the sequences).
 INSERT_COLUMNS = (
     "fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
     "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
-    "updated_at", "revision_count", "kind", "doc_len", "terms", "tfs", "grams", "gtfs",
+    "updated_at", "revision_count", "kind", "shared", "doc_len", "terms", "tfs", "grams", "gtfs",
 )
 FACT_COLUMNS = (
     "fact_id", "content", "user_id", "session_id", "project", "type", "title", "topic_key",
     "tags", "is_core", "source", "notebook", "cell", "created_at", "updated_at",
-    "revision_count", "kind",
+    "revision_count", "kind", "shared",
 )
 # What the in-process index needs of each memory.
 INDEX_COLUMNS = (
-    "doc_id", "user_id", "project", "type", "is_core", "kind", "epoch(updated_at) AS updated",
+    "doc_id", "user_id", "project", "type", "is_core", "shared", "kind", "epoch(updated_at) AS updated",
     "revision_count", "doc_len", "session_id", "coalesce(seq, doc_id) AS seq", "changed",
 )
 
@@ -610,15 +627,15 @@ class Store:
             self._cache.clear()
             self.con.execute("BEGIN TRANSACTION")
             try:
-                old_doc, old_terms = self.con.execute(
-                    "SELECT doc_id, terms FROM memories WHERE fact_id = ?", [fact_id]).fetchall()[0]
+                old_doc, old_terms, user, shared = self.con.execute(
+                    "SELECT doc_id, terms, user_id, shared FROM memories WHERE fact_id = ?", [fact_id]).fetchall()[0]
                 sets = ", ".join(f"{k} = ?" for k in values)
                 new_doc, changed = self.con.execute(
                     f"UPDATE memories SET seq = coalesce(seq, doc_id), doc_id = nextval('doc_seq'), "
                     f"revision_count = revision_count + 1, changed = nextval('change_seq'), {sets} "
                     f"WHERE fact_id = ? RETURNING doc_id, changed", [*values.values(), fact_id]).fetchall()[0]
-                self.con.execute("INSERT INTO tombstones (doc_id, new_doc_id, terms) VALUES (?, ?, ?)",
-                                 [old_doc, new_doc, old_terms])
+                self.con.execute("INSERT INTO tombstones (doc_id, new_doc_id, terms, user_id, shared) "
+                                 "VALUES (?, ?, ?, ?, ?)", [old_doc, new_doc, old_terms, user, shared])
                 self.con.execute("COMMIT")
             except Exception:
                 self.con.execute("ROLLBACK")
@@ -638,11 +655,12 @@ class Store:
             self._cache.clear()
             self.con.execute("BEGIN TRANSACTION")
             try:
-                rows = self.con.execute("SELECT doc_id, terms FROM memories WHERE fact_id = ?", [fact_id]).fetchall()
+                rows = self.con.execute("SELECT doc_id, terms, user_id, shared FROM memories WHERE fact_id = ?",
+                                        [fact_id]).fetchall()
                 if rows:
                     self.con.execute("DELETE FROM memories WHERE fact_id = ?", [fact_id])
-                    self.con.execute("INSERT INTO tombstones (doc_id, new_doc_id, terms) VALUES (?, NULL, ?)",
-                                     [rows[0][0], rows[0][1]])
+                    self.con.execute("INSERT INTO tombstones (doc_id, new_doc_id, terms, user_id, shared) "
+                                     "VALUES (?, NULL, ?, ?, ?)", list(rows[0]))
                 self.con.execute("COMMIT")
             except Exception:
                 self.con.execute("ROLLBACK")
@@ -695,7 +713,7 @@ class Store:
             idf = {t: float(np.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))) for t in terms}
             if not n or not df:
                 return [], int(n), set()
-            filters = "user_id = ? AND list_has_any(terms, ?::BIGINT[])"
+            filters = "(user_id = ? OR shared) AND list_has_any(terms, ?::BIGINT[])"
             params: list = [list(terms), [idf[t] for t in terms], list(qtf), k1, b, float(avgdl),
                             user_id, list(terms)]
             if project is not None:

@@ -178,3 +178,13 @@ def test_recall_brings_related_memories_only_when_asked(ip):
     both, err = cell(ip, "%recall tenure_days leakage --related")
     assert err is None and [m.related_to for m in both] == [None, 1]
     assert both[1].reason == "same session as #1"
+
+
+def test_remember_share_in_a_notebook(ip, tmp_path):
+    change, err = cell(ip, "%%remember --share --tags churn\nchurn means no login for 30 days, says the client")
+    assert err is None and change.fact.shared
+    private, _ = cell(ip, "%%remember\nmy churn query is slow")
+    with Memory(tmp_path / "memory.duckdb", user_id="someone-else") as other:
+        got = other.recall("churn")
+        assert [m.fact_id for m in got] == [change.fact.fact_id]
+        assert "shared by" in str(got)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as W
 
-from slm_magic.display import age_text, marked_html, mode_words, one_line, origin_html, plural, recall_text
+from slm_magic.display import age_text, author_text, marked_html, mode_words, one_line, origin_html, plural, recall_text
 from slm_magic.errors import SlmMagicError
 from slm_magic.models import Fact, RecallResult, ScoredMemory
 
@@ -170,6 +170,8 @@ class MemoryRow:
             name = (f.notebook or "").rsplit("/", 1)[-1]
             where = f"{name} [{f.cell}]" if f.cell is not None else name
             parts.append(f"<span title='{html.escape(f.notebook or '')}'>{html.escape(where)}</span>")
+        if f.shared:
+            parts.append(f"<span title='shared: everyone on this memory finds it'>{html.escape(author_text(f))}</span>")
         parts.append(id_chip(f.fact_id))
         self.meta.value = f"<div class='slm-meta' style='{_META}'>{' · '.join(parts)}</div>"
         self.pin.button_style = "warning" if f.is_core else ""

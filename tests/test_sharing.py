@@ -1,0 +1,55 @@
+"""Sharing a memory with the team on one memory file: `share=True` and `%%remember --share`.
+
+`user_id` on a DuckDB file separates people but is not access control (the README says so);
+on PostgreSQL the same sharing is enforced by row-level security (tests/test_postgres.py).
+"""
+
+from slm_magic import Memory
+
+
+def test_a_shared_memory_is_found_by_everyone_with_its_author(db_path, clock):
+    with Memory(db_path, user_id="alice", clock=clock) as alice:
+        private = alice.remember("the churn table double counts trial users", tags="churn")
+        shared = alice.remember("churn means no login for 30 days, says the client", tags="churn", share=True)
+        assert shared.shared and not private.shared
+    with Memory(db_path, user_id="bob", clock=clock) as bob:
+        bob.remember("bob's own note on churn dashboards")
+        got = bob.recall("churn")
+        ids = [m.fact_id for m in got.memories]
+        assert shared.fact_id in ids and private.fact_id not in ids
+        found = next(m for m in got.memories if m.fact_id == shared.fact_id)
+        assert found.fact.user_id == "alice" and found.fact.shared
+        assert "shared by alice" in str(got) and "shared by alice" in got._repr_html_()
+        # what is shared is read, not owned: bob cannot revise, pin or forget it
+        assert bob.get(shared.fact_id) is None
+        # the SQL path (no in-process index) answers the same
+        bob._degrade("test: no index")
+        assert [m.fact_id for m in bob.recall("churn").memories] == ids
+
+
+def test_a_user_with_no_memories_of_their_own_finds_the_shared_ones(db_path, clock):
+    with Memory(db_path, user_id="alice", clock=clock) as alice:
+        alice.remember("the orders table is in UTC, the events table is not")
+        shared = alice.remember("the events table is in local time", share=True)
+    with Memory(db_path, user_id="carol", clock=clock) as carol:
+        assert [m.fact_id for m in carol.recall("events table time").memories] == [shared.fact_id]
+
+
+def test_sharing_survives_reopening_and_the_saved_index(db_path, clock):
+    with Memory(db_path, user_id="alice", clock=clock) as alice:
+        alice.remember_many([{"content": f"note {i} about table t{i}"} for i in range(6000)])
+        shared = alice.remember("table t42 is deprecated", share=True)
+        alice.save_index()
+    with Memory(db_path, user_id="bob", clock=clock) as bob:
+        assert bob.replica.source == "saved index"
+        assert [m.fact_id for m in bob.recall("t42 deprecated").memories] == [shared.fact_id]
+
+
+def test_share_must_be_a_bool(mem):
+    import pytest
+
+    from slm_magic.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="share must be True or False"):
+        mem.remember("x", share="yes")
+    assert mem.count() == 0
