@@ -19,7 +19,7 @@ class SessionStore:
                      origin: str | None = None) -> None:
         # (a new session has no summary yet: cached counts and summaries stay right)
         self.db._meta("INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at, origin) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?)", [session_id, user_id, project, api, now, now, origin],
+                   "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", [session_id, user_id, project, api, now, now, origin],
                    invalidate=False)
 
     def touch_if_live(self, session_id: str, now, not_before) -> bool:
@@ -116,8 +116,8 @@ class SessionStore:
         only = "" if doc_ids is None else "AND e.doc_id IN (SELECT unnest(?::BIGINT[])) "
         with self.db.lock:
             return self.db.con.execute(
-                "SELECT e.fact_id, count(*), arg_max(e.query, e.created_at), min(e.rank), "
-                "arg_max(e.project, e.created_at) FROM recall_events e "
+                "SELECT e.fact_id, count(*), (array_agg(e.query ORDER BY e.created_at DESC))[1], min(e.rank), "
+                "(array_agg(e.project ORDER BY e.created_at DESC))[1] FROM recall_events e "
                 f"JOIN memories m USING (fact_id) WHERE e.session_id = ? AND m.user_id = ? {only}GROUP BY e.fact_id",
                 [session_id, user_id] + ([list(doc_ids)] if doc_ids is not None else [])).fetchall()
 

@@ -30,8 +30,8 @@ class SignalStore:
             cols = [list(c) for c in zip(*rows)]
             self.db._meta("INSERT INTO feedback (signal_id, session_id, fact_id, signal, value, query, rank, created_at, "
                        "user_id, project) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
-                       "unnest(?::VARCHAR[]), unnest(?::DOUBLE[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), "
-                       "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[])", cols)
+                       "unnest(?::VARCHAR[]), unnest(?::FLOAT8[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), "
+                       "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]) ON CONFLICT DO NOTHING", cols)
 
     # --- learning ---------------------------------------------------------------------------
     def signal_sums(self, user_id: str):
@@ -67,7 +67,7 @@ class SignalStore:
 
     def save_model(self, model_id: str, user_id: str, kind: str, version: int, now, trained_on: int,
                    params: str) -> None:
-        self.db._meta("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?)",
+        self.db._meta("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                    [model_id, user_id, kind, version, now, trained_on, params])
 
     def session_signals(self, session_id: str, user_id: str) -> list[tuple]:
@@ -78,7 +78,7 @@ class SignalStore:
 
     def add_outcome(self, outcome_id: str, user_id: str, query: str, evidence: float, answered: bool,
                     source: str, now) -> None:
-        self.db._meta("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?)",
+        self.db._meta("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                    [outcome_id, user_id, query, evidence, answered, source, now])
 
     def outcomes(self, user_id: str) -> list[tuple]:

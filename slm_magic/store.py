@@ -234,7 +234,7 @@ FACT_COLUMNS = (
 )
 # What the in-process index needs of each memory.
 INDEX_COLUMNS = (
-    "doc_id", "user_id", "project", "type", "is_core", "shared", "kind", "epoch(updated_at) AS updated",
+    "doc_id", "user_id", "project", "type", "is_core", "shared", "kind", "{epoch} AS updated",
     "revision_count", "doc_len", "session_id", "coalesce(seq, doc_id) AS seq", "changed",
 )
 
@@ -404,6 +404,12 @@ class Store:
         with self.lock:
             return self.con.execute("SELECT max(version) FROM schema_version").fetchall()[0][0]
 
+    #: A timestamp column as seconds since the epoch, in this database's SQL.
+    EPOCH = "epoch(updated_at)"
+
+    def _select(self, columns) -> str:
+        return ", ".join(columns).format(epoch=self.EPOCH)
+
     # --- change detection ------------------------------------------------------------------
     def file_stamp(self) -> tuple:
         """Cheap fingerprint of the file and its WAL: if unchanged, nobody has written."""
@@ -510,7 +516,7 @@ class Store:
         """Every term hash with its document frequency, sorted by hash."""
         with self.lock:
             return self.con.execute(
-                "SELECT term, count(*) AS df FROM (SELECT unnest(terms) AS term FROM memories) "
+                "SELECT term, count(*) AS df FROM (SELECT unnest(terms) AS term FROM memories) AS t "
                 "GROUP BY term ORDER BY term"
             ).fetchnumpy()
 
@@ -519,7 +525,7 @@ class Store:
         answer to what the in-process vocabulary knows at once)."""
         with self.lock:
             return {int(r[0]) for r in self.con.execute(
-                "SELECT DISTINCT t FROM (SELECT unnest(terms) AS t FROM memories) WHERE t IN (SELECT unnest(?::BIGINT[]))",
+                "SELECT DISTINCT t FROM (SELECT unnest(terms) AS t FROM memories) AS s WHERE t IN (SELECT unnest(?::BIGINT[]))",
                 [hashes]).fetchall()}
 
     def doc_bounds(self) -> tuple[int, int]:
@@ -547,7 +553,7 @@ class Store:
                 f"""SELECT prev_doc, doc_id, session_id FROM (
                         SELECT doc_id, session_id,
                                lag(doc_id) OVER (PARTITION BY session_id ORDER BY coalesce(seq, doc_id)) AS prev_doc
-                        FROM memories WHERE {self._SESSION_MEMORIES})
+                        FROM memories WHERE {self._SESSION_MEMORIES}) AS s
                     WHERE prev_doc IS NOT NULL"""
             ).fetchnumpy()
 
@@ -555,7 +561,7 @@ class Store:
         """The last memory of each session, where the next one will be linked."""
         with self.lock:
             return dict(self.con.execute(
-                f"SELECT session_id, arg_max(doc_id, coalesce(seq, doc_id)) FROM memories "
+                f"SELECT session_id, (array_agg(doc_id ORDER BY coalesce(seq, doc_id) DESC))[1] FROM memories "
                 f"WHERE {self._SESSION_MEMORIES} GROUP BY session_id"
             ).fetchall())
 
@@ -564,7 +570,7 @@ class Store:
         where, params = self._where(since, docs)
         with self.lock:
             return self.con.execute(
-                f"SELECT {', '.join(INDEX_COLUMNS)} FROM memories WHERE {where} ORDER BY seq", params
+                f"SELECT {self._select(INDEX_COLUMNS)} FROM memories WHERE {where} ORDER BY seq", params
             ).fetchnumpy()
 
     def index_postings(self, since: int = 0, doc_ids: Sequence[int] | None = None,
@@ -584,7 +590,7 @@ class Store:
         """Every gram hash with its document frequency, sorted by hash (the whole load)."""
         with self.lock:
             return self.con.execute(
-                "SELECT gram, count(*) AS df FROM (SELECT unnest(grams) AS gram FROM memories) "
+                "SELECT gram, count(*) AS df FROM (SELECT unnest(grams) AS gram FROM memories) AS s "
                 "GROUP BY gram ORDER BY gram").fetchnumpy()
 
     def index_grams(self, docs: tuple[int, int]):
@@ -599,7 +605,7 @@ class Store:
         with self.lock:
             df = dict(self.con.execute(
                 "SELECT g, count(*) FROM (SELECT unnest(grams) AS g FROM memories "
-                "WHERE list_has_any(grams, ?::BIGINT[])) WHERE g IN (SELECT unnest(?::BIGINT[])) GROUP BY g",
+                "WHERE grams && ?::BIGINT[]) AS s WHERE g IN (SELECT unnest(?::BIGINT[])) GROUP BY g",
                 [list(grams), list(grams)]).fetchall())
             rows = self.con.execute(
                 "SELECT doc_id, grams, gtfs FROM memories WHERE doc_id IN (SELECT unnest(?::BIGINT[]))",
@@ -609,7 +615,7 @@ class Store:
     def changes(self, since: int):
         """Everything the index and the rows need about rows changed after `since`, in one
         statement (the catch-up after another process wrote): an Arrow table in insertion order."""
-        cols = ", ".join(dict.fromkeys([*INDEX_COLUMNS, *FACT_COLUMNS, "terms", "tfs", "grams", "gtfs"]))
+        cols = self._select(dict.fromkeys([*INDEX_COLUMNS, *FACT_COLUMNS, "terms", "tfs", "grams", "gtfs"]))
         with self.lock:
             return self.con.sql(f"SELECT {cols} FROM memories WHERE changed > {int(since)} ORDER BY seq").to_arrow_table()
 
@@ -707,13 +713,13 @@ class Store:
             ).fetchall()[0]
             df = dict(self.con.execute(
                 "SELECT term, count(*) FROM (SELECT unnest(terms) AS term FROM memories "
-                "WHERE list_has_any(terms, ?::BIGINT[])) WHERE term IN (SELECT unnest(?::BIGINT[])) GROUP BY term",
+                "WHERE terms && ?::BIGINT[]) AS s WHERE term IN (SELECT unnest(?::BIGINT[])) GROUP BY term",
                 [list(terms), list(terms)],
             ).fetchall())
             idf = {t: float(np.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))) for t in terms}
             if not n or not df:
                 return [], int(n), set()
-            filters = "(user_id = ? OR shared) AND list_has_any(terms, ?::BIGINT[])"
+            filters = "(user_id = ? OR shared) AND terms && ?::BIGINT[]"
             params: list = [list(terms), [idf[t] for t in terms], list(qtf), k1, b, float(avgdl),
                             user_id, list(terms)]
             if project is not None:
@@ -721,16 +727,16 @@ class Store:
                 params.append(project)
             rows = self.con.execute(
                 f"""
-                WITH q AS (SELECT unnest(?::BIGINT[]) AS term, unnest(?::DOUBLE[]) AS idf,
+                WITH q AS (SELECT unnest(?::BIGINT[]) AS term, unnest(?::FLOAT8[]) AS idf,
                                   unnest(?::INTEGER[]) AS qtf),
-                     k AS (SELECT ?::DOUBLE AS k1, ?::DOUBLE AS b, ?::DOUBLE AS avgdl),
-                     p AS (SELECT doc_id, doc_len, epoch(updated_at) AS updated, revision_count, kind, type,
+                     k AS (SELECT ?::FLOAT8 AS k1, ?::FLOAT8 AS b, ?::FLOAT8 AS avgdl),
+                     p AS (SELECT doc_id, doc_len, {self.EPOCH} AS updated, revision_count, kind, type,
                                   unnest(terms) AS term, unnest(tfs) AS tf
                            FROM memories WHERE {filters})
                 SELECT p.doc_id,
                        sum(q.qtf * q.idf * p.tf * (k.k1 + 1)
                            / (p.tf + k.k1 * (1 - k.b + k.b * p.doc_len / k.avgdl))) AS score,
-                       any_value(p.updated), any_value(p.revision_count), any_value(p.kind), any_value(p.type)
+                       min(p.updated), min(p.revision_count), min(p.kind), min(p.type)
                 FROM p JOIN q USING (term), k
                 GROUP BY p.doc_id
                 """,
