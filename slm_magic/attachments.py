@@ -104,3 +104,39 @@ def _release(path: str) -> None:
         del _holders[path]
     else:
         _holders[path] -= 1
+
+
+def path_literal(path) -> str:
+    """A path as a SQL string literal (DuckDB's readers and writers take no parameters there)."""
+    return _sql_string(str(path))
+
+
+def write_table(table, path, fmt: str) -> None:
+    """An Arrow table to a JSON Lines or Parquet file, with DuckDB's own writer (the export of a
+    memory kept elsewhere: the file is the same as a DuckDB file's export)."""
+    with _lock:
+        con = _connection().cursor()
+    try:
+        con.register("_export", table)
+        con.execute(f"COPY (SELECT * FROM _export) TO {path_literal(path)} "
+                    f"({'FORMAT JSON' if fmt == 'json' else 'FORMAT PARQUET'})")
+    finally:
+        con.close()
+
+
+def read_table(path, fmt: str, types):
+    """An exported file as an Arrow table of `types` (name -> DuckDB type; a column the file
+    lacks, from an earlier version, is NULL) with each row's `line_number` (from 1)."""
+    if fmt == "json":
+        spec = ", ".join(f"{k}: '{v}'" for k, v in types.items())
+        reader = f"read_json({path_literal(path)}, format = 'newline_delimited', columns = {{{spec}}})"
+    else:
+        reader = f"read_parquet({path_literal(path)})"
+    with _lock:
+        con = _connection().cursor()
+    try:
+        have = set(types) if fmt == "json" else {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {reader}").fetchall()}
+        select = ", ".join(f"CAST({c if c in have else 'NULL'} AS {t}) AS {c}" for c, t in types.items())
+        return con.sql(f"SELECT {select}, row_number() OVER () AS line_number FROM {reader}").to_arrow_table()
+    finally:
+        con.close()

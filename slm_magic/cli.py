@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("feedback", help="tell the ranking a memory was useful (up) or not (down)")
     f.add_argument("id")
     f.add_argument("signal", choices=("up", "down"))
+    g = sub.add_parser("pg-setup", help="for an administrator: create or upgrade a team's memory on PostgreSQL "
+                                        "(schema, roles, grants, row-level security); run again after an upgrade")
+    g.add_argument("url", nargs="?", help="postgresql://admin@host/db, as a superuser (default: --db)")
+    g.add_argument("--member", action="append", default=[], metavar="ROLE",
+                   help="a person of the team: their login role (created if missing) joins slm_team; repeatable")
     sub.add_parser("mcp", help="serve this memory to an AI assistant: an MCP server on stdin/stdout "
                                "(needs: pip install 'slm-magic[mcp]')")
     return ap
@@ -72,6 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "mcp":
         return _mcp(args)
+    if args.command == "pg-setup":
+        try:
+            before, after = Memory.setup_team(args.url or args.db or "", args.member)
+        except SlmMagicError as exc:
+            print(f"slm-magic: {exc}", file=sys.stderr)
+            return 2
+        done = f"schema version {before} -> {after}" if before != after else f"schema version {after}, up to date"
+        members = f"; members: {', '.join(args.member)}" if args.member else ""
+        print(f"slm-magic: team memory ready ({done}; grants and row-level security set{members})")
+        return 0
     try:
         with Memory(args.db, user_id=args.user) as mem:
             if args.command == "remember":

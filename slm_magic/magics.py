@@ -140,6 +140,9 @@ class SLMMagic(Magics, Configurable):
                 yield mem
         except SlmMagicError as exc:
             raise _usage(exc) from None
+        finally:
+            for line in mem.take_notices():
+                print(f"slm_magic: {line}")
 
     def _notice_closed(self, mem: Memory) -> None:
         """This kernel's session ended elsewhere (another kernel, `slm-magic close`, the API):

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import bulk, text
-from .errors import InvalidInput, type_name
+from .errors import InvalidInput, StoreError, type_name
 from .index import SparseIndex
 from .models import (CloseSessionResult, ExportReport, Fact, ImportReport, LearningStatus, Observation,
                      ObservationCompact, Provenance, RecallResult, Remembered, SaveResult, ScoredMemory, SearchScore,
@@ -37,7 +37,8 @@ from .temporal import temporal_terms
 from .replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
 from .rows import FactRows, fact_of
 from .records import Postings, content_hash, epoch_seconds, field_counts, field_grams, to_utc_naive, validate
-from .store import FACT_COLUMNS, STORAGE_FAILURES, Store, utcnow
+from .backends import is_url, open_store
+from .store import FACT_COLUMNS, STORAGE_FAILURES, utcnow
 
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 
@@ -58,9 +59,16 @@ class Memory:
         if not isinstance(session_timeout_hours, (int, float)) or session_timeout_hours <= 0:
             raise InvalidInput(f"session_timeout_hours must be a positive number; got {session_timeout_hours!r}")
         self.session_timeout_hours = float(session_timeout_hours)
-        self.user_id = user_id
         self._clock = clock or utcnow
-        self.store = Store(path)
+        self.store = open_store(path)
+        login = self.store.login_user
+        if login is not None and user_id != login and not self.store.sees_everything:
+            if user_id:  # on a server you are who you connect as: row-level security says so too
+                self.store.close()
+                raise StoreError(f"connected to {self.store.path} as {login!r}, so user_id is {login!r}, "
+                                 f"not {user_id!r}: connect as that role instead")
+            user_id = login
+        self.user_id = user_id
         self.calibration = AnswerCalibration(self.store, lambda: self.user_id, self.now, judge=judge,
                                              abstain_below=abstain_below)
         self.replica: IndexReplica | None = None
@@ -75,9 +83,25 @@ class Memory:
         self._load_index()
 
     # --- lifecycle --------------------------------------------------------------------------
+    @staticmethod
+    def setup_team(url: str, members: Sequence[str] = ()) -> tuple[int, int]:
+        """For an administrator: create or upgrade a team's memory on PostgreSQL (the schema,
+        the roles, their grants and row-level security); `members` are the people's login
+        roles. Returns (schema version before, after)."""
+        from .pg_store import setup
+
+        if not is_url(url):
+            raise InvalidInput(f"a team memory needs a postgresql:// URL, not {url!r}")
+        return setup(url, list(members))
+
     @property
     def path(self) -> str:
         return self.store.path
+
+    def take_notices(self) -> list[str]:
+        """Lines for the user about what the storage went through since last asked (the
+        server went away and was reconnected); each said once."""
+        return self.store.take_notices()
 
     def close(self) -> None:
         """Let go of the file for good. A save of the index running in the background is
@@ -460,7 +484,7 @@ class Memory:
             raise InvalidInput(f"no memory with id {fact_id!r}")
         self.store.delete(fact_id)
         self._sync()
-        if self.replica is not None and self.path != ":memory:":
+        if self.replica is not None and self.store.saves_index:
             self.replica.drop_saved()  # its text must not stay in the saved index
         return fact
 

@@ -53,35 +53,38 @@ class IndexReplica:
     def load(cls, store: Store, k1: float, b: float) -> "IndexReplica":
         """The replica of the whole file: its saved index mapped and caught up, else rebuilt."""
         replica = cls(store, k1, b)
-        with store.lock:
-            newest = store.max_change()
-            if store.path != ":memory:":
-                index_file.remove_leftovers(index_file.path_for(store.path))
-                try:
-                    got = index_file.read(index_file.path_for(store.path), schema=store.schema_version(),
-                                          identity=store.identity(), newest=newest, k1=k1, b=b,
-                                          holds=store.holds)
-                except index_file.Stale as exc:
-                    replica.source = f"rebuilt ({exc})"
-                    index_file.discard(index_file.path_for(store.path), exc)  # never to be taken later
-                else:
-                    replica.index, replica.rows, replica.session_last = got.index, got.rows, got.session_last
-                    replica.seen = replica.saved = got.stamp
-                    replica.source = "saved index"
-                    if newest > got.stamp:  # what was written after the save
-                        replica.seen = max(replica.seen, replica.apply_changes(got.stamp))
-                    store.caught_up()
-                    return replica
-            replica.seen = newest
-            replica.apply_changes(0, whole=True)
-            store.caught_up()
+        store.consistent(replica._load)
         return replica
+
+    def _load(self) -> None:
+        store, k1, b = self.store, self.index.k1, self.index.b
+        newest = store.max_change()
+        path = index_file.path_for(store.path) if store.saves_index else None
+        if path is not None:
+            index_file.remove_leftovers(path)
+            try:
+                got = index_file.read(path, schema=store.schema_version(), identity=store.identity(),
+                                      newest=newest, k1=k1, b=b, holds=store.holds)
+            except index_file.Stale as exc:
+                self.source = f"rebuilt ({exc})"
+                index_file.discard(path, exc)  # never to be taken later
+            else:
+                self.index, self.rows, self.session_last = got.index, got.rows, got.session_last
+                self.seen = self.saved = got.stamp
+                self.source = "saved index"
+                if newest > got.stamp:  # what was written after the save
+                    self.seen = max(self.seen, self.apply_changes(got.stamp))
+                store.caught_up()
+                return
+        self.seen = newest
+        self.apply_changes(0, whole=True)
+        store.caught_up()
 
     # --- the saved index ----------------------------------------------------------------------
     def worth_saving(self) -> bool:
         """Enough memories, and enough changed since the saved index, to save it (again)."""
         n = self.index.n_live
-        if self.store.path == ":memory:" or n < self.SAVE_MIN_DOCS:
+        if not self.store.saves_index or n < self.SAVE_MIN_DOCS:
             return False
         return not self.saved or self.seen - self.saved >= max(1_000, self.SAVE_AFTER_CHANGES * n)
 
@@ -153,10 +156,16 @@ class IndexReplica:
 
     def sync(self) -> None:
         """Apply every change after the highest stamp we have seen (cheap when there is none)."""
-        with self.store.lock:
-            if self.store.last_change() > self.seen:
-                self.seen = max(self.seen, self.apply_changes(self.seen))
-            self.store.caught_up()
+        self.store.consistent(self._sync)
+
+    def _sync(self) -> None:
+        store = self.store
+        top = store.last_change()
+        if top > self.seen:
+            self.seen = max(self.seen, self.apply_changes(self.seen))
+            if store.STAMPS_IN_COMMIT_ORDER:  # every stamp up to top has committed: none is missed
+                self.seen = max(self.seen, top)
+        store.caught_up()
 
     def apply_changes(self, since: int, whole: bool = False) -> int:
         """Bring the index and the rows up to date with everything changed after `since`;

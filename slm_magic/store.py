@@ -239,11 +239,6 @@ INDEX_COLUMNS = (
 )
 
 
-def _literal(path: Path) -> str:
-    """A path as a SQL string literal (DuckDB's readers and writers take no parameters there)."""
-    return "'" + str(path).replace("'", "''") + "'"
-
-
 def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
@@ -304,6 +299,26 @@ class Store:
 
     # --- the connection ---------------------------------------------------------------------
     LOCK_WAIT_S = 30.0
+    #: Whether a reader that read the newest stamp n has every change up to n (PostgreSQL's
+    #: clock); DuckDB's sequence may have handed out stamps not committed yet.
+    STAMPS_IN_COMMIT_ORDER = False
+    #: The database role this store is connected as, when the database knows people (None: a file).
+    login_user: str | None = None
+    sees_everything = True
+
+    @property
+    def saves_index(self) -> bool:
+        """Whether the in-process index is saved beside the memory (a file, not RAM)."""
+        return self.path != ":memory:"
+
+    def consistent(self, work):
+        """`work()`, reading one state of the data (a DuckDB file has one writer at a time)."""
+        with self.lock:
+            return work()
+
+    def take_notices(self) -> list[str]:
+        """Lines for the user about what the storage went through (a reconnect); none here."""
+        return []
 
     def connect(self) -> None:
         """Open the file, waiting (with backoff) while another process holds DuckDB's write lock:
@@ -806,22 +821,12 @@ class Store:
         own writer); an unwritable path raises DuckDB's error."""
         with self.lock:
             self.con.execute(f"COPY (SELECT {', '.join(columns)} FROM memories WHERE user_id = ? "
-                             f"ORDER BY coalesce(seq, doc_id)) TO {_literal(path)} "
+                             f"ORDER BY coalesce(seq, doc_id)) TO {attachments.path_literal(path)} "
                              f"({'FORMAT JSON' if fmt == 'json' else 'FORMAT PARQUET'})", [user_id])
 
     def read_export(self, path: Path, fmt: str, types: Mapping[str, str]):
-        """An exported file as an Arrow table of `types` (name -> DuckDB type; a column the file
-        lacks, from an earlier version, is NULL) with each row's `line_number` (from 1)."""
-        if fmt == "json":
-            spec = ", ".join(f"{k}: '{v}'" for k, v in types.items())
-            reader = f"read_json({_literal(path)}, format = 'newline_delimited', columns = {{{spec}}})"
-        else:
-            reader = f"read_parquet({_literal(path)})"
-        with self.lock:
-            have = set(types) if fmt == "json" else {
-                r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {reader}").fetchall()}
-            select = ", ".join(f"CAST({c if c in have else 'NULL'} AS {t}) AS {c}" for c, t in types.items())
-            return self.con.sql(f"SELECT {select}, row_number() OVER () AS line_number FROM {reader}").to_arrow_table()
+        """An exported file as an Arrow table of `types` with each row's `line_number`."""
+        return attachments.read_table(path, fmt, types)
 
     def existing_fact_ids(self, fact_ids: list[str]) -> set[str]:
         """Which of these fact_ids are already stored (an import adds only the others)."""

@@ -48,3 +48,59 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SLOW_FILES or "subprocess" in item.name:
             item.add_marker(pytest.mark.slow)
+
+
+class PgServer:
+    """A real PostgreSQL server for the team tests (`.ci/pg.sh` starts a throwaway cluster and
+    sets SLM_TEST_PG_URL: a superuser over the local socket, trust authentication)."""
+
+    def __init__(self, admin_url: str, ctl: str | None):
+        self.admin_url = admin_url
+        self.ctl = ctl
+
+    def url(self, role: str, database: str) -> str:
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(self.admin_url)
+        host = parts.netloc.rsplit("@", 1)[-1]
+        return urlunsplit(parts._replace(netloc=f"{role}@{host}", path=f"/{database}"))
+
+    def pg_ctl(self, *args: str) -> None:
+        """pg_ctl on the test cluster (restart, stop, start), as the cluster's owner."""
+        import os
+        import shlex
+        import subprocess
+
+        cmd = [*shlex.split(self.ctl), *args]
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    import os
+
+    url = os.environ.get("SLM_TEST_PG_URL")
+    if not url:
+        if os.environ.get("SLM_REQUIRE_PG") == "1":  # .ci/run: a skip there would hide a failure
+            pytest.fail("SLM_REQUIRE_PG=1 but SLM_TEST_PG_URL is not set (.ci/pg.sh sets it)")
+        pytest.skip("no PostgreSQL server: run `eval \"$(bash .ci/pg.sh | sed 's/^/export /')\"` to start one")
+    return PgServer(url, os.environ.get("SLM_TEST_PG_CTL"))
+
+
+@pytest.fixture
+def team_db(pg_server):
+    """A fresh database set up for a team of two (alice, bob): {role: URL}, and "admin"."""
+    import uuid
+
+    import psycopg
+
+    name = f"slm_t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_server.admin_url, autocommit=True) as con:
+        con.execute(f"CREATE DATABASE {name}")
+    admin = pg_server.url("postgres", name)
+    Memory.setup_team(admin, ["alice", "bob"])
+    yield {"admin": admin, "alice": pg_server.url("alice", name), "bob": pg_server.url("bob", name)}
+    with psycopg.connect(pg_server.admin_url, autocommit=True) as con:
+        con.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -1,0 +1,27 @@
+"""Which store a memory's address opens: a DuckDB file (or ":memory:"), or a PostgreSQL
+server for a team (a postgresql:// URL). The same address works everywhere one is given:
+`Memory(...)`, $SLM_MAGIC_DB, `%config SLMMagic.db_path`, `slm-magic --db`, the MCP server."""
+
+from __future__ import annotations
+
+import os
+
+from .store import Store, default_path
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_url(address) -> bool:
+    return isinstance(address, str) and address.startswith(URL_SCHEMES)
+
+
+def open_store(address: str | os.PathLike[str] | None) -> Store:
+    """The store at `address` (None: $SLM_MAGIC_DB, else ~/.slm_magic/memory.duckdb)."""
+    if address is None:
+        env = os.environ.get("SLM_MAGIC_DB")
+        address = env if is_url(env) else default_path()
+    if is_url(address):
+        from .pg_store import PgStore
+
+        return PgStore(address)
+    return Store(address)

@@ -1,0 +1,174 @@
+"""The schema on PostgreSQL, and the administrator's setup of a team's memory.
+
+The versions are those of `store.MIGRATIONS`, in PostgreSQL's SQL: a database and a file at
+version N hold the same tables and columns. Three things exist only here:
+
+- `change_clock`, one row taken by `take_stamps(k)`: change stamps in commit order. A
+  sequence hands stamps out when a row is written, not when it commits, so a reader catching
+  up by "stamp > the last I saw" would skip a slower writer's rows; the row lock of the clock
+  makes writers commit in stamp order instead.
+- Roles: `slm_owner` owns every object and nobody logs in as it; `slm_team` is the team; each
+  person is their own login role, a member of the team.
+- Row-level security, forced on every table: a person reads and writes their own rows, and
+  reads the memories (and their tombstones) the others shared. Not even raw SQL as that person
+  reads more.
+
+Members cannot change the schema: `slm-magic pg-setup` (run by an administrator, again after
+an upgrade of slm_magic) creates and migrates it, grants and policies included.
+"""
+
+from __future__ import annotations
+
+SCHEMA = "slm"
+OWNER = "slm_owner"
+TEAM = "slm_team"
+
+_V1 = """
+CREATE SEQUENCE doc_seq START 0 MINVALUE 0;
+CREATE SEQUENCE change_seq START 1;
+CREATE TABLE memories (
+    fact_id text PRIMARY KEY,
+    doc_id bigint NOT NULL DEFAULT nextval('doc_seq'),
+    seq bigint,
+    user_id text NOT NULL,
+    session_id text,
+    project text NOT NULL,
+    type text NOT NULL,
+    title text,
+    topic_key text,
+    content text NOT NULL,
+    content_hash text NOT NULL,
+    tags text[] NOT NULL,
+    is_core boolean NOT NULL,
+    source text,
+    notebook text,
+    cell integer,
+    created_at timestamp NOT NULL,
+    updated_at timestamp NOT NULL,
+    revision_count integer NOT NULL,
+    kind text NOT NULL,
+    doc_len integer NOT NULL,
+    terms bigint[] NOT NULL,
+    tfs integer[] NOT NULL,
+    changed bigint NOT NULL DEFAULT nextval('change_seq')
+);
+CREATE TABLE tombstones (doc_id bigint NOT NULL, new_doc_id bigint,
+                         changed bigint NOT NULL DEFAULT nextval('change_seq'));
+CREATE TABLE sessions (
+    session_id text PRIMARY KEY, user_id text NOT NULL, project text NOT NULL, api text NOT NULL,
+    started_at timestamp NOT NULL, last_activity_at timestamp NOT NULL, ended_at timestamp,
+    summary text, is_auto_generated boolean NOT NULL DEFAULT false);
+CREATE TABLE feedback (
+    signal_id text PRIMARY KEY, session_id text, fact_id text NOT NULL, signal text NOT NULL,
+    value double precision NOT NULL, query text, rank integer, created_at timestamp NOT NULL);
+CREATE TABLE summary_events (
+    session_id text NOT NULL, entity text NOT NULL, fact_id text NOT NULL, created_at timestamp NOT NULL);
+"""
+
+_V2 = """
+ALTER TABLE tombstones ADD COLUMN terms bigint[];
+ALTER TABLE feedback ADD COLUMN user_id text;
+CREATE TABLE recall_events (
+    session_id text NOT NULL, fact_id text NOT NULL, doc_id bigint NOT NULL, query text NOT NULL,
+    rank integer NOT NULL, created_at timestamp NOT NULL);
+"""
+
+_V3 = """
+CREATE TABLE models (
+    model_id text PRIMARY KEY, user_id text NOT NULL, kind text NOT NULL, version integer NOT NULL,
+    created_at timestamp NOT NULL, trained_on integer NOT NULL, params text NOT NULL);
+ALTER TABLE feedback ADD COLUMN project text;
+ALTER TABLE recall_events ADD COLUMN project text;
+CREATE TABLE outcomes (
+    outcome_id text PRIMARY KEY, user_id text NOT NULL, query text NOT NULL,
+    evidence double precision NOT NULL, answered boolean NOT NULL, source text NOT NULL,
+    created_at timestamp NOT NULL);
+"""
+
+# (a database starts at version 5, so there are no rows to re-derive here as the file's v4 does)
+_V4 = """
+ALTER TABLE memories ADD COLUMN cell_id text;
+ALTER TABLE memories ADD COLUMN code text;
+ALTER TABLE sessions ADD COLUMN origin text;
+ALTER TABLE memories ADD COLUMN grams bigint[] NOT NULL DEFAULT '{}';
+ALTER TABLE memories ADD COLUMN gtfs integer[] NOT NULL DEFAULT '{}';
+"""
+
+_V5 = """
+ALTER TABLE memories ADD COLUMN shared boolean NOT NULL DEFAULT false;
+ALTER TABLE tombstones ADD COLUMN user_id text NOT NULL DEFAULT current_user;
+ALTER TABLE tombstones ADD COLUMN shared boolean NOT NULL DEFAULT false;
+ALTER TABLE summary_events ADD COLUMN user_id text NOT NULL DEFAULT current_user;
+ALTER TABLE recall_events ADD COLUMN user_id text NOT NULL DEFAULT current_user;
+ALTER TABLE memories ALTER COLUMN user_id SET DEFAULT current_user;
+ALTER TABLE sessions ALTER COLUMN user_id SET DEFAULT current_user;
+ALTER TABLE feedback ALTER COLUMN user_id SET DEFAULT current_user;
+ALTER TABLE models ALTER COLUMN user_id SET DEFAULT current_user;
+ALTER TABLE outcomes ALTER COLUMN user_id SET DEFAULT current_user;
+-- stamps come from the clock only: a statement that forgot one fails instead of taking one
+-- out of commit order
+ALTER TABLE memories ALTER COLUMN changed DROP DEFAULT;
+ALTER TABLE tombstones ALTER COLUMN changed DROP DEFAULT;
+CREATE TABLE change_clock (one boolean PRIMARY KEY DEFAULT true CHECK (one), n bigint NOT NULL);
+INSERT INTO change_clock VALUES (true, 0);
+CREATE FUNCTION take_stamps(k integer) RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    SET search_path = slm, pg_temp AS $f$ UPDATE change_clock SET n = n + k RETURNING n $f$;
+-- a catch-up reads by stamp, a recall's rows by index position, a person's rows by user
+CREATE INDEX memories_changed ON memories (changed);
+CREATE INDEX memories_doc_id ON memories (doc_id);
+CREATE INDEX memories_user ON memories (user_id);
+CREATE INDEX tombstones_changed ON tombstones (changed);
+"""
+
+MIGRATIONS = [_V1, _V2, _V3, _V4, _V5]
+
+TABLES = ("memories", "tombstones", "sessions", "feedback", "summary_events", "recall_events", "models",
+          "outcomes")
+READ_SHARED = ("memories", "tombstones")  # a team member also reads the shared rows of these
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def setup_statements(version: int, target: int, members: list[str], existing_roles: set[str]) -> list[str]:
+    """The statements that take a database from `version` to `target` and (again) set the
+    roles, grants and policies, for `members` too. Run by a superuser (or a role with
+    CREATEROLE that may create the schema), in one transaction."""
+    out = []
+    for role in (OWNER, TEAM):
+        if role not in existing_roles:
+            out.append(f"CREATE ROLE {role} NOLOGIN")
+    for m in members:
+        if m not in existing_roles:
+            out.append(f"CREATE ROLE {_ident(m)} LOGIN")
+        out.append(f"GRANT {TEAM} TO {_ident(m)}")
+    out += [f"CREATE SCHEMA IF NOT EXISTS {SCHEMA} AUTHORIZATION {OWNER}",
+            f"REVOKE ALL ON SCHEMA {SCHEMA} FROM PUBLIC",
+            f"GRANT USAGE ON SCHEMA {SCHEMA} TO {TEAM}",
+            f"SET LOCAL search_path = {SCHEMA}",
+            f"SET LOCAL ROLE {OWNER}",
+            "CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL, applied_at timestamp NOT NULL)"]
+    for v in range(version + 1, target + 1):
+        out.append(MIGRATIONS[v - 1])
+        out.append(f"INSERT INTO schema_version VALUES ({v}, now() AT TIME ZONE 'UTC')")
+    out.append("RESET ROLE")
+    tables = ", ".join(TABLES)
+    out += [f"REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC",
+            f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {SCHEMA} FROM PUBLIC",
+            "REVOKE ALL ON FUNCTION take_stamps(integer) FROM PUBLIC",
+            f"GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {TEAM}",
+            f"REVOKE UPDATE, DELETE ON tombstones FROM {TEAM}",  # append-only
+            f"GRANT SELECT ON schema_version, change_clock TO {TEAM}",
+            f"GRANT USAGE ON SEQUENCE doc_seq, change_seq TO {TEAM}",  # nextval, never setval
+            f"GRANT EXECUTE ON FUNCTION take_stamps(integer) TO {TEAM}"]
+    for t in TABLES:
+        out += [f"ALTER TABLE {t} ENABLE ROW LEVEL SECURITY",
+                f"ALTER TABLE {t} FORCE ROW LEVEL SECURITY",  # the owner too
+                f"DROP POLICY IF EXISTS own ON {t}",
+                f"CREATE POLICY own ON {t} FOR ALL TO {TEAM} USING (user_id = current_user) "
+                "WITH CHECK (user_id = current_user)"]
+        if t in READ_SHARED:
+            out += [f"DROP POLICY IF EXISTS team_reads_shared ON {t}",
+                    f"CREATE POLICY team_reads_shared ON {t} FOR SELECT TO {TEAM} USING (shared)"]
+    return out

@@ -1,0 +1,242 @@
+"""A team's memory on a real PostgreSQL server: the same engine and results as on a DuckDB
+file, row-level security per person, sharing, several processes, a server restart.
+
+Skipped where no server is found (`.ci/run` starts one and requires these tests).
+"""
+
+import json
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from slm_magic import Memory
+from slm_magic.errors import StoreError
+
+QUERIES = ["churn definition", "join drops rows", "which table is in UTC", "seed", "t17 column",
+           "what did we decide about the model", "session summary"]
+
+
+def _work(mem: Memory) -> None:
+    """One workload, the same on every backend: sessions, single and bulk writes, a revision,
+    a pin, a forget, a closed session's summaries."""
+    init = mem.session_init("churn", query="churn")
+    sid = init.session_id
+    mem.remember("churn means no login for 90 days", session_id=sid, tags="churn,definition", type="decision")
+    mem.remember("the left join on customer_id drops 3% of rows", session_id=sid, tags="join")
+    seed = mem.remember("always fix the random seed to 42", session_id=sid, type="preference")
+    mem.remember("the orders table is in UTC; the events table is in local time", session_id=sid, project="etl")
+    mem.remember_many([{"content": f"column c{i} of table t{i} holds {i % 7} nulls", "project": "etl",
+                        "session_id": sid} for i in range(300)])
+    wrong = mem.remember("we decided to use a random forest", session_id=sid, topic_key="model-choice")
+    mem.remember("we decided to use gradient boosting, not a random forest", session_id=sid, topic_key="model-choice")
+    mem.pin(seed.fact_id)
+    gone = mem.remember("a scratch note to forget", session_id=sid)
+    mem.forget(gone.fact_id)
+    assert mem.get(wrong.fact_id).revision_count == 1
+    mem.close_session(sid)
+
+
+def _answers(mem: Memory) -> list:
+    out = []
+    for q in QUERIES:
+        res = mem.recall(q, limit=8, kind=None)
+        out.append([(m.content, round(m.score.value, 9), round(m.relevance, 9)) for m in res])
+    return out
+
+
+def _same_session_ids(monkeypatch):
+    """Session ids are random, and a summary's text holds its id: the same ids on both runs."""
+    import itertools
+
+    from slm_magic import session_ids
+
+    counter = itertools.count()
+    monkeypatch.setattr(session_ids.secrets, "token_hex", lambda n: f"{next(counter):0{2 * n}x}")
+
+
+def test_same_results_as_a_duckdb_file(team_db, tmp_path, clock, monkeypatch):
+    _same_session_ids(monkeypatch)
+    with Memory(tmp_path / "memory.duckdb", user_id="alice", clock=clock) as file_mem:
+        _work(file_mem)
+        expected = _answers(file_mem)
+        n_file = file_mem.count()
+    _same_session_ids(monkeypatch)
+    with Memory(team_db["alice"], clock=clock) as pg:
+        assert pg.user_id == "alice" and pg.path.startswith("postgresql://")
+        _work(pg)
+        assert _answers(pg) == expected
+        pg._degrade("test: answer from SQL")  # the SQL path on the server: the same ranking
+        assert [[c for c, *_ in a] for a in _answers(pg)] == [[c for c, *_ in a] for a in expected]
+    with Memory(team_db["alice"], clock=clock) as again:  # a new kernel: its index from the server
+        assert _answers(again) == expected
+        assert again.count() == n_file
+
+
+def test_a_kernel_catches_up_with_another_ones_writes(team_db, clock):
+    with Memory(team_db["alice"], clock=clock) as one, Memory(team_db["alice"], clock=clock) as two:
+        one.remember("the warehouse moved to eu-west-1")
+        assert [m.content for m in two.recall("warehouse moved")] == ["the warehouse moved to eu-west-1"]
+        fact = two.remember("the dashboard refreshes at 6am")
+        two.revise(fact.fact_id, content="the dashboard refreshes at 7am")
+        assert [m.content for m in one.recall("dashboard refreshes")] == ["the dashboard refreshes at 7am"]
+        two.forget(fact.fact_id)
+        assert one.recall("dashboard refreshes").memories == []
+
+
+def test_row_level_security_even_through_raw_sql(team_db, clock):
+    with Memory(team_db["alice"], clock=clock) as alice:
+        private = alice.remember("alice's private note: the salary table is sensitive")
+        shared = alice.remember("the client defines churn as 30 days without login", share=True)
+        sid = alice.session_init("p").session_id
+    with Memory(team_db["bob"], clock=clock) as bob:
+        mine = bob.remember("bob's own finding about the salary table")
+        got = bob.recall("salary table churn", kind=None)
+        ids = {m.fact_id for m in got}
+        assert shared.fact_id in ids and private.fact_id not in ids and mine.fact_id in ids
+        assert "shared by alice" in str(got)
+        assert bob.get(shared.fact_id) is None  # read, never owned
+        with pytest.raises(StoreError, match="as 'bob'"):
+            Memory(team_db["bob"], user_id="alice")
+    with psycopg.connect(team_db["bob"], autocommit=True) as con:
+        con.execute("SET search_path = slm")
+        rows = con.execute("SELECT fact_id, user_id, shared FROM memories ORDER BY user_id").fetchall()
+        assert {r[0] for r in rows} == {shared.fact_id, mine.fact_id}
+        assert con.execute("SELECT count(*) FROM sessions WHERE session_id = %s", [sid]).fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM tombstones WHERE user_id = 'alice' AND NOT shared").fetchone()[0] == 0
+        assert con.execute("UPDATE memories SET content = 'x' WHERE fact_id = %s", [shared.fact_id]).rowcount == 0
+        assert con.execute("DELETE FROM memories WHERE fact_id = %s", [private.fact_id]).rowcount == 0
+        for sql in ("SET row_security = off; SELECT count(*) FROM memories",
+                    "ALTER TABLE memories DISABLE ROW LEVEL SECURITY", "TRUNCATE memories",
+                    "UPDATE change_clock SET n = 0", "SET ROLE alice"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                con.execute(sql)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # writing as someone else
+            con.execute("INSERT INTO memories (fact_id, user_id, project, type, content, content_hash, tags, "
+                        "is_core, created_at, updated_at, revision_count, kind, doc_len, terms, tfs, changed) "
+                        "VALUES ('forged', 'alice', '', 'discovery', 'x', 'h', '{}', false, now(), now(), 0, "
+                        "'memory', 1, '{1}', '{1}', 1)")
+    with psycopg.connect(team_db["admin"]) as con:  # nothing of alice's was touched
+        assert con.execute("SELECT content FROM slm.memories WHERE fact_id = %s", [private.fact_id]).fetchone()[0] \
+            == private.content
+
+
+def test_setup_is_repeatable_and_members_cannot_change_the_schema(team_db):
+    assert Memory.setup_team(team_db["admin"], ["alice", "bob", "carol"]) == (5, 5)
+    with psycopg.connect(team_db["bob"], autocommit=True) as con:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            con.execute("CREATE TABLE slm.mine (x int)")
+    with pytest.raises(StoreError, match="pg-setup"):  # a database nobody set up
+        with psycopg.connect(team_db["admin"], autocommit=True) as con:
+            con.execute("DROP SCHEMA slm CASCADE")
+        Memory(team_db["alice"])
+
+
+def test_magics_on_the_team_memory(team_db, monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    monkeypatch.setenv("SLM_MAGIC_DB", team_db["alice"])
+    config = Config()
+    config.HistoryManager.enabled = False
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.run_line_magic("load_ext", "slm_magic")
+        res = shell.run_cell("%%remember --share --tags churn\nchurn: no login for 30 days, says the client")
+        assert res.error_in_exec is None and res.result.fact.shared and res.result.fact.user_id == "alice"
+        assert shell.run_cell("%config SLMMagic.user = 'bob'").error_in_exec is None
+        res = shell.run_cell("%recall churn")
+        assert res.error_in_exec is not None and "as 'alice'" in str(res.error_in_exec)  # a UsageError
+    finally:
+        shell.run_line_magic("unload_ext", "slm_magic")
+        InteractiveShell.clear_instance()
+    with Memory(team_db["bob"]) as bob:
+        assert [m.fact.user_id for m in bob.recall("churn")] == ["alice"]
+
+
+WRITER = r"""
+import json, sys
+from slm_magic import Memory
+url, me, n, tag = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+with Memory(url) as mem:
+    assert mem.user_id == me
+    sid = mem.session_init(tag).session_id
+    for i in range(n):
+        f = mem.remember(f"{tag} finding {i} about table {tag}t{i}", session_id=sid, share=(i % 3 == 0))
+        print(json.dumps({"ack": f.fact_id, "shared": f.shared}), flush=True)
+        if i % 5 == 0:
+            mem.recall(f"table {tag}t{i}")
+    for line in mem.take_notices():
+        print(json.dumps({"notice": line}), flush=True)
+    # this kernel's index has caught up with everyone's writes it may read
+    print(json.dumps({"seen": [m.fact_id for m in mem.recall("finding table", limit=10000)]}), flush=True)
+"""
+
+
+def _writers(team_db, specs, n):
+    return [subprocess.Popen([sys.executable, "-c", WRITER, team_db[who], who, str(n), tag],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for who, tag in specs]
+
+
+def _results(proc) -> dict:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    lines = [json.loads(x) for x in out.splitlines()]
+    return {"acks": [x["ack"] for x in lines if "ack" in x],
+            "shared": {x["ack"] for x in lines if x.get("shared")},
+            "notices": [x["notice"] for x in lines if "notice" in x],
+            "seen": next(x["seen"] for x in lines if "seen" in x)}
+
+
+def test_four_processes_two_people_at_once_subprocess(team_db):
+    n = 60
+    specs = [("alice", "a1"), ("alice", "a2"), ("bob", "b1"), ("bob", "b2")]
+    results = [_results(p) for p in _writers(team_db, specs, n)]
+    with psycopg.connect(team_db["admin"]) as con:
+        stored = dict(con.execute("SELECT fact_id, user_id FROM slm.memories WHERE kind = 'memory'").fetchall())
+        counts = con.execute("SELECT count(*), count(DISTINCT fact_id) FROM slm.memories").fetchone()
+    assert counts[0] == counts[1] == 4 * n  # every write present exactly once
+    for (who, _), r in zip(specs, results):
+        assert len(r["acks"]) == n and all(stored[f] == who for f in r["acks"])
+    by = {who: set() for who, _ in specs}
+    shared = set()
+    for (who, _), r in zip(specs, results):
+        by[who] |= set(r["acks"])
+        shared |= r["shared"]
+    for (who, _), r in zip(specs, results):
+        other = "bob" if who == "alice" else "alice"
+        readable = by[who] | (by[other] & shared)
+        assert set(r["seen"]) <= readable  # never another person's private memory
+    # a fresh kernel of each person: all of their own and all shared, nothing else
+    for who in ("alice", "bob"):
+        other = "bob" if who == "alice" else "alice"
+        with Memory(team_db[who]) as mem:
+            seen = {m.fact_id for m in mem.recall("finding table", limit=10000)}
+        assert seen == by[who] | (by[other] & shared)
+        with psycopg.connect(team_db[who]) as con:
+            raw = {r[0] for r in con.execute("SELECT fact_id FROM slm.memories").fetchall()}
+        assert raw == by[who] | (by[other] & shared)
+
+
+def test_server_restart_mid_write_loses_nothing_acknowledged_subprocess(team_db, pg_server):
+    if not pg_server.ctl:
+        pytest.skip("SLM_TEST_PG_CTL is not set: no way to restart the server")
+    n = 400
+    proc = _writers(team_db, [("alice", "r1")], n)[0]
+    acks = []
+    for line in proc.stdout:  # restart once the writer is well into its writes (an event, not a sleep)
+        acks.append(json.loads(line).get("ack"))
+        if len(acks) == 50:
+            pg_server.pg_ctl("restart", "-m", "fast")
+            break
+    rest, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    lines = [json.loads(x) for x in rest.splitlines()]
+    acks += [x["ack"] for x in lines if "ack" in x]
+    notices = [x["notice"] for x in lines if "notice" in x]
+    assert len(acks) == n
+    with psycopg.connect(team_db["admin"]) as con:
+        stored = [r[0] for r in con.execute("SELECT fact_id FROM slm.memories WHERE kind = 'memory'").fetchall()]
+    assert sorted(stored) == sorted(acks)  # each acknowledged write once, nothing else
+    assert len(notices) >= 1 and all("reconnected after" in x for x in notices), notices
