@@ -484,7 +484,7 @@ class Memory:
             raise InvalidInput(f"no memory with id {fact_id!r}")
         self.store.delete(fact_id)
         self._sync()
-        if self.replica is not None and self.store.saves_index:
+        if self.replica is not None and self.store.index_stem is not None:
             self.replica.drop_saved()  # its text must not stay in the saved index
         return fact
 

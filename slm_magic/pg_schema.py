@@ -113,6 +113,10 @@ CREATE TABLE change_clock (one boolean PRIMARY KEY DEFAULT true CHECK (one), n b
 INSERT INTO change_clock VALUES (true, 0);
 CREATE FUNCTION take_stamps(k integer) RETURNS bigint LANGUAGE sql SECURITY DEFINER
     SET search_path = slm, pg_temp AS $f$ UPDATE change_clock SET n = n + k RETURNING n $f$;
+-- statistics right after a bulk write (only the owner may ANALYZE): without them the planner
+-- takes "changed > n" for a third of the table, and every catch-up scans all of it
+CREATE FUNCTION analyze_memories() RETURNS void LANGUAGE sql SECURITY DEFINER
+    SET search_path = slm, pg_temp AS $f$ ANALYZE memories; ANALYZE tombstones $f$;
 -- a catch-up reads by stamp, a recall's rows by index position, a person's rows by user
 CREATE INDEX memories_changed ON memories (changed);
 CREATE INDEX memories_doc_id ON memories (doc_id);
@@ -156,12 +160,12 @@ def setup_statements(version: int, target: int, members: list[str], existing_rol
     tables = ", ".join(TABLES)
     out += [f"REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC",
             f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {SCHEMA} FROM PUBLIC",
-            "REVOKE ALL ON FUNCTION take_stamps(integer) FROM PUBLIC",
+            "REVOKE ALL ON FUNCTION take_stamps(integer), analyze_memories() FROM PUBLIC",
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {TEAM}",
             f"REVOKE UPDATE, DELETE ON tombstones FROM {TEAM}",  # append-only
             f"GRANT SELECT ON schema_version, change_clock TO {TEAM}",
             f"GRANT USAGE ON SEQUENCE doc_seq, change_seq TO {TEAM}",  # nextval, never setval
-            f"GRANT EXECUTE ON FUNCTION take_stamps(integer) TO {TEAM}"]
+            f"GRANT EXECUTE ON FUNCTION take_stamps(integer), analyze_memories() TO {TEAM}"]
     for t in TABLES:
         out += [f"ALTER TABLE {t} ENABLE ROW LEVEL SECURITY",
                 f"ALTER TABLE {t} FORCE ROW LEVEL SECURITY",  # the owner too

@@ -4,9 +4,12 @@
 keeps its in-process index and catches up with the others' writes through the change stamps,
 as on a file; what differs is below this module:
 
-- One psycopg 3 connection per Store, held for the Store's life (connecting costs about 3 ms,
-  a statement about 20 µs). Statements run in autocommit; the writes that take several
-  statements run in one transaction.
+- Two drivers, each where it measured best (benchmarks/RESULTS.md, section 12): one psycopg 3
+  connection per Store, held for its life, for every ordinary statement (connecting costs
+  about 3 ms, a statement about 20 µs; ADBC's cost 33 ms and 50-130 µs); ADBC's PostgreSQL
+  driver, on a connection of its own for the length of one job, to move whole columns as
+  Arrow: a bulk write and the whole load of a new kernel's index (psycopg turns every array
+  into Python objects, which made both several times slower).
 - Change stamps come from `take_stamps(k)` (pg_schema.py): they commit in stamp order, so a
   reader that has read the clock at n has every change up to n, and a catch-up reads the
   clock, the tombstones and the rows in one snapshot.
@@ -97,6 +100,38 @@ class _Result:
         return pa.table({d.name: pa.array(list(c), type=types.get(d.type_code)) for d, c in self._columns()})
 
 
+class _ArrowResult(_Result):
+    """An ADBC answer: Arrow columns, read as the other results are."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def fetchall(self) -> list[tuple]:
+        cols = [c.to_pylist() for c in self.table.columns]
+        return list(zip(*cols)) if cols else []
+
+    def fetchnumpy(self) -> dict[str, np.ndarray]:
+        return {name: self.table.column(name).to_numpy(zero_copy_only=False) for name in self.table.column_names}
+
+    def to_arrow_table(self):
+        return self.table
+
+
+def _insert_types():
+    import pyarrow as pa
+
+    return {"tags": pa.list_(pa.string()), "is_core": pa.bool_(), "shared": pa.bool_(), "cell": pa.int32(),
+            "created_at": pa.timestamp("us"), "updated_at": pa.timestamp("us"), "revision_count": pa.int32(),
+            "doc_len": pa.int32(), "terms": pa.list_(pa.int64()), "tfs": pa.list_(pa.int32()),
+            "grams": pa.list_(pa.int64()), "gtfs": pa.list_(pa.int32())}
+
+
+def _numbered(sql: str) -> str:
+    """`?` parameters as ADBC's `$1`, `$2`, ..."""
+    parts = sql.split("?")
+    return parts[0] + "".join(f"${i}{p}" for i, p in enumerate(parts[1:], 1))
+
+
 class PgConnection:
     """The part of DuckDB's connection API the repositories use (`execute(sql, params)` with
     `?` parameters, `sql(...).to_arrow_table()`), on the store's psycopg connection."""
@@ -105,6 +140,8 @@ class PgConnection:
         self.store = store
 
     def execute(self, sql: str, params: Sequence | None = None) -> _Result:
+        if self.store._arrow is not None:  # inside a bulk job: its statements go through ADBC
+            return self.store.fetch_arrow(sql, params)
         return self.store.run(lambda con: self.store.fetch(con, sql, params))
 
     def sql(self, sql: str, params: Sequence | None = None) -> _Result:
@@ -131,6 +168,7 @@ class PgStore(Store):
         self._pg = None
         self._adapter = PgConnection(self)
         self._in_transaction = False
+        self._arrow = None  # the ADBC cursor of a bulk job while one runs
         with self.lock:
             self._pg = self._open()
             self._check_schema()
@@ -142,7 +180,9 @@ class PgStore(Store):
     def _open(self):
         psycopg = _psycopg()
         try:
-            con = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+            # (never prepared: a generic plan of "changed > $1" guesses a third of the table and
+            # scans it; each catch-up is planned for its own stamp instead)
+            con = psycopg.connect(self.url, autocommit=True, connect_timeout=10, prepare_threshold=None)
         except psycopg.OperationalError as exc:
             raise _Unreachable(f"cannot connect to {self.path}: {_first_line(exc)}") from None
         except psycopg.ProgrammingError as exc:  # a malformed URL
@@ -236,8 +276,19 @@ class PgStore(Store):
         return self._adapter
 
     @property
-    def saves_index(self) -> bool:  # (each kernel builds its index from the server)
-        return False
+    def index_stem(self) -> str:
+        """The saved index of this role's view of the database lives in the user's own cache
+        ($XDG_CACHE_HOME or ~/.cache, slm_magic/, private): it holds what this role may read."""
+        import hashlib
+        import os
+        from pathlib import Path
+
+        home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "slm_magic"
+        home.mkdir(parents=True, mode=0o700, exist_ok=True)
+        return str(home / ("pg-" + hashlib.blake2b(self.path.encode(), digest_size=10).hexdigest()))
+
+    def index_mode(self) -> int:
+        return 0o600
 
     def close(self) -> None:
         with self.lock:
@@ -261,13 +312,58 @@ class PgStore(Store):
     def max_change(self) -> int:
         return self.last_change()
 
-    def consistent(self, work):
+    def consistent(self, work, *, bulk: bool = False):
         """`work()` reading one snapshot (the clock, tombstones and rows agree), run again
-        whole if the connection is lost midway (it only reads)."""
+        whole if the connection is lost midway (it only reads). `bulk`: a whole load, through
+        ADBC."""
+        if bulk:
+            with self.lock, self.arrow_job(snapshot=True):
+                return work()
+
         def in_snapshot(con):
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             return work()
         return self.run(in_snapshot, transaction=True)
+
+    @contextlib.contextmanager
+    def arrow_job(self, *, snapshot: bool = False):
+        """An ADBC connection for one job, in one transaction (REPEATABLE READ with `snapshot`):
+        committed at the end, rolled back on an error."""
+        try:
+            import adbc_driver_postgresql.dbapi as adbc
+        except ImportError:
+            raise StoreError("PostgreSQL needs ADBC's driver: pip install 'slm-magic[postgres]'") from None
+        try:
+            con = adbc.connect(self.url)
+        except adbc.Error as exc:
+            raise StoreError(f"cannot connect to {self.path}: {_first_line(exc)}") from None
+        try:
+            cur = con.cursor()
+            cur.execute(f"SET search_path = {pg_schema.SCHEMA}")
+            if snapshot:
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            self._arrow = cur
+            try:
+                yield cur
+                con.commit()
+            except adbc.Error as exc:
+                raise StoreError(f"PostgreSQL error on {self.path}: {_first_line(exc)}") from None
+            finally:
+                self._arrow = None
+                cur.close()
+        finally:
+            with contextlib.suppress(Exception):
+                con.close()
+
+    def fetch_arrow(self, sql: str, params: Sequence | None) -> _ArrowResult:
+        cur = self._arrow
+        cur.execute(_numbered(sql), list(params) if params else None)
+        try:
+            return _ArrowResult(cur.fetch_arrow_table())
+        except Exception:  # noqa: BLE001 - a statement with no result set
+            import pyarrow as pa
+
+            return _ArrowResult(pa.table({}))
 
     def _cached(self, key: tuple, compute):
         # Writes to sessions and signals do not move the clock: a cached read could miss
@@ -277,9 +373,16 @@ class PgStore(Store):
     def _meta(self, sql: str, params: list, invalidate: bool = True) -> list:  # noqa: ARG002
         return self.con.execute(sql, params).fetchall()
 
+    #: A bulk write of this many memories or more refreshes the planner's statistics after it.
+    ANALYZE_AFTER = 10_000
+
     @contextlib.contextmanager
     def bulk(self):
+        """Many inserts in a row: the statistics are refreshed once at the end, if it was many."""
+        before = self.last_change()
         yield
+        if self.last_change() - before >= self.ANALYZE_AFTER:
+            self.con.execute("SELECT analyze_memories()")
 
     # --- writes ---------------------------------------------------------------------------------
     def insert_one(self, row: dict) -> tuple[int, int]:
@@ -296,32 +399,43 @@ class PgStore(Store):
         return self.run(work, transaction=True)
 
     def insert_many(self, columns: dict[str, Sequence]) -> dict[str, np.ndarray]:
-        """COPY into a temporary table, then one INSERT that takes the stamps (the clock is held
-        only for that statement and the commit)."""
+        """The batch into a temporary table as Arrow (ADBC), then one INSERT that takes the
+        stamps: the clock is held only for that statement and the commit. A batch cut short
+        by a lost connection is written again; what had been committed is found, not doubled."""
+        import pyarrow as pa
+
+        insert_types = _insert_types()
         n = len(columns["fact_id"])
         cols = ", ".join(INSERT_COLUMNS)
-        rows = list(zip(*[_pylist(columns[c]) for c in INSERT_COLUMNS], range(n)))
-
-        def work(con):
-            con.execute(f"CREATE TEMP TABLE IF NOT EXISTS _new_memories ON COMMIT DELETE ROWS AS "
-                        f"SELECT {cols}, 0::bigint AS ord FROM memories WITH NO DATA")
-            with con.cursor().copy(f"COPY _new_memories ({cols}, ord) FROM STDIN") as copy:
-                for r in rows:
-                    copy.write_row(r)
-            got = self.fetch(con, f"INSERT INTO memories ({cols}, doc_id, changed) "
-                                  f"SELECT {cols}, nextval('doc_seq'), s.top - ? + ord + 1 FROM "
-                                  f"(SELECT * FROM _new_memories ORDER BY ord) AS m, (SELECT take_stamps(?) AS top) AS s "
-                                  "ON CONFLICT (fact_id) DO NOTHING RETURNING fact_id, doc_id, changed", [n, n]).rows
-            if len(got) < n:  # a retry: some (or all) were committed before the connection broke
-                have = {r[0] for r in got}
-                missing = [f for f in columns["fact_id"] if f not in have]
-                got += self.fetch(con, "SELECT fact_id, doc_id, changed FROM memories WHERE fact_id = ANY(?)",
-                                  [missing]).rows
-            return got
-        got = self.run(work, transaction=True)
-        return {"fact_id": np.array([r[0] for r in got], dtype=object),
-                "doc_id": np.array([r[1] for r in got], dtype=np.int64),
-                "changed": np.array([r[2] for r in got], dtype=np.int64)}
+        batch = pa.table({**{c: pa.array(columns[c], type=insert_types.get(c, pa.string())) if not isinstance(
+            columns[c], (pa.Array, pa.ChunkedArray)) else columns[c].cast(insert_types.get(c, pa.string()))
+            for c in INSERT_COLUMNS}, "ord": np.arange(n, dtype=np.int64)})
+        started, delay = time.monotonic(), 0.05
+        with self.lock:
+            while True:
+                try:
+                    with self.arrow_job() as cur:
+                        cur.adbc_ingest("_new_memories", batch, mode="replace", temporary=True)
+                        got = self.fetch_arrow(
+                            f"INSERT INTO memories ({cols}, doc_id, changed) "
+                            f"SELECT {cols}, nextval('doc_seq'), s.top - ?::bigint + ord + 1 FROM "
+                            f"(SELECT * FROM _new_memories ORDER BY ord) AS m, (SELECT take_stamps(?::int) AS top) AS s "
+                            "ON CONFLICT (fact_id) DO NOTHING RETURNING fact_id, doc_id, changed", [n, n]).table
+                        if got.num_rows < n:  # a retry: some were committed before the connection broke
+                            got = self.fetch_arrow("SELECT fact_id, doc_id, changed FROM memories "
+                                                   "WHERE fact_id = ANY(?::text[])", [list(columns["fact_id"])]).table
+                    break
+                except StoreError as exc:
+                    if time.monotonic() - started > self.RECONNECT_S or not _lost(exc):
+                        raise
+                    time.sleep(delay)  # backoff while the server restarts
+                    delay = min(delay * 2, 1.0)
+            if time.monotonic() - started > 0.5 and delay > 0.05:
+                self.notices.append(f"the memory server {self.path} went away; reconnected after "
+                                    f"{time.monotonic() - started:.1f} s, nothing lost")
+        return {"fact_id": got.column("fact_id").to_numpy(zero_copy_only=False),
+                "doc_id": got.column("doc_id").to_numpy().astype(np.int64),
+                "changed": got.column("changed").to_numpy().astype(np.int64)}
 
     def revise(self, fact_id: str, values: dict) -> tuple[int, int, list[int], int]:
         before = self.con.execute("SELECT doc_id, terms, user_id, shared FROM memories WHERE fact_id = ?",
@@ -378,11 +492,11 @@ class PgStore(Store):
                                                [fact_ids]).fetchall()}
 
 
-def _pylist(values) -> list:
-    """A column (list, numpy or Arrow array) as Python values, for COPY."""
-    if hasattr(values, "to_pylist"):
-        return values.to_pylist()
-    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+def _lost(exc: StoreError) -> bool:
+    """Whether an error says the connection or the server went away (worth a retry)."""
+    text = str(exc).lower()
+    return any(w in text for w in ("connect", "terminating", "shutting down", "closed", "starting up",
+                                   "no such file", "recovery", "broken pipe", "eof"))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -53,13 +53,13 @@ class IndexReplica:
     def load(cls, store: Store, k1: float, b: float) -> "IndexReplica":
         """The replica of the whole file: its saved index mapped and caught up, else rebuilt."""
         replica = cls(store, k1, b)
-        store.consistent(replica._load)
+        store.consistent(replica._load, bulk=True)
         return replica
 
     def _load(self) -> None:
         store, k1, b = self.store, self.index.k1, self.index.b
         newest = store.max_change()
-        path = index_file.path_for(store.path) if store.saves_index else None
+        path = None if store.index_stem is None else index_file.path_for(store.index_stem)
         if path is not None:
             index_file.remove_leftovers(path)
             try:
@@ -84,7 +84,7 @@ class IndexReplica:
     def worth_saving(self) -> bool:
         """Enough memories, and enough changed since the saved index, to save it (again)."""
         n = self.index.n_live
-        if not self.store.saves_index or n < self.SAVE_MIN_DOCS:
+        if self.store.index_stem is None or n < self.SAVE_MIN_DOCS:
             return False
         return not self.saved or self.seen - self.saved >= max(1_000, self.SAVE_AFTER_CHANGES * n)
 
@@ -100,11 +100,8 @@ class IndexReplica:
             snap = index_file.snapshot(self.index, self.rows, self.session_last, stamp=self.seen,
                                        schema=self.store.schema_version(), identity=self.store.identity(),
                                        last=self.store.last_memory())
-        path = index_file.path_for(self.store.path)
-        try:  # the index holds the memories' text: as readable as the memory file, never more
-            mode = os.stat(self.store.path).st_mode & 0o660
-        except OSError:
-            mode = 0o600
+        path = index_file.path_for(self.store.index_stem)
+        mode = self.store.index_mode()
 
         def publish(rename) -> bool:
             with self._publishing:  # (against a forget between this check and the rename)
@@ -139,7 +136,7 @@ class IndexReplica:
         with self._publishing:
             self._forgot = self.seen
             with contextlib.suppress(OSError):
-                os.unlink(index_file.path_for(self.store.path))
+                os.unlink(index_file.path_for(self.store.index_stem))
             self.saved = 0
         if self.worth_saving():
             self.save(background=True)  # (skipped while the old save runs: it ends unpublished)

@@ -307,11 +307,19 @@ class Store:
     sees_everything = True
 
     @property
-    def saves_index(self) -> bool:
-        """Whether the in-process index is saved beside the memory (a file, not RAM)."""
-        return self.path != ":memory:"
+    def index_stem(self) -> str | None:
+        """What the saved in-process index is named after (index_file.path_for): the memory
+        file itself, so the index lies beside it; None: never saved (a memory in RAM)."""
+        return None if self.path == ":memory:" else self.path
 
-    def consistent(self, work):
+    def index_mode(self) -> int:
+        """The saved index holds the memories' text: as readable as the file, never more."""
+        try:
+            return os.stat(self.path).st_mode & 0o660 or 0o600
+        except OSError:
+            return 0o600
+
+    def consistent(self, work, *, bulk: bool = False):  # noqa: ARG002 - (a server reads a whole load apart)
         """`work()`, reading one state of the data (a DuckDB file has one writer at a time)."""
         with self.lock:
             return work()

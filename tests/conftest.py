@@ -90,12 +90,14 @@ def pg_server():
 
 
 @pytest.fixture
-def team_db(pg_server):
-    """A fresh database set up for a team of two (alice, bob): {role: URL}, and "admin"."""
+def team_db(pg_server, tmp_path, monkeypatch):
+    """A fresh database set up for a team of two (alice, bob): {role: URL}, and "admin".
+    Saved indexes go to a cache folder of the test's own."""
     import uuid
 
     import psycopg
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     name = f"slm_t_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(pg_server.admin_url, autocommit=True) as con:
         con.execute(f"CREATE DATABASE {name}")

@@ -85,6 +85,22 @@ def test_a_kernel_catches_up_with_another_ones_writes(team_db, clock):
         assert one.recall("dashboard refreshes").memories == []
 
 
+def test_a_new_kernel_maps_its_saved_index_and_catches_up(team_db, clock, tmp_path):
+    import os
+
+    with Memory(team_db["alice"], clock=clock) as alice:
+        alice.remember_many([{"content": f"column c{i} of table t{i} holds nulls"} for i in range(6000)])
+        shared = alice.remember("table t77 is deprecated", share=True)
+        expected = _answers(alice)
+    saved = list((tmp_path / "cache" / "slm_magic").glob("pg-*.idx"))
+    assert len(saved) == 1 and oct(os.stat(saved[0]).st_mode & 0o777) == "0o600"
+    with Memory(team_db["alice"], clock=clock) as again, Memory(team_db["bob"], clock=clock) as bob:
+        assert again.replica.source == "saved index" and _answers(again) == expected
+        bob.remember("bob: table t77 has a replacement, t78", share=True)
+        assert [m.fact.user_id for m in again.recall("t77 replacement")][0] == "bob"
+        assert [m.fact_id for m in bob.recall("t77 deprecated")][:1] == [shared.fact_id]
+
+
 def test_row_level_security_even_through_raw_sql(team_db, clock):
     with Memory(team_db["alice"], clock=clock) as alice:
         private = alice.remember("alice's private note: the salary table is sensitive")
