@@ -13,7 +13,8 @@ from .models import MEMORY_TYPES, FeedbackRecorded, MemoryChange
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="slm-magic", description="Long-term memory for notebooks, from the shell.")
-    ap.add_argument("--db", default=None, help="memory file (default: $SLM_MAGIC_DB or ~/.slm_magic/memory.duckdb)")
+    ap.add_argument("--db", default=None, help="memory file or postgresql:// URL (default: $SLM_MAGIC_DB or "
+                                               "~/.slm_magic/memory.duckdb)")
     ap.add_argument("--user", default="", help="whose memories")
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("remember", help="store a memory (the text, or - to read it from stdin)")

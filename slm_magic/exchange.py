@@ -163,6 +163,8 @@ class Exchange:
         columns["tags"] = [list(t or []) for t in columns["tags"]]
         columns["project"] = [p or "" for p in columns["project"]]
         columns["user_id"] = [u or "" for u in columns["user_id"]]
+        if not self.memory.store.sees_everything:  # on a server you import as yourself: they become yours
+            columns["user_id"] = [self.memory.user_id] * len(rows)
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns["revision_count"] = np.asarray([r or 0 for r in columns["revision_count"]], dtype=np.int32)
         columns["is_core"] = [bool(x) for x in columns["is_core"]]

@@ -62,7 +62,8 @@ def _usage(exc: Exception) -> UsageError:
 class SLMMagic(Magics, Configurable):
     """Long-term memory for this notebook; configure with `%config SLMMagic.<name> = value`."""
 
-    db_path = Unicode("", help="The memory file. Empty: $SLM_MAGIC_DB, else ~/.slm_magic/memory.duckdb.").tag(config=True)
+    db_path = Unicode("", help="The memory file, or a team memory's postgresql:// URL. Empty: $SLM_MAGIC_DB, else "
+                      "~/.slm_magic/memory.duckdb.").tag(config=True)
     user = Unicode("", help="Whose memories these are; users never see each other's.").tag(config=True)
     session_timeout_hours = Float(24.0, help="An idle session older than this is closed and a new one opened.").tag(
         config=True)

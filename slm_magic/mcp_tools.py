@@ -57,9 +57,11 @@ def _clipped(content: str) -> dict[str, Any]:
 
 
 def _fact(fact: Fact) -> dict[str, Any]:
-    """A stored memory, every field but its owner, content clipped."""
+    """A stored memory, every field but its owner, content clipped; a shared one names its
+    author (`shared_by`)."""
     return {"fact_id": fact.fact_id, **_clipped(fact.content),
-            **fact.model_dump(mode="json", exclude={"fact_id", "content", "user_id"})}
+            **fact.model_dump(mode="json", exclude={"fact_id", "content", "user_id"}),
+            **({"shared_by": fact.user_id} if fact.shared else {})}
 
 
 def _scored(m: ScoredMemory) -> dict[str, Any]:

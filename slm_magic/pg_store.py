@@ -169,6 +169,7 @@ class PgStore(Store):
         self._adapter = PgConnection(self)
         self._in_transaction = False
         self._arrow = None  # the ADBC cursor of a bulk job while one runs
+        self._down_since: float | None = None  # when the server went away, if a call gave up on it
         with self.lock:
             self._pg = self._open()
             self._check_schema()
@@ -225,7 +226,7 @@ class PgStore(Store):
         with self.lock:
             if self._in_transaction:  # (a statement inside a running transaction: no retry of its own)
                 return work(self._pg)
-            started = None
+            started = None  # the first failure of this call
             delay = 0.05
             while True:
                 try:
@@ -240,16 +241,21 @@ class PgStore(Store):
                                 out = work(self._pg)
                         finally:
                             self._in_transaction = False
-                    if started is not None:
+                    if started is not None or self._down_since is not None:
+                        down = self._down_since if self._down_since is not None else started
                         self.notices.append(f"the memory server {self.path} went away; reconnected after "
-                                            f"{time.monotonic() - started:.1f} s, nothing lost")
+                                            f"{time.monotonic() - down:.1f} s"
+                                            + (", nothing lost" if self._down_since is None else ""))
+                        self._down_since = None
                     return out
                 except (psycopg.OperationalError, psycopg.InterfaceError, _Unreachable) as exc:
                     now = time.monotonic()
                     started = now if started is None else started
                     if now - started > self.RECONNECT_S:
+                        if self._down_since is None:
+                            self._down_since = started
                         raise StoreError(f"the memory server {self.path} did not answer for {self.RECONNECT_S:.0f} s "
-                                         f"({_first_line(exc)}): this was not saved") from None
+                                         f"({_first_line(exc)}); this was not done, nothing of it was saved") from None
                     with contextlib.suppress(Exception):
                         if self._pg is not None:
                             self._pg.close()
@@ -336,7 +342,7 @@ class PgStore(Store):
         try:
             con = adbc.connect(self.url)
         except adbc.Error as exc:
-            raise StoreError(f"cannot connect to {self.path}: {_first_line(exc)}") from None
+            raise _Unreachable(f"cannot connect to {self.path}: {_first_line(exc)}") from None
         try:
             cur = con.cursor()
             cur.execute(f"SET search_path = {pg_schema.SCHEMA}")
@@ -347,7 +353,7 @@ class PgStore(Store):
                 yield cur
                 con.commit()
             except adbc.Error as exc:
-                raise StoreError(f"PostgreSQL error on {self.path}: {_first_line(exc)}") from None
+                raise _arrow_error(exc, self.path) from None
             finally:
                 self._arrow = None
                 cur.close()
@@ -425,9 +431,10 @@ class PgStore(Store):
                             got = self.fetch_arrow("SELECT fact_id, doc_id, changed FROM memories "
                                                    "WHERE fact_id = ANY(?::text[])", [list(columns["fact_id"])]).table
                     break
-                except StoreError as exc:
-                    if time.monotonic() - started > self.RECONNECT_S or not _lost(exc):
-                        raise
+                except _Unreachable:
+                    if time.monotonic() - started > self.RECONNECT_S:
+                        raise StoreError(f"the memory server {self.path} did not answer for {self.RECONNECT_S:.0f} s; "
+                                         "this batch was not saved") from None
                     time.sleep(delay)  # backoff while the server restarts
                     delay = min(delay * 2, 1.0)
             if time.monotonic() - started > 0.5 and delay > 0.05:
@@ -492,11 +499,15 @@ class PgStore(Store):
                                                [fact_ids]).fetchall()}
 
 
-def _lost(exc: StoreError) -> bool:
-    """Whether an error says the connection or the server went away (worth a retry)."""
-    text = str(exc).lower()
-    return any(w in text for w in ("connect", "terminating", "shutting down", "closed", "starting up",
-                                   "no such file", "recovery", "broken pipe", "eof"))
+def _arrow_error(exc, where: str) -> StoreError:
+    """An ADBC error as the engine's: a lost connection or a server going down (SQLSTATE class
+    08, 57) is worth a retry, anything else is not."""
+    import adbc_driver_manager
+
+    state = getattr(exc, "sqlstate", None) or ""
+    if isinstance(exc, adbc_driver_manager.OperationalError) or state.startswith(("08", "57")):
+        return _Unreachable(f"lost the connection to {where}: {_first_line(exc)}")
+    return StoreError(f"PostgreSQL error on {where}: {_first_line(exc)}")
 
 
 def _first_line(exc: BaseException) -> str:

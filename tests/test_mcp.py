@@ -405,3 +405,23 @@ def test_an_unusable_file_fails_before_serving(capsys, tmp_path):
     assert cli.main(["--db", str(tmp_path), "mcp"]) == 2  # a directory, not a memory file
     err = capsys.readouterr().err
     assert err.startswith("slm-magic: ") and "directory" in err and err.count("\n") == 1
+
+
+# --- a team's memory on PostgreSQL ---------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_an_assistant_on_the_team_memory_subprocess(team_db, tmp_path):
+    """The server on a postgresql:// URL, as bob: it finds what alice shared (with its author),
+    never her private memories, and what it remembers with share=true reaches alice."""
+    with Memory(team_db["alice"]) as alice:
+        alice.remember("alice's private note: the salary table is sensitive")
+        shared = alice.remember("the client defines churn as 30 days without login", share=True)
+    async with connected(team_db["bob"], tmp_path) as session:
+        sid = (await call(session, "session_init", project_path="team"))["session_id"]
+        got = await call(session, "recall", query="salary churn client", session_id=sid)
+        assert [(m["fact_id"], m["shared_by"]) for m in got["memories"]] == [(shared.fact_id, "alice")]
+        await call(session, "remember", content="bob: churn is computed in the nightly job", session_id=sid,
+                   share=True)
+        assert "no memory with id" in await fails(session, "pin", fact_id=shared.fact_id)  # read, never owned
+    with Memory(team_db["alice"]) as alice:
+        assert [m.fact.user_id for m in alice.recall("churn nightly job")][:1] == ["bob"]

@@ -138,6 +138,25 @@ def test_row_level_security_even_through_raw_sql(team_db, clock):
             == private.content
 
 
+def test_moving_a_file_to_the_team_memory(team_db, tmp_path, clock):
+    from slm_magic.cli import main
+
+    with Memory(tmp_path / "mine.duckdb", clock=clock) as mine:  # the default user "" on a laptop
+        mine.remember("the churn table double counts trial users", tags="churn")
+        mine.remember_many([{"content": f"note {i} on table t{i}"} for i in range(50)])
+    out = tmp_path / "mine.jsonl"
+    assert main(["--db", str(tmp_path / "mine.duckdb"), "export", str(out)]) == 0
+    assert main(["--db", team_db["alice"], "import", str(out)]) == 0
+    assert main(["--db", team_db["alice"], "import", str(out)]) == 0  # again: already there, nothing doubled
+    with Memory(team_db["alice"], clock=clock) as alice:
+        assert alice.count() == 51
+        assert [m.content for m in alice.recall("churn trial users")][:1] == ["the churn table double counts trial users"]
+        back = tmp_path / "back.parquet"
+        alice.export(back)
+    with Memory(tmp_path / "back.duckdb", clock=clock) as copy:
+        assert copy.import_file(back).memories == 51
+
+
 def test_setup_is_repeatable_and_members_cannot_change_the_schema(team_db):
     assert Memory.setup_team(team_db["admin"], ["alice", "bob", "carol"]) == (5, 5)
     with psycopg.connect(team_db["bob"], autocommit=True) as con:
@@ -256,3 +275,69 @@ def test_server_restart_mid_write_loses_nothing_acknowledged_subprocess(team_db,
         stored = [r[0] for r in con.execute("SELECT fact_id FROM slm.memories WHERE kind = 'memory'").fetchall()]
     assert sorted(stored) == sorted(acks)  # each acknowledged write once, nothing else
     assert len(notices) >= 1 and all("reconnected after" in x for x in notices), notices
+
+
+def test_a_server_that_stays_down_is_one_clear_line_subprocess(team_db, pg_server, monkeypatch, capsys):
+    """A notebook's magics while the server is stopped: a UsageError that says the write was
+    not saved (no traceback), and everything works again once the server is back."""
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    from slm_magic.pg_store import PgStore
+
+    if not pg_server.ctl:
+        pytest.skip("SLM_TEST_PG_CTL is not set: no way to stop the server")
+    monkeypatch.setattr(PgStore, "RECONNECT_S", 1.0)
+    monkeypatch.setenv("SLM_MAGIC_DB", team_db["alice"])
+    config = Config()
+    config.HistoryManager.enabled = False
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.run_line_magic("load_ext", "slm_magic")
+        kept = shell.run_cell("%%remember\nthe staging schema is rebuilt every night").result.fact
+        pg_server.pg_ctl("stop", "-m", "fast")
+        try:
+            res = shell.run_cell("%%remember\nthe server is down while I write this")
+            assert isinstance(res.error_in_exec, UsageError)
+            assert "did not answer for 1 s" in str(res.error_in_exec)
+            assert "nothing of it was saved" in str(res.error_in_exec)
+        finally:
+            pg_server.pg_ctl("start")
+        res = shell.run_cell("%recall staging schema")
+        assert res.error_in_exec is None and [m.fact_id for m in res.result] == [kept.fact_id]
+        assert "reconnected after" in capsys.readouterr().out
+    finally:
+        shell.run_line_magic("unload_ext", "slm_magic")
+        InteractiveShell.clear_instance()
+    with Memory(team_db["alice"]) as alice:
+        assert [m.content for m in alice.recall("server down")] == []  # the refused write is not there
+
+
+BULK_WRITER = r"""
+import json, sys
+from slm_magic import Memory
+def records():
+    for i in range(100_000):
+        if i == 40_000:
+            print("halfway", flush=True)  # the test restarts the server now
+        yield {"content": f"bulk note {i} about table bt{i}"}
+with Memory(sys.argv[1]) as mem:
+    ids = list(mem.remember_many(records()))
+    print(json.dumps({"acks": len(ids), "distinct": len(set(ids)), "notices": mem.take_notices()}), flush=True)
+"""
+
+
+def test_server_restart_mid_bulk_write_subprocess(team_db, pg_server):
+    if not pg_server.ctl:
+        pytest.skip("SLM_TEST_PG_CTL is not set: no way to restart the server")
+    proc = subprocess.Popen([sys.executable, "-c", BULK_WRITER, team_db["alice"]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "halfway"
+    pg_server.pg_ctl("restart", "-m", "immediate")  # a crash and recovery, in the middle of the batches
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["acks"] == got["distinct"] == 100_000
+    with psycopg.connect(team_db["admin"]) as con:
+        assert con.execute("SELECT count(*), count(DISTINCT fact_id) FROM slm.memories").fetchone() == (100_000, 100_000)
