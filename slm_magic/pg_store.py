@@ -16,9 +16,10 @@ as on a file; what differs is below this module:
 - You are who you connect as: `user_id` is the login role, and row-level security gives each
   person their own rows and the shared ones.
 - A lost connection (the server restarted) is reconnected, with backoff, for up to
-  `RECONNECT_S`; the statement or the whole write transaction then runs again. Every write
-  is keyed before its first try (fact_id, session_id, signal_id), so a write whose commit the
-  server made but never confirmed is found, not written twice. One line says it happened.
+  `RECONNECT_S`; the statement or the whole write transaction then runs again. Memories,
+  sessions, signals, models and outcomes are keyed before the first try, so a write whose
+  commit the server made but never confirmed is found, not written twice (a recall's
+  showings carry no key: such a retry can count one twice). One line says it happened.
 """
 
 from __future__ import annotations
