@@ -4,6 +4,7 @@ file, row-level security per person, sharing, several processes, a server restar
 Skipped where no server is found (`.ci/run` starts one and requires these tests).
 """
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -168,24 +169,31 @@ def test_setup_is_repeatable_and_members_cannot_change_the_schema(team_db):
         Memory(team_db["alice"])
 
 
-def test_magics_on_the_team_memory(team_db, monkeypatch):
+@contextlib.contextmanager
+def notebook_on(url, monkeypatch):
+    """A real InteractiveShell (history off) with the extension loaded, on the memory at `url`."""
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    monkeypatch.setenv("SLM_MAGIC_DB", team_db["alice"])
+    monkeypatch.setenv("SLM_MAGIC_DB", url)
     config = Config()
     config.HistoryManager.enabled = False
     shell = InteractiveShell.instance(config=config)
     try:
         shell.run_line_magic("load_ext", "slm_magic")
+        yield shell
+    finally:
+        shell.run_line_magic("unload_ext", "slm_magic")
+        InteractiveShell.clear_instance()
+
+
+def test_magics_on_the_team_memory(team_db, monkeypatch):
+    with notebook_on(team_db["alice"], monkeypatch) as shell:
         res = shell.run_cell("%%remember --share --tags churn\nchurn: no login for 30 days, says the client")
         assert res.error_in_exec is None and res.result.fact.shared and res.result.fact.user_id == "alice"
         assert shell.run_cell("%config SLMMagic.user = 'bob'").error_in_exec is None
         res = shell.run_cell("%recall churn")
         assert res.error_in_exec is not None and "as 'alice'" in str(res.error_in_exec)  # a UsageError
-    finally:
-        shell.run_line_magic("unload_ext", "slm_magic")
-        InteractiveShell.clear_instance()
     with Memory(team_db["bob"]) as bob:
         assert [m.fact.user_id for m in bob.recall("churn")] == ["alice"]
 
@@ -281,20 +289,13 @@ def test_a_server_that_stays_down_is_one_clear_line_subprocess(team_db, pg_serve
     """A notebook's magics while the server is stopped: a UsageError that says the write was
     not saved (no traceback), and everything works again once the server is back."""
     from IPython.core.error import UsageError
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
 
     from slm_magic.pg_store import PgStore
 
     if not pg_server.ctl:
         pytest.skip("SLM_TEST_PG_CTL is not set: no way to stop the server")
     monkeypatch.setattr(PgStore, "RECONNECT_S", 1.0)
-    monkeypatch.setenv("SLM_MAGIC_DB", team_db["alice"])
-    config = Config()
-    config.HistoryManager.enabled = False
-    shell = InteractiveShell.instance(config=config)
-    try:
-        shell.run_line_magic("load_ext", "slm_magic")
+    with notebook_on(team_db["alice"], monkeypatch) as shell:
         kept = shell.run_cell("%%remember\nthe staging schema is rebuilt every night").result.fact
         pg_server.pg_ctl("stop", "-m", "fast")
         try:
@@ -307,9 +308,6 @@ def test_a_server_that_stays_down_is_one_clear_line_subprocess(team_db, pg_serve
         res = shell.run_cell("%recall staging schema")
         assert res.error_in_exec is None and [m.fact_id for m in res.result] == [kept.fact_id]
         assert "reconnected after" in capsys.readouterr().out
-    finally:
-        shell.run_line_magic("unload_ext", "slm_magic")
-        InteractiveShell.clear_instance()
     with Memory(team_db["alice"]) as alice:
         assert [m.content for m in alice.recall("server down")] == []  # the refused write is not there
 
