@@ -295,10 +295,19 @@ class Memory:
             user = self.user_id if user_id is None else user_id
             existing = self.store.find_live(user, topic_key=topic_key) if isinstance(user, str) else None
             if existing is not None:
+                if share is not None and not isinstance(share, bool):
+                    raise InvalidInput(f"share must be True or False, not {type_name(share)}")
+                if share is False and self.get(existing, user_id=user).shared:
+                    raise InvalidInput(f"memory {existing} under topic {topic_key!r} is shared, and a shared memory "
+                                       "cannot be unshared: forget it, then remember it again")
                 fact = self.revise(existing, content=content, title=title, type=type, tags=tags, project=project,
                                    user_id=user)
                 if core is not None and bool(core) != fact.is_core:
                     fact = self.pin(existing, bool(core), user_id=user)
+                if share and not fact.shared:
+                    self.store.set_shared(existing)
+                    self._sync()
+                    fact = self.get(existing, user_id=user)
                 return fact
         if isinstance(session_id, str) and not is_synthetic_session(session_id) and self.session_is_closed(session_id):
             raise InvalidInput(f"session {session_id} is closed: open a new one (session_init) to remember in")

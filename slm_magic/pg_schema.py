@@ -1,7 +1,7 @@
 """The schema on PostgreSQL, and the administrator's setup of a team's memory.
 
 The versions are those of `store.MIGRATIONS`, in PostgreSQL's SQL: a database and a file at
-version N hold the same tables and columns. Three things exist only here:
+version N hold the same tables and columns. Four things exist only here:
 
 - `change_clock`, one row taken by `take_stamps(k)`: change stamps in commit order. A
   sequence hands stamps out when a row is written, not when it commits, so a reader catching
@@ -12,6 +12,9 @@ version N hold the same tables and columns. Three things exist only here:
 - Row-level security, forced on every table: a person reads and writes their own rows, and
   reads the memories (and their tombstones) the others shared. Not even raw SQL as that person
   reads more.
+- Triggers that decide what others' kernels trust: a memory's index position (from the
+  sequence), its stamp (one the clock handed out), and its tombstones (written by the server
+  when a position stops being live). A member's own SQL cannot corrupt a teammate's index.
 
 Members cannot change the schema: `slm-magic pg-setup` (run by an administrator, again after
 an upgrade of slm_magic) creates and migrates it, grants and policies included.
@@ -111,15 +114,68 @@ ALTER TABLE memories ALTER COLUMN changed DROP DEFAULT;
 ALTER TABLE tombstones ALTER COLUMN changed DROP DEFAULT;
 CREATE TABLE change_clock (one boolean PRIMARY KEY DEFAULT true CHECK (one), n bigint NOT NULL);
 INSERT INTO change_clock VALUES (true, 0);
-CREATE FUNCTION take_stamps(k integer) RETURNS bigint LANGUAGE sql SECURITY DEFINER
-    SET search_path = slm, pg_temp AS $f$ UPDATE change_clock SET n = n + k RETURNING n $f$;
+CREATE FUNCTION take_stamps(k integer) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = slm, pg_temp AS $f$
+DECLARE top bigint;
+BEGIN
+  IF k IS NULL OR k < 1 OR k > 10000000 THEN
+    RAISE EXCEPTION 'take_stamps takes 1 to 10000000 stamps, not %', k;
+  END IF;
+  UPDATE change_clock SET n = n + k RETURNING n INTO top;
+  RETURN top;
+END $f$;
+-- What the server decides, whatever a member's statement says: other kernels index every row
+-- they may read by its doc_id and catch up by its stamp, so a member must not choose either.
+-- A new index position always comes from the sequence; a stamp is one the clock handed out;
+-- a shared memory stays shared (unsharing it would leave it in the team's kernels).
+CREATE FUNCTION guard_memory() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = slm, pg_temp AS $f$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    NEW.doc_id := nextval('doc_seq');
+    NEW.seq := NULL;
+  ELSE
+    IF NEW.doc_id IS DISTINCT FROM OLD.doc_id THEN NEW.doc_id := nextval('doc_seq'); END IF;
+    IF NEW.seq IS DISTINCT FROM OLD.seq AND NEW.seq IS DISTINCT FROM coalesce(OLD.seq, OLD.doc_id) THEN
+      RAISE EXCEPTION 'seq keeps a memory''s first position';
+    END IF;
+    IF OLD.shared AND NOT NEW.shared THEN
+      RAISE EXCEPTION 'a shared memory cannot be unshared: forget it, then remember it again';
+    END IF;
+    IF NEW.changed IS NULL OR NEW.changed <= OLD.changed THEN
+      RAISE EXCEPTION 'a change needs a new stamp from take_stamps()';
+    END IF;
+  END IF;
+  IF NEW.changed IS NULL OR NEW.changed > (SELECT n FROM change_clock) THEN
+    RAISE EXCEPTION 'a change stamp comes from take_stamps()';
+  END IF;
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER guard BEFORE INSERT OR UPDATE ON memories FOR EACH ROW EXECUTE FUNCTION guard_memory();
+-- Tombstones are the server's own record of positions that stopped being live: written by
+-- this trigger only (members cannot insert one), so each is true of a row that was there.
+CREATE FUNCTION tombstone_memory() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = slm, pg_temp AS $f$
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    INSERT INTO tombstones (doc_id, new_doc_id, terms, user_id, shared, changed)
+        VALUES (OLD.doc_id, NULL, OLD.terms, OLD.user_id, OLD.shared, take_stamps(1));
+    RETURN OLD;
+  END IF;
+  IF NEW.doc_id IS DISTINCT FROM OLD.doc_id THEN
+    INSERT INTO tombstones (doc_id, new_doc_id, terms, user_id, shared, changed)
+        VALUES (OLD.doc_id, NEW.doc_id, OLD.terms, OLD.user_id, OLD.shared, take_stamps(1));
+  END IF;
+  RETURN NEW;
+END $f$;
+CREATE TRIGGER tombstone AFTER UPDATE OR DELETE ON memories FOR EACH ROW EXECUTE FUNCTION tombstone_memory();
 -- statistics right after a bulk write (only the owner may ANALYZE): without them the planner
 -- takes "changed > n" for a third of the table, and every catch-up scans all of it
 CREATE FUNCTION analyze_memories() RETURNS void LANGUAGE sql SECURITY DEFINER
     SET search_path = slm, pg_temp AS $f$ ANALYZE memories; ANALYZE tombstones $f$;
 -- a catch-up reads by stamp, a recall's rows by index position, a person's rows by user
 CREATE INDEX memories_changed ON memories (changed);
-CREATE INDEX memories_doc_id ON memories (doc_id);
+CREATE UNIQUE INDEX memories_doc_id ON memories (doc_id);
 CREATE INDEX memories_user ON memories (user_id);
 CREATE INDEX tombstones_changed ON tombstones (changed);
 """
@@ -160,12 +216,15 @@ def setup_statements(version: int, target: int, members: list[str], existing_rol
     tables = ", ".join(TABLES)
     out += [f"REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC",
             f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {SCHEMA} FROM PUBLIC",
-            "REVOKE ALL ON FUNCTION take_stamps(integer), analyze_memories() FROM PUBLIC",
+            "REVOKE ALL ON FUNCTION take_stamps(integer), analyze_memories(), guard_memory(), tombstone_memory() "
+            "FROM PUBLIC",
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {TEAM}",
-            f"REVOKE UPDATE, DELETE ON tombstones FROM {TEAM}",  # append-only
+            f"REVOKE INSERT, UPDATE, DELETE ON tombstones FROM {TEAM}",  # the server's own record
             f"GRANT SELECT ON schema_version, change_clock TO {TEAM}",
             f"GRANT USAGE ON SEQUENCE doc_seq, change_seq TO {TEAM}",  # nextval, never setval
             f"GRANT EXECUTE ON FUNCTION take_stamps(integer), analyze_memories() TO {TEAM}"]
+    out += ["DROP POLICY IF EXISTS derived ON tombstones",  # (the trigger writes them, as the owner)
+            f"CREATE POLICY derived ON tombstones FOR INSERT TO {OWNER} WITH CHECK (true)"]
     for t in TABLES:
         out += [f"ALTER TABLE {t} ENABLE ROW LEVEL SECURITY",
                 f"ALTER TABLE {t} FORCE ROW LEVEL SECURITY",  # the owner too

@@ -190,6 +190,7 @@ class PgStore(Store):
         except psycopg.ProgrammingError as exc:  # a malformed URL
             raise StoreError(f"cannot connect to {self.path}: {_first_line(exc)}") from None
         con.execute(f"SET search_path = {pg_schema.SCHEMA}")
+        con.execute(f"SET lock_timeout = '{self.LOCK_WAIT_S:.0f}s'")  # (a transaction left open elsewhere)
         return con
 
     def _check_schema(self) -> None:
@@ -250,6 +251,11 @@ class PgStore(Store):
                         self._down_since = None
                     return out
                 except (psycopg.OperationalError, psycopg.InterfaceError, _Unreachable) as exc:
+                    if getattr(exc, "sqlstate", None) == "55P03":
+                        raise StoreError(f"waited {self.LOCK_WAIT_S:.0f} s for another transaction on {self.path} "
+                                         "(a session left one open?); nothing was changed") from None
+                    if not _connection_lost(exc):
+                        raise StoreError(f"PostgreSQL error on {self.path}: {_first_line(exc)}") from None
                     now = time.monotonic()
                     started = now if started is None else started
                     if now - started > self.RECONNECT_S:
@@ -292,7 +298,8 @@ class PgStore(Store):
 
         home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "slm_magic"
         home.mkdir(parents=True, mode=0o700, exist_ok=True)
-        return str(home / ("pg-" + hashlib.blake2b(self.path.encode(), digest_size=10).hexdigest()))
+        key = f"{self.path}\n{self.login_user}\n{self.sees_everything}"  # (a URL may leave the role to PGUSER)
+        return str(home / ("pg-" + hashlib.blake2b(key.encode(), digest_size=10).hexdigest()))
 
     def index_mode(self) -> int:
         return 0o600
@@ -313,6 +320,11 @@ class PgStore(Store):
         """The clock: every committed change to memories moves it."""
         return (self.last_change(),)
 
+    def caught_up(self, seen: int) -> None:
+        """The replica has every change up to `seen`: a clock past it means something to take in
+        (not the clock read now: a write committed since would look taken in)."""
+        self.known_stamp = (seen,)
+
     def last_change(self) -> int:
         return int(self.con.execute("SELECT n FROM change_clock").fetchall()[0][0])
 
@@ -324,8 +336,17 @@ class PgStore(Store):
         whole if the connection is lost midway (it only reads). `bulk`: a whole load, through
         ADBC."""
         if bulk:
-            with self.lock, self.arrow_job(snapshot=True):
-                return work()
+            started, delay = time.monotonic(), 0.05
+            with self.lock:
+                while True:
+                    try:
+                        with self.arrow_job(snapshot=True):
+                            return work()
+                    except _Unreachable:
+                        if time.monotonic() - started > self.RECONNECT_S:
+                            raise
+                        time.sleep(delay)  # backoff while the server restarts
+                        delay = min(delay * 2, 1.0)
 
         def in_snapshot(con):
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -363,14 +384,11 @@ class PgStore(Store):
                 con.close()
 
     def fetch_arrow(self, sql: str, params: Sequence | None) -> _ArrowResult:
+        import pyarrow as pa
+
         cur = self._arrow
         cur.execute(_numbered(sql), list(params) if params else None)
-        try:
-            return _ArrowResult(cur.fetch_arrow_table())
-        except Exception:  # noqa: BLE001 - a statement with no result set
-            import pyarrow as pa
-
-            return _ArrowResult(pa.table({}))
+        return _ArrowResult(cur.fetch_arrow_table() if cur.description is not None else pa.table({}))
 
     def _cached(self, key: tuple, compute):
         # Writes to sessions and signals do not move the clock: a cached read could miss
@@ -424,13 +442,16 @@ class PgStore(Store):
                     with self.arrow_job() as cur:
                         cur.adbc_ingest("_new_memories", batch, mode="replace", temporary=True)
                         got = self.fetch_arrow(
-                            f"INSERT INTO memories ({cols}, doc_id, changed) "
-                            f"SELECT {cols}, nextval('doc_seq'), s.top - ?::bigint + ord + 1 FROM "
+                            f"INSERT INTO memories ({cols}, changed) "  # (the server numbers them, in this order)
+                            f"SELECT {cols}, s.top - ?::bigint + ord + 1 FROM "
                             f"(SELECT * FROM _new_memories ORDER BY ord) AS m, (SELECT take_stamps(?::int) AS top) AS s "
                             "ON CONFLICT (fact_id) DO NOTHING RETURNING fact_id, doc_id, changed", [n, n]).table
                         if got.num_rows < n:  # a retry: some were committed before the connection broke
                             got = self.fetch_arrow("SELECT fact_id, doc_id, changed FROM memories "
                                                    "WHERE fact_id = ANY(?::text[])", [list(columns["fact_id"])]).table
+                        if got.num_rows < n:  # ids this role cannot see: someone else's (an import of their export)
+                            raise StoreError(f"{n - got.num_rows} of these memories have ids that belong to someone "
+                                             "else's memories here; nothing of this batch was written")
                     break
                 except _Unreachable:
                     if time.monotonic() - started > self.RECONNECT_S:
@@ -446,41 +467,42 @@ class PgStore(Store):
                 "changed": got.column("changed").to_numpy().astype(np.int64)}
 
     def revise(self, fact_id: str, values: dict) -> tuple[int, int, list[int], int]:
-        before = self.con.execute("SELECT doc_id, terms, user_id, shared FROM memories WHERE fact_id = ?",
-                                  [fact_id]).fetchall()[0]
-        old_doc, old_terms, user, shared = before
+        """New content in one transaction, the row locked first (a concurrent revise or forget
+        waits, then this one sees what it left); the server writes the tombstone."""
+        before = self.con.execute("SELECT doc_id FROM memories WHERE fact_id = ?", [fact_id]).fetchall()
+        expected = before[0][0] if before else None
         sets = ", ".join(f"{k} = ?" for k in values)
+        tries = []
 
         def work(con):
-            top = self.fetch(con, "SELECT take_stamps(2)", ()).rows[0][0]
-            got = self.fetch(con, f"UPDATE memories SET seq = coalesce(seq, doc_id), doc_id = nextval('doc_seq'), "
-                                  f"revision_count = revision_count + 1, changed = ?, {sets} "
-                                  "WHERE fact_id = ? AND doc_id = ? RETURNING doc_id, changed",
-                             [top - 1, *values.values(), fact_id, old_doc]).rows
-            if not got:  # done before the connection broke (or revised elsewhere meanwhile)
-                return self.fetch(con, "SELECT doc_id, changed FROM memories WHERE fact_id = ?", [fact_id]).rows[0]
-            self.fetch(con, "INSERT INTO tombstones (doc_id, new_doc_id, terms, user_id, shared, changed) "
-                            "VALUES (?, ?, ?, ?, ?, ?)", [old_doc, got[0][0], old_terms, user, shared, top])
-            return got[0]
-        new_doc, changed = self.run(work, transaction=True)
-        return int(old_doc), int(new_doc), list(old_terms), int(changed)
+            tries.append(1)
+            old = self.fetch(con, "SELECT doc_id, terms FROM memories WHERE fact_id = ? FOR UPDATE", [fact_id]).rows
+            if not old:
+                raise StoreError(f"memory {fact_id} cannot be revised: it is gone, or it is not yours")
+            old_doc, old_terms = old[0]
+            if len(tries) > 1 and old_doc != expected:  # the first try had committed before the connection broke
+                return expected, *self.fetch(con, "SELECT doc_id, changed FROM memories WHERE fact_id = ?",
+                                             [fact_id]).rows[0], None
+            got = self.fetch(con, f"UPDATE memories SET seq = coalesce(seq, doc_id), doc_id = -1, "
+                                  f"revision_count = revision_count + 1, changed = take_stamps(1), {sets} "
+                                  "WHERE fact_id = ? RETURNING doc_id, changed", [*values.values(), fact_id]).rows
+            return old_doc, got[0][0], got[0][1], old_terms
+        old_doc, new_doc, changed, old_terms = self.run(work, transaction=True)
+        return int(old_doc), int(new_doc), list(old_terms or []), int(changed)
 
     def set_core(self, fact_id: str, core: bool) -> bool:
         return bool(self.con.execute(
             "UPDATE memories SET is_core = ?, changed = take_stamps(1) WHERE fact_id = ? RETURNING fact_id",
             [core, fact_id]).fetchall())
 
+    def set_shared(self, fact_id: str) -> bool:
+        return bool(self.con.execute(
+            "UPDATE memories SET shared = true, code = NULL, changed = take_stamps(1) WHERE fact_id = ? RETURNING fact_id",
+            [fact_id]).fetchall())
+
     def delete(self, fact_id: str) -> bool:
-        def work(con):
-            rows = self.fetch(con, "SELECT doc_id, terms, user_id, shared FROM memories WHERE fact_id = ?",
-                              [fact_id]).rows
-            if rows:
-                top = self.fetch(con, "SELECT take_stamps(1)", ()).rows[0][0]
-                self.fetch(con, "DELETE FROM memories WHERE fact_id = ?", [fact_id])
-                self.fetch(con, "INSERT INTO tombstones (doc_id, new_doc_id, terms, user_id, shared, changed) "
-                                "VALUES (?, NULL, ?, ?, ?, ?)", [*rows[0], top])
-            return bool(rows)
-        return self.run(work, transaction=True)
+        """The server writes the tombstone (of the row actually deleted)."""
+        return bool(self.con.execute("DELETE FROM memories WHERE fact_id = ? RETURNING doc_id", [fact_id]).fetchall())
 
     # --- exchange: files are read and written by the local DuckDB ----------------------------------
     def write_export(self, path, fmt: str, user_id: str, columns: Sequence[str]) -> None:
@@ -509,6 +531,14 @@ def _arrow_error(exc, where: str) -> StoreError:
     if isinstance(exc, adbc_driver_manager.OperationalError) or state.startswith(("08", "57")):
         return _Unreachable(f"lost the connection to {where}: {_first_line(exc)}")
     return StoreError(f"PostgreSQL error on {where}: {_first_line(exc)}")
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether the connection or the server went away (a retry on a new connection may do):
+    no SQLSTATE (a failed connect, a closed socket), class 08, or the server shutting down.
+    A statement timeout or a lock wait is an answer, not a loss."""
+    state = getattr(exc, "sqlstate", None)
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -165,6 +165,9 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
         i = next(i for i, c in enumerate(shares) if not isinstance(c, (bool, _NONE)))
         raise InvalidInput(f"share must be True or False, not {type(shares[i]).__name__}{_where(n, i)}")
     cols["shared"] = [bool(c) for c in shares]
+    # what is shared is the finding: not the code run before it, which may hold what the
+    # author never meant to share (a connection string, a path)
+    cols["code"] = [None if sh else c for sh, c in zip(cols["shared"], cols["code"])]
     return cols
 
 

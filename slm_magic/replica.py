@@ -52,9 +52,11 @@ class IndexReplica:
     @classmethod
     def load(cls, store: Store, k1: float, b: float) -> "IndexReplica":
         """The replica of the whole file: its saved index mapped and caught up, else rebuilt."""
-        replica = cls(store, k1, b)
-        store.consistent(replica._load, bulk=True)
-        return replica
+        def attempt() -> "IndexReplica":  # (a fresh one each time: a load cut short is started again)
+            replica = cls(store, k1, b)
+            replica._load()
+            return replica
+        return store.consistent(attempt, bulk=True)
 
     def _load(self) -> None:
         store, k1, b = self.store, self.index.k1, self.index.b
@@ -74,11 +76,11 @@ class IndexReplica:
                 self.source = "saved index"
                 if newest > got.stamp:  # what was written after the save
                     self.seen = max(self.seen, self.apply_changes(got.stamp))
-                store.caught_up()
+                store.caught_up(self.seen)
                 return
         self.seen = newest
         self.apply_changes(0, whole=True)
-        store.caught_up()
+        store.caught_up(self.seen)
 
     # --- the saved index ----------------------------------------------------------------------
     def worth_saving(self) -> bool:
@@ -162,7 +164,7 @@ class IndexReplica:
             self.seen = max(self.seen, self.apply_changes(self.seen))
             if store.STAMPS_IN_COMMIT_ORDER:  # every stamp up to top has committed: none is missed
                 self.seen = max(self.seen, top)
-        store.caught_up()
+        store.caught_up(self.seen)
 
     def apply_changes(self, since: int, whole: bool = False) -> int:
         """Bring the index and the rows up to date with everything changed after `since`;
@@ -318,4 +320,4 @@ class IndexReplica:
             if not contiguous:
                 self.apply_changes(self.seen)
             self.seen = max(self.seen, hi)
-            self.store.caught_up()
+            self.store.caught_up(self.seen)

@@ -458,8 +458,9 @@ class Store:
         """Has the file moved since its changes were last taken in (by any connection)?"""
         return self.file_stamp() != self.known_stamp
 
-    def caught_up(self) -> None:
-        """Everything in the file now is taken in: only a later write moves it again."""
+    def caught_up(self, seen: int) -> None:  # noqa: ARG002 - (a server compares its clock with `seen`)
+        """Everything in the file now is taken in (the replica has reached stamp `seen`): only a
+        later write moves it again."""
         self.known_stamp = self.file_stamp()
 
     def last_change(self) -> int:
@@ -677,6 +678,14 @@ class Store:
             return bool(self.con.execute(
                 "UPDATE memories SET is_core = ?, changed = nextval('change_seq') WHERE fact_id = ? RETURNING fact_id",
                 [core, fact_id]).fetchall())
+
+    def set_shared(self, fact_id: str) -> bool:
+        with self.lock:
+            self._cache.clear()
+            return bool(self.con.execute(
+                "UPDATE memories SET shared = true, code = NULL, changed = nextval('change_seq') "
+                "WHERE fact_id = ? RETURNING fact_id",
+                [fact_id]).fetchall())
 
     def delete(self, fact_id: str) -> bool:
         """Remove a memory; its index position is tombstoned so other processes drop it too."""

@@ -339,3 +339,108 @@ def test_server_restart_mid_bulk_write_subprocess(team_db, pg_server):
     assert got["acks"] == got["distinct"] == 100_000
     with psycopg.connect(team_db["admin"]) as con:
         assert con.execute("SELECT count(*), count(DISTINCT fact_id) FROM slm.memories").fetchone() == (100_000, 100_000)
+
+
+def test_a_member_cannot_corrupt_a_teammates_index_through_raw_sql(team_db, clock):
+    """Index positions, stamps and tombstones are the server's: what bob's SQL tries is refused
+    or overruled, and alice's kernels answer as before."""
+    with Memory(team_db["alice"], clock=clock) as alice:
+        mine = alice.remember("alice private: deploy keys rotate every 90 days")
+        doc = alice.store.con.execute("SELECT doc_id FROM memories WHERE fact_id = ?", [mine.fact_id]).fetchall()[0][0]
+        with psycopg.connect(team_db["bob"], autocommit=True) as con:
+            con.execute("SET search_path = slm")
+            clock_now = con.execute("SELECT n FROM change_clock").fetchone()[0]
+            refused = ["INSERT INTO tombstones (doc_id, new_doc_id, terms, shared, changed) "
+                       f"VALUES ({doc}, NULL, '{{}}', true, {clock_now + 1})",
+                       "SELECT take_stamps(-5)", "SELECT take_stamps(0)",
+                       "INSERT INTO memories (fact_id, project, type, content, content_hash, tags, is_core, created_at, "
+                       "updated_at, revision_count, kind, doc_len, terms, tfs, shared, changed) VALUES ('f1', '', "
+                       "'discovery', 'x', 'h', '{}', false, now(), now(), 0, 'memory', 1, '{1}', '{1}', true, 999999)"]
+            for sql in refused:
+                with pytest.raises(psycopg.Error):
+                    con.execute(sql)
+            # a row with alice's index position: the server gives it a position of its own
+            con.execute("INSERT INTO memories (fact_id, doc_id, project, type, content, content_hash, tags, is_core, "
+                        "created_at, updated_at, revision_count, kind, doc_len, terms, tfs, shared, changed) VALUES "
+                        f"('forged', {doc}, '', 'discovery', 'bob says: paste keys in chat', 'h', '{{}}', false, now(), "
+                        "now(), 0, 'memory', 1, '{1}', '{1}', true, take_stamps(1))")
+            assert con.execute("SELECT doc_id FROM memories WHERE fact_id = 'forged'").fetchone()[0] != doc
+            with pytest.raises(psycopg.Error, match="stamp"):  # a change without a new stamp
+                con.execute("UPDATE memories SET content = 'y' WHERE fact_id = 'forged'")
+            with pytest.raises(psycopg.Error, match="unshared"):
+                con.execute("UPDATE memories SET shared = false, changed = take_stamps(1) WHERE fact_id = 'forged'")
+        assert [m.fact_id for m in alice.recall("deploy keys rotate")] == [mine.fact_id]
+    with Memory(team_db["alice"], clock=clock) as fresh:
+        assert [m.fact_id for m in fresh.recall("deploy keys rotate")] == [mine.fact_id]
+
+
+def test_concurrent_changes_of_one_memory_leave_no_ghost(team_db, clock):
+    """A revise that waits for another kernel's revise keeps both; a forget racing a revise
+    leaves nothing of the memory in any kernel."""
+    with Memory(team_db["alice"], clock=clock) as one, Memory(team_db["alice"], clock=clock) as two:
+        fact = one.remember("the sla is 99.0%", share=True)
+        real = one.store.fetch
+        done = []
+
+        def meanwhile(con, sql, params):  # the other kernel commits between our read and our lock
+            if "FOR UPDATE" in sql and not done:
+                done.append(two.revise(fact.fact_id, content="the sla is 99.5%"))
+            return real(con, sql, params)
+        one.store.fetch = meanwhile
+        got = one.revise(fact.fact_id, content="the sla is 99.9%")
+        one.store.fetch = real
+        assert got.content == "the sla is 99.9%" and got.revision_count == 2
+        assert [m.content for m in two.recall("sla")] == ["the sla is 99.9%"]
+        gone = one.remember("the staging key is in vault secret/stg", share=True)
+        two.revise(gone.fact_id, content="the staging key is in vault secret/stg2")
+        one.forget(gone.fact_id)
+        with Memory(team_db["bob"], clock=clock) as bob:
+            assert bob.recall("staging key vault").memories == []
+        assert one.recall("staging key vault").memories == two.recall("staging key vault").memories == []
+
+
+def test_a_kernel_sees_a_write_committed_just_after_its_own(team_db, clock):
+    with Memory(team_db["alice"], clock=clock) as one, Memory(team_db["alice"], clock=clock) as two:
+        real = one.store.insert_one
+
+        def and_then_the_other(row):  # the other kernel commits between our commit and our catch-up
+            got = real(row)
+            two.remember("kernel two: the nightly export moved to 3am")
+            return got
+        one.store.insert_one = and_then_the_other
+        one.remember("kernel one: the staging db is read-only on Fridays")
+        one.store.insert_one = real
+        assert [m.content for m in one.recall("nightly export")] == ["kernel two: the nightly export moved to 3am"]
+
+
+def test_saved_indexes_are_per_role_even_on_one_url(team_db, clock, monkeypatch):
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(team_db["alice"])
+    no_role = urlunsplit(parts._replace(netloc=parts.netloc.split("@", 1)[1]))  # the role from PGUSER
+    monkeypatch.setenv("PGUSER", "alice")
+    with Memory(no_role, clock=clock) as alice:
+        alice.remember_many([{"content": f"alice private payroll note {i}"} for i in range(6000)])
+        alice.save_index()
+    monkeypatch.setenv("PGUSER", "bob")
+    with Memory(no_role, clock=clock) as bob:
+        assert bob.user_id == "bob" and bob.replica.source != "saved index" and bob.index.n_live == 0
+        assert bob.recall("payroll note", user_id="alice").memories == []
+
+
+def test_sharing_through_a_topic_and_what_a_shared_memory_keeps(team_db, clock):
+    from slm_magic.errors import InvalidInput
+
+    with Memory(team_db["alice"], clock=clock) as alice:
+        first = alice.remember("model choice: XGBoost", topic_key="model", code="conn = connect('pw')")
+        assert not first.shared
+        again = alice.remember("model choice: XGBoost, for the deal", topic_key="model", share=True)
+        assert again.fact_id == first.fact_id and again.shared
+        with pytest.raises(InvalidInput, match="cannot be unshared"):
+            alice.remember("model choice: confidential now", topic_key="model", share=False)
+        shared = alice.remember("the revenue table is in cents", share=True, code="token = 'secret'")
+    with psycopg.connect(team_db["bob"]) as con:
+        rows = dict(con.execute("SELECT fact_id, code FROM slm.memories").fetchall())
+    assert rows[shared.fact_id] is None and rows[first.fact_id] is None  # (the code run before it is not shared)
+    with Memory(team_db["bob"], clock=clock) as bob:
+        assert [m.content for m in bob.recall("model choice")] == ["model choice: XGBoost, for the deal"]
