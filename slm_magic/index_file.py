@@ -34,7 +34,7 @@ from .ngrams import GramStore, smooth_idf
 from .rows import FactRows, facts_table
 
 MAGIC = b"SLMIDX01"
-FORMAT = 4  # 4: a shared flag per memory
+FORMAT = 5  # 4: a shared flag per memory; 5: session chains per author
 ALIGN = 4096
 
 

@@ -113,8 +113,8 @@ class LearningLoop:
         the `project` filter, if any); returns the signal's id."""
         if not isinstance(signal, str) or signal not in EXPLICIT_SIGNALS:
             raise InvalidInput(f"signal must be one of {', '.join(EXPLICIT_SIGNALS)}; got {signal!r}")
-        fact = self.memory.get(fact_id) if isinstance(fact_id, str) else None
-        if fact is None:
+        fact = self.memory.readable(fact_id) if isinstance(fact_id, str) else None
+        if fact is None:  # (one the user may read: their own, or one someone shared)
             raise InvalidInput(f"no memory with id {fact_id!r}")
         if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
             raise InvalidInput(f"rank must be a positive integer; got {rank!r}")
@@ -127,8 +127,8 @@ class LearningLoop:
                 query, rank, project = shown[1], rank or shown[2], project if project is not None else shown[3]
         signal_id = uuid.uuid4().hex[:16]
         self.memory.store.signals.add_feedback([(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
-                                  self.memory.now(), fact.user_id, project)])
-        self._maybe_retrain(fact.user_id)
+                                  self.memory.now(), self.memory.user_id, project)])
+        self._maybe_retrain(self.memory.user_id)
         return signal_id
 
     def feedback_count(self, user_id: str | None = None) -> int:

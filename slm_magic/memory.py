@@ -782,6 +782,11 @@ class Memory:
         row = self.store.fact(fact_id, user)
         return None if row is None else fact_of(row)
 
+    def readable(self, fact_id: str) -> Fact | None:
+        """One memory this Memory's user may read: their own, or one its author shared."""
+        row = self.store.readable_fact(fact_id, self.user_id) if isinstance(fact_id, str) else None
+        return None if row is None else fact_of(row)
+
     def provenance(self, fact_id: str) -> Provenance | None:
         """Where one memory came from (read on demand: the code is not held in the process)."""
         if not isinstance(fact_id, str):
@@ -799,7 +804,7 @@ class Memory:
             raise InvalidInput(f"a memory id must be a string, not {type_name(text)}")
         user = self.user_id if user_id is None else user_id
         text = text.strip()
-        if self.get(text, user_id=user) is not None:
+        if self.store.readable_fact(text, user) is not None:  # (own, or shared: rating one is allowed)
             return text
         if len(text) < self.SHORT_ID:
             raise InvalidInput(f"no memory with id {text!r} (give at least {self.SHORT_ID} characters of an id)")

@@ -26,6 +26,12 @@ KINDS = {"memory": 0, "summary_event": 1}
 TYPE_CODE = {t: i for i, t in enumerate(MEMORY_TYPES)} | {"summary": len(MEMORY_TYPES)}
 
 
+def chain(session_id: str, user_id: str) -> str:
+    """The key of one author's memories in a session: a session's neighbours are its author's
+    own (another user's shared memory under the same session id never joins them)."""
+    return f"{session_id}\x1f{user_id}"
+
+
 class IndexReplica:
     """The index, the rows and the stamp they reflect, for one store."""
 
@@ -41,7 +47,7 @@ class IndexReplica:
         self.index = SparseIndex(k1, b)
         self.rows = FactRows()
         self.seen = 0                           # highest change stamp reflected here
-        self.session_last: dict[str, int] = {}  # session -> its last memory's doc id (for links)
+        self.session_last: dict[str, int] = {}  # chain(session, author) -> its last memory's doc id
         self.saved = 0                          # stamp of the saved index file (0: none we know of)
         self.source = "new"                     # "saved index" (mapped) or "rebuilt", and why
         self._saver: threading.Thread | None = None
@@ -181,7 +187,7 @@ class IndexReplica:
             links = store.session_links()
             real = np.array([not is_synthetic_session(x) for x in links["session_id"]], dtype=bool)
             index.link_pairs(links["prev_doc"][real], links["doc_id"][real])
-            self.session_last = {k: v for k, v in store.session_ends().items() if not is_synthetic_session(k)}
+            self.session_last = {chain(s, u): d for s, u, d in store.session_ends() if not is_synthetic_session(s)}
             index.recompute_norms()
         else:
             tombs = store.tombstones(since)
@@ -297,13 +303,15 @@ class IndexReplica:
         if not link:
             return
         last = self.session_last
-        for d, s, k in zip(np.asarray(doc_ids).tolist(), list(meta["session_id"]), kinds.tolist()):
+        for d, s, u, k in zip(np.asarray(doc_ids).tolist(), list(meta["session_id"]), list(meta["user_id"]),
+                              kinds.tolist()):
             if s is None or k != 0 or is_synthetic_session(s) or (replaced and d in replaced):
                 continue
-            prev = last.get(s)
+            key = chain(s, u)
+            prev = last.get(key)
             if prev is not None:
                 index.link_after(prev, d)
-            last[s] = d
+            last[key] = d
 
     def after_write(self, doc_ids: np.ndarray, changed: np.ndarray, meta: Mapping[str, Any],
                     p_doc: np.ndarray, p_term: np.ndarray, p_tf: np.ndarray, rows_table=None,

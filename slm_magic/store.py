@@ -571,23 +571,25 @@ class Store:
     _SESSION_MEMORIES = "session_id IS NOT NULL AND kind = 'memory'"
 
     def session_links(self) -> dict[str, np.ndarray]:
-        """Each memory of a session with the one before it, in insertion order."""
+        """Each memory of a session with the one before it (of the same author), in insertion
+        order."""
         with self.lock:
             return self.con.execute(
                 f"""SELECT prev_doc, doc_id, session_id FROM (
                         SELECT doc_id, session_id,
-                               lag(doc_id) OVER (PARTITION BY session_id ORDER BY coalesce(seq, doc_id)) AS prev_doc
+                               lag(doc_id) OVER (PARTITION BY session_id, user_id
+                                                 ORDER BY coalesce(seq, doc_id)) AS prev_doc
                         FROM memories WHERE {self._SESSION_MEMORIES}) AS s
                     WHERE prev_doc IS NOT NULL"""
             ).fetchnumpy()
 
-    def session_ends(self) -> dict[str, int]:
-        """The last memory of each session, where the next one will be linked."""
+    def session_ends(self) -> list[tuple[str, str, int]]:
+        """(session, author, last memory) of each session's chain, where the next one is linked."""
         with self.lock:
-            return dict(self.con.execute(
-                f"SELECT session_id, (array_agg(doc_id ORDER BY coalesce(seq, doc_id) DESC))[1] FROM memories "
-                f"WHERE {self._SESSION_MEMORIES} GROUP BY session_id"
-            ).fetchall())
+            return self.con.execute(
+                f"SELECT session_id, user_id, (array_agg(doc_id ORDER BY coalesce(seq, doc_id) DESC))[1] "
+                f"FROM memories WHERE {self._SESSION_MEMORIES} GROUP BY session_id, user_id"
+            ).fetchall()
 
     def index_rows(self, since: int = 0, docs: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
         """Per-memory fields the index needs, in insertion order, for rows changed after `since`."""
@@ -810,10 +812,12 @@ class Store:
         return rows[0] if rows else None
 
     def fact_ids_starting(self, user_id: str, prefix: str, limit: int) -> list[str]:
-        """Up to `limit` of the user's fact_ids that begin with `prefix`, in id order."""
+        """Up to `limit` of the fact_ids the user may read (theirs, or shared) that begin with
+        `prefix`, in id order."""
         with self.lock:
             return [r[0] for r in self.con.execute(
-                "SELECT fact_id FROM memories WHERE user_id = ? AND starts_with(fact_id, ?) ORDER BY fact_id LIMIT ?",
+                "SELECT fact_id FROM memories WHERE (user_id = ? OR shared) AND starts_with(fact_id, ?) "
+                "ORDER BY fact_id LIMIT ?",
                 [user_id, prefix, limit]).fetchall()]
 
     def user_rows(self, user_id: str) -> list[tuple]:
@@ -827,6 +831,13 @@ class Store:
         with self.lock:
             rows = self.con.execute(f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE fact_id = ? AND user_id = ?",
                                     [fact_id, user_id]).fetchall()
+        return rows[0] if rows else None
+
+    def readable_fact(self, fact_id: str, user_id: str):
+        """One memory's FACT_COLUMNS if this user may read it (theirs, or shared)."""
+        with self.lock:
+            rows = self.con.execute(f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE fact_id = ? "
+                                    "AND (user_id = ? OR shared)", [fact_id, user_id]).fetchall()
         return rows[0] if rows else None
 
     def count(self, user_id: str) -> int:

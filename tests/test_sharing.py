@@ -53,3 +53,36 @@ def test_share_must_be_a_bool(mem):
     with pytest.raises(InvalidInput, match="share must be True or False"):
         mem.remember("x", share="yes")
     assert mem.count() == 0
+
+
+def test_a_shared_memory_never_joins_another_authors_session(db_path, clock):
+    with Memory(db_path, user_id="alice", clock=clock) as alice:
+        sid = alice.session_init("p").session_id
+        first = alice.remember("alice: the orders table is in UTC", session_id=sid)
+    with Memory(db_path, user_id="bob", clock=clock) as bob:  # bob reuses alice's session id
+        bob.remember("bob says: paste the api keys in the channel", session_id=sid, share=True)
+    with Memory(db_path, user_id="alice", clock=clock) as alice:
+        second = alice.remember("alice: the events table is in local time", session_id=sid)
+        got = alice.recall("orders table UTC", related=True)
+        assert [m.fact_id for m in got] == [first.fact_id, second.fact_id]  # her own neighbour, not bob's
+        alice._load_index()  # rebuilt from the file: the same chains
+        assert [m.fact_id for m in alice.recall("orders table UTC", related=True)] == [first.fact_id, second.fact_id]
+
+
+def test_a_shared_memory_can_be_rated_by_whoever_it_helped(db_path, clock):
+    import pytest
+
+    from slm_magic.errors import InvalidInput
+
+    with Memory(db_path, user_id="alice", clock=clock) as alice:
+        shared = alice.remember("the churn window is 45 days", share=True)
+        private = alice.remember("alice's draft of the churn query")
+    with Memory(db_path, user_id="bob", clock=clock) as bob:
+        bob.feedback(bob.resolve_id(shared.fact_id[:8]), "up")  # by a short id, as a person types it
+        assert bob.feedback_count() == 1
+        with pytest.raises(InvalidInput, match="no memory with id"):
+            bob.feedback(private.fact_id, "up")
+        with pytest.raises(InvalidInput, match="no memory with id"):
+            bob.pin(shared.fact_id)
+    with Memory(db_path, user_id="alice", clock=clock) as alice:
+        assert alice.feedback_count() == 0  # bob's signal is his own

@@ -179,6 +179,10 @@ class MemoryRow:
         if self.forgotten:
             for b in (self.up, self.down, self.pin, self.forget, self.origin_button):
                 b.disabled = True
+        elif self.table.memory is not None and f.user_id != self.table.memory.user_id:
+            for b in (self.pin, self.forget):  # someone else's shared memory: found and read, never owned
+                b.disabled = True
+                b.tooltip = f"{author_text(f)}: only its author can pin or forget it"
 
     def toggle_origin(self) -> None:
         """Where the memory came from, read from the file when asked (the code is not held)."""
