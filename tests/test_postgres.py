@@ -212,20 +212,37 @@ with Memory(url) as mem:
             mem.recall(f"table {tag}t{i}")
     for line in mem.take_notices():
         print(json.dumps({"notice": line}), flush=True)
-    # this kernel's index has caught up with everyone's writes it may read
+    print(json.dumps({"done": True}), flush=True)
+    sys.stdin.readline()  # every writer is done: now this kernel must have caught up with all it may read
     print(json.dumps({"seen": [m.fact_id for m in mem.recall("finding table", limit=10000)]}), flush=True)
 """
 
 
 def _writers(team_db, specs, n):
-    return [subprocess.Popen([sys.executable, "-c", WRITER, team_db[who], who, str(n), tag],
+    return [subprocess.Popen([sys.executable, "-c", WRITER, team_db[who], who, str(n), tag], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for who, tag in specs]
 
 
-def _results(proc) -> dict:
+def _all_done(procs) -> list[list[str]]:
+    """Read each writer's lines up to its "done", then let them all go on (a barrier)."""
+    heads = []
+    for proc in procs:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if '"done"' in line:
+                break
+        heads.append(lines)
+    for proc in procs:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    return heads
+
+
+def _results(proc, head=()) -> dict:
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0 and "Traceback" not in err, err
-    lines = [json.loads(x) for x in out.splitlines()]
+    lines = [json.loads(x) for x in [*head, *out.splitlines()] if x.strip()]
     return {"acks": [x["ack"] for x in lines if "ack" in x],
             "shared": {x["ack"] for x in lines if x.get("shared")},
             "notices": [x["notice"] for x in lines if "notice" in x],
@@ -235,7 +252,8 @@ def _results(proc) -> dict:
 def test_four_processes_two_people_at_once_subprocess(team_db):
     n = 60
     specs = [("alice", "a1"), ("alice", "a2"), ("bob", "b1"), ("bob", "b2")]
-    results = [_results(p) for p in _writers(team_db, specs, n)]
+    procs = _writers(team_db, specs, n)
+    results = [_results(p, head) for p, head in zip(procs, _all_done(procs))]
     with psycopg.connect(team_db["admin"]) as con:
         stored = dict(con.execute("SELECT fact_id, user_id FROM slm.memories WHERE kind = 'memory'").fetchall())
         counts = con.execute("SELECT count(*), count(DISTINCT fact_id) FROM slm.memories").fetchone()
@@ -250,7 +268,7 @@ def test_four_processes_two_people_at_once_subprocess(team_db):
     for (who, _), r in zip(specs, results):
         other = "bob" if who == "alice" else "alice"
         readable = by[who] | (by[other] & shared)
-        assert set(r["seen"]) <= readable  # never another person's private memory
+        assert set(r["seen"]) == readable  # all of it, caught up; never another person's private memory
     # a fresh kernel of each person: all of their own and all shared, nothing else
     for who in ("alice", "bob"):
         other = "bob" if who == "alice" else "alice"
@@ -273,7 +291,7 @@ def test_server_restart_mid_write_loses_nothing_acknowledged_subprocess(team_db,
         if len(acks) == 50:
             pg_server.pg_ctl("restart", "-m", "fast")
             break
-    rest, err = proc.communicate(timeout=300)
+    rest, err = proc.communicate("go\n", timeout=300)
     assert proc.returncode == 0 and "Traceback" not in err, err
     lines = [json.loads(x) for x in rest.splitlines()]
     acks += [x["ack"] for x in lines if "ack" in x]
