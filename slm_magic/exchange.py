@@ -169,6 +169,7 @@ class Exchange:
         columns["revision_count"] = np.asarray([r or 0 for r in columns["revision_count"]], dtype=np.int32)
         columns["is_core"] = [bool(x) for x in columns["is_core"]]
         columns["shared"] = [bool(x) for x in columns["shared"]]  # (NULL: exported before sharing)
+        columns["code"] = [None if sh else c for sh, c in zip(columns["shared"], columns["code"])]  # (as remember)
         columns["doc_len"] = post.doc_len
         columns["terms"], columns["tfs"], columns["grams"], columns["gtfs"] = post.list_columns()
         self.memory._flush_events()

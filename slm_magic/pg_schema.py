@@ -135,7 +135,12 @@ BEGIN
     NEW.doc_id := nextval('doc_seq');
     NEW.seq := NULL;
   ELSE
-    IF NEW.doc_id IS DISTINCT FROM OLD.doc_id THEN NEW.doc_id := nextval('doc_seq'); END IF;
+    -- new postings are a new position (other kernels count a position's terms once, when it
+    -- arrives, and take the same ones out when it retires)
+    IF NEW.doc_id IS DISTINCT FROM OLD.doc_id OR (NEW.terms, NEW.tfs, NEW.grams, NEW.gtfs, NEW.doc_len)
+        IS DISTINCT FROM (OLD.terms, OLD.tfs, OLD.grams, OLD.gtfs, OLD.doc_len) THEN
+      NEW.doc_id := nextval('doc_seq');
+    END IF;
     IF NEW.seq IS DISTINCT FROM OLD.seq AND NEW.seq IS DISTINCT FROM coalesce(OLD.seq, OLD.doc_id) THEN
       RAISE EXCEPTION 'seq keeps a memory''s first position';
     END IF;
@@ -152,6 +157,10 @@ BEGIN
   RETURN NEW;
 END $f$;
 CREATE TRIGGER guard BEFORE INSERT OR UPDATE ON memories FOR EACH ROW EXECUTE FUNCTION guard_memory();
+-- postings the other kernels can take in: each term with its count, counts positive
+ALTER TABLE memories ADD CONSTRAINT postings_readable CHECK (
+    cardinality(terms) = cardinality(tfs) AND cardinality(grams) = cardinality(gtfs) AND 0 < ALL (tfs)
+    AND 0 < ALL (gtfs) AND doc_len >= 0 AND revision_count >= 0 AND kind IN ('memory', 'summary_event'));
 -- Tombstones are the server's own record of positions that stopped being live: written by
 -- this trigger only (members cannot insert one), so each is true of a row that was there.
 CREATE FUNCTION tombstone_memory() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER

@@ -368,6 +368,7 @@ class PgStore(Store):
         try:
             cur = con.cursor()
             cur.execute(f"SET search_path = {pg_schema.SCHEMA}")
+            cur.execute(f"SET lock_timeout = '{self.LOCK_WAIT_S:.0f}s'")
             if snapshot:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             self._arrow = cur
