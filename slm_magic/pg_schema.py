@@ -112,9 +112,23 @@ ALTER TABLE outcomes ALTER COLUMN user_id SET DEFAULT current_user;
 -- out of commit order
 ALTER TABLE memories ALTER COLUMN changed DROP DEFAULT;
 ALTER TABLE tombstones ALTER COLUMN changed DROP DEFAULT;
+-- an index position comes from the guard (below) only: one per memory, none for a member to take
+ALTER TABLE memories ALTER COLUMN doc_id DROP DEFAULT;
 CREATE TABLE change_clock (one boolean PRIMARY KEY DEFAULT true CHECK (one), n bigint NOT NULL);
 INSERT INTO change_clock VALUES (true, 0);
-CREATE FUNCTION take_stamps(k integer) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
+-- a catch-up reads by stamp, a recall's rows by index position, a person's rows by user
+CREATE INDEX memories_changed ON memories (changed);
+CREATE UNIQUE INDEX memories_doc_id ON memories (doc_id);
+CREATE INDEX memories_user ON memories (user_id);
+CREATE INDEX tombstones_changed ON tombstones (changed);
+"""
+
+MIGRATIONS = [_V1, _V2, _V3, _V4, _V5]
+
+# What guards the team's kernels, re-created on every setup (an upgrade of slm_magic may mend
+# them without a new schema version): the clock's function, the triggers, the checks.
+GUARDS = """
+CREATE OR REPLACE FUNCTION take_stamps(k integer) RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = slm, pg_temp AS $f$
 DECLARE top bigint;
 BEGIN
@@ -128,7 +142,7 @@ END $f$;
 -- they may read by its doc_id and catch up by its stamp, so a member must not choose either.
 -- A new index position always comes from the sequence; a stamp is one the clock handed out;
 -- a shared memory stays shared (unsharing it would leave it in the team's kernels).
-CREATE FUNCTION guard_memory() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+CREATE OR REPLACE FUNCTION guard_memory() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = slm, pg_temp AS $f$
 BEGIN
   IF TG_OP = 'INSERT' THEN
@@ -154,16 +168,23 @@ BEGIN
   IF NEW.changed IS NULL OR NEW.changed > (SELECT n FROM change_clock) THEN
     RAISE EXCEPTION 'a change stamp comes from take_stamps()';
   END IF;
+  -- a term counts once per memory in everyone's document frequencies
+  IF (SELECT count(DISTINCT t) FROM unnest(NEW.terms) AS t) <> cardinality(NEW.terms)
+     OR (SELECT count(DISTINCT g) FROM unnest(NEW.grams) AS g) <> cardinality(NEW.grams) THEN
+    RAISE EXCEPTION 'a memory lists each term and 3-gram once';
+  END IF;
   RETURN NEW;
 END $f$;
+DROP TRIGGER IF EXISTS guard ON memories;
 CREATE TRIGGER guard BEFORE INSERT OR UPDATE ON memories FOR EACH ROW EXECUTE FUNCTION guard_memory();
 -- postings the other kernels can take in: each term with its count, counts positive
+ALTER TABLE memories DROP CONSTRAINT IF EXISTS postings_readable;
 ALTER TABLE memories ADD CONSTRAINT postings_readable CHECK (
     cardinality(terms) = cardinality(tfs) AND cardinality(grams) = cardinality(gtfs) AND 0 < ALL (tfs)
     AND 0 < ALL (gtfs) AND doc_len >= 0 AND revision_count >= 0 AND kind IN ('memory', 'summary_event'));
 -- Tombstones are the server's own record of positions that stopped being live: written by
 -- this trigger only (members cannot insert one), so each is true of a row that was there.
-CREATE FUNCTION tombstone_memory() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+CREATE OR REPLACE FUNCTION tombstone_memory() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = slm, pg_temp AS $f$
 BEGIN
   IF TG_OP = 'DELETE' THEN
@@ -177,19 +198,13 @@ BEGIN
   END IF;
   RETURN NEW;
 END $f$;
+DROP TRIGGER IF EXISTS tombstone ON memories;
 CREATE TRIGGER tombstone AFTER UPDATE OR DELETE ON memories FOR EACH ROW EXECUTE FUNCTION tombstone_memory();
 -- statistics right after a bulk write (only the owner may ANALYZE): without them the planner
 -- takes "changed > n" for a third of the table, and every catch-up scans all of it
-CREATE FUNCTION analyze_memories() RETURNS void LANGUAGE sql SECURITY DEFINER
+CREATE OR REPLACE FUNCTION analyze_memories() RETURNS void LANGUAGE sql SECURITY DEFINER
     SET search_path = slm, pg_temp AS $f$ ANALYZE memories; ANALYZE tombstones $f$;
--- a catch-up reads by stamp, a recall's rows by index position, a person's rows by user
-CREATE INDEX memories_changed ON memories (changed);
-CREATE UNIQUE INDEX memories_doc_id ON memories (doc_id);
-CREATE INDEX memories_user ON memories (user_id);
-CREATE INDEX tombstones_changed ON tombstones (changed);
 """
-
-MIGRATIONS = [_V1, _V2, _V3, _V4, _V5]
 
 TABLES = ("memories", "tombstones", "sessions", "feedback", "summary_events", "recall_events", "models",
           "outcomes")
@@ -221,6 +236,7 @@ def setup_statements(version: int, target: int, members: list[str], existing_rol
     for v in range(version + 1, target + 1):
         out.append(MIGRATIONS[v - 1])
         out.append(f"INSERT INTO schema_version VALUES ({v}, now() AT TIME ZONE 'UTC')")
+    out.append(GUARDS)
     out.append("RESET ROLE")
     tables = ", ".join(TABLES)
     out += [f"REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM PUBLIC",
@@ -230,7 +246,7 @@ def setup_statements(version: int, target: int, members: list[str], existing_rol
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {TEAM}",
             f"REVOKE INSERT, UPDATE, DELETE ON tombstones FROM {TEAM}",  # the server's own record
             f"GRANT SELECT ON schema_version, change_clock TO {TEAM}",
-            f"GRANT USAGE ON SEQUENCE doc_seq, change_seq TO {TEAM}",  # nextval, never setval
+            f"REVOKE ALL ON SEQUENCE doc_seq, change_seq FROM {TEAM}",  # positions and stamps: the guards' to give
             f"GRANT EXECUTE ON FUNCTION take_stamps(integer), analyze_memories() TO {TEAM}"]
     out += ["DROP POLICY IF EXISTS derived ON tombstones",  # (the trigger writes them, as the owner)
             f"CREATE POLICY derived ON tombstones FOR INSERT TO {OWNER} WITH CHECK (true)"]

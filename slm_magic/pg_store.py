@@ -194,7 +194,11 @@ class PgStore(Store):
         return con
 
     def _check_schema(self) -> None:
-        rows = self.fetch(self._pg, "SELECT to_regclass('schema_version') IS NOT NULL", ()).rows
+        rows = self.fetch(self._pg, f"SELECT to_regclass('schema_version') IS NOT NULL, EXISTS (SELECT FROM "
+                                    f"pg_namespace WHERE nspname = '{pg_schema.SCHEMA}')", ()).rows
+        if rows[0][1] and not rows[0][0]:  # (the schema is there, but this role may not use it)
+            raise StoreError(f"{self.path}: this role is not a member of the team: an administrator adds it with "
+                             "`slm-magic pg-setup URL --member ROLE`")
         if not rows[0][0]:
             raise StoreError(f"{self.path} has no slm_magic schema: an administrator creates it with "
                              "`slm-magic pg-setup URL --member ROLE ...` (README: a team on PostgreSQL)")
@@ -529,7 +533,8 @@ def _arrow_error(exc, where: str) -> StoreError:
     import adbc_driver_manager
 
     state = getattr(exc, "sqlstate", None) or ""
-    if isinstance(exc, adbc_driver_manager.OperationalError) or state.startswith(("08", "57")):
+    if state.startswith("08") or state in ("57P01", "57P02", "57P03") or (
+            isinstance(exc, adbc_driver_manager.OperationalError) and not state):
         return _Unreachable(f"lost the connection to {where}: {_first_line(exc)}")
     return StoreError(f"PostgreSQL error on {where}: {_first_line(exc)}")
 
@@ -550,6 +555,9 @@ def setup(url: str, members: Sequence[str] = ()) -> tuple[int, int]:
     """Create or migrate the schema, the roles, grants and policies (as an administrator);
     `members` become login roles of the team. Returns (version before, version after)."""
     psycopg = _psycopg()
+    reserved = {pg_schema.OWNER, pg_schema.TEAM, "public"} & set(members)
+    if reserved:
+        raise StoreError(f"{', '.join(sorted(reserved))} cannot be a member: the name is the schema's own")
     try:
         con = psycopg.connect(url, connect_timeout=10)
     except psycopg.Error as exc:

@@ -462,3 +462,34 @@ def test_sharing_through_a_topic_and_what_a_shared_memory_keeps(team_db, clock):
     assert rows[shared.fact_id] is None and rows[first.fact_id] is None  # (the code run before it is not shared)
     with Memory(team_db["bob"], clock=clock) as bob:
         assert [m.content for m in bob.recall("model choice")] == ["model choice: XGBoost, for the deal"]
+
+
+def test_setup_again_mends_the_guards_and_positions_are_one_per_memory(team_db, clock):
+    import uuid
+
+    outsider = f"outsider_{uuid.uuid4().hex[:8]}"  # (roles belong to the whole cluster)
+    with psycopg.connect(team_db["admin"], autocommit=True) as con:  # an older build's guards
+        con.execute("ALTER TABLE slm.memories DROP CONSTRAINT postings_readable")
+        con.execute("DROP TRIGGER guard ON slm.memories")
+        con.execute(f"CREATE ROLE {outsider} LOGIN")  # (not a member)
+    assert Memory.setup_team(team_db["admin"], ["alice", "bob"]) == (5, 5)
+    with Memory(team_db["alice"], clock=clock) as alice:
+        alice.remember_many([{"content": f"note {i} on table t{i}"} for i in range(100)])
+        alice.remember("one more")
+        docs = [r[0] for r in alice.store.con.execute("SELECT doc_id FROM memories ORDER BY doc_id").fetchall()]
+        assert docs == list(range(docs[0], docs[0] + 101))  # one position per memory, in order
+    with psycopg.connect(team_db["bob"], autocommit=True) as con:
+        con.execute("SET search_path = slm")
+        with pytest.raises(psycopg.Error):  # the guard is back: a term listed twice
+            con.execute("INSERT INTO memories (fact_id, project, type, content, content_hash, tags, is_core, "
+                        "created_at, updated_at, revision_count, kind, doc_len, terms, tfs, shared, changed) VALUES "
+                        "('dup', '', 'discovery', 'zz', 'h', '{}', false, now(), now(), 0, 'memory', 2, '{7,7}', "
+                        "'{1,1}', true, take_stamps(1))")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # no position to take by hand
+            con.execute("SELECT nextval('doc_seq')")
+    with pytest.raises(StoreError, match="not a member of the team"):
+        Memory(team_db["admin"].replace("postgres@", f"{outsider}@"))
+    with psycopg.connect(team_db["admin"], autocommit=True) as con:
+        con.execute(f"DROP ROLE {outsider}")
+    with pytest.raises(StoreError, match="cannot be a member"):
+        Memory.setup_team(team_db["admin"], ["slm_owner"])
