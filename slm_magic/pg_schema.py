@@ -168,9 +168,10 @@ BEGIN
   IF NEW.changed IS NULL OR NEW.changed > (SELECT n FROM change_clock) THEN
     RAISE EXCEPTION 'a change stamp comes from take_stamps()';
   END IF;
-  -- a term counts once per memory in everyone's document frequencies
-  IF (SELECT count(DISTINCT t) FROM unnest(NEW.terms) AS t) <> cardinality(NEW.terms)
-     OR (SELECT count(DISTINCT g) FROM unnest(NEW.grams) AS g) <> cardinality(NEW.grams) THEN
+  -- a term counts once per memory in everyone's document frequencies (checked where others
+  -- count it: a private memory is in its author's index only)
+  IF NEW.shared AND ((SELECT count(DISTINCT t) FROM unnest(NEW.terms) AS t) <> cardinality(NEW.terms)
+     OR (SELECT count(DISTINCT g) FROM unnest(NEW.grams) AS g) <> cardinality(NEW.grams)) THEN
     RAISE EXCEPTION 'a memory lists each term and 3-gram once';
   END IF;
   RETURN NEW;
