@@ -533,6 +533,9 @@ def _arrow_error(exc, where: str) -> StoreError:
     import adbc_driver_manager
 
     state = getattr(exc, "sqlstate", None) or ""
+    if state == "55P03" or "lock timeout" in str(exc):
+        return StoreError(f"waited for another transaction on {where} (a session left one open?); "
+                          "nothing was changed")
     if state.startswith("08") or state in ("57P01", "57P02", "57P03") or (
             isinstance(exc, adbc_driver_manager.OperationalError) and not state):
         return _Unreachable(f"lost the connection to {where}: {_first_line(exc)}")
