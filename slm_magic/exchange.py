@@ -13,7 +13,7 @@ import numpy as np
 from . import bulk
 from .errors import InvalidInput
 from .models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
-from .records import MAX_CONTENT_CHARS, Postings
+from .records import MAX_CONTENT_CHARS, Postings, code_kept
 
 EXPORT_COLUMNS = ("fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
                   "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
@@ -169,7 +169,7 @@ class Exchange:
         columns["revision_count"] = np.asarray([r or 0 for r in columns["revision_count"]], dtype=np.int32)
         columns["is_core"] = [bool(x) for x in columns["is_core"]]
         columns["shared"] = [bool(x) for x in columns["shared"]]  # (NULL: exported before sharing)
-        columns["code"] = [None if sh else c for sh, c in zip(columns["shared"], columns["code"])]  # (as remember)
+        columns["code"] = code_kept(columns["code"], columns["shared"])
         columns["doc_len"] = post.doc_len
         columns["terms"], columns["tfs"], columns["grams"], columns["gtfs"] = post.list_columns()
         self.memory._flush_events()

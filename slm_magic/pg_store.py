@@ -25,6 +25,7 @@ as on a file; what differs is below this module:
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Sequence
@@ -43,7 +44,12 @@ _locks_lock = threading.Lock()
 
 
 class _Unreachable(StoreError):
-    """The server does not take a connection (yet): retried while it may be restarting."""
+    """The connection or the server went away, or does not take a connection (yet): worth
+    another try on a new connection while it may be restarting."""
+
+    def __init__(self, where: str, reason: str):
+        super().__init__(f"cannot reach {where}: {reason}")
+        self.reason = reason
 
 
 def shown_url(url: str) -> str:
@@ -101,7 +107,7 @@ class _Result:
         return pa.table({d.name: pa.array(list(c), type=types.get(d.type_code)) for d, c in self._columns()})
 
 
-class _ArrowResult(_Result):
+class _ArrowResult:
     """An ADBC answer: Arrow columns, read as the other results are."""
 
     def __init__(self, table):
@@ -153,6 +159,7 @@ class PgStore(Store):
     """A team's memory on PostgreSQL (`postgresql://user@host/db`), with the Store's API."""
 
     EPOCH = "extract(epoch FROM updated_at)::float8"
+    NEXT_STAMP = "take_stamps(1)"
     STAMPS_IN_COMMIT_ORDER = True
     RECONNECT_S = 60.0
 
@@ -186,7 +193,7 @@ class PgStore(Store):
             # scans it; each catch-up is planned for its own stamp instead)
             con = psycopg.connect(self.url, autocommit=True, connect_timeout=10, prepare_threshold=None)
         except psycopg.OperationalError as exc:
-            raise _Unreachable(f"cannot connect to {self.path}: {_first_line(exc)}") from None
+            raise _Unreachable(self.path, _first_line(exc)) from None
         except psycopg.ProgrammingError as exc:  # a malformed URL
             raise StoreError(f"cannot connect to {self.path}: {_first_line(exc)}") from None
         con.execute(f"SET search_path = {pg_schema.SCHEMA}")
@@ -220,10 +227,8 @@ class PgStore(Store):
         except psycopg.errors.InsufficientPrivilege as exc:
             raise StoreError(f"PostgreSQL refused, as {getattr(self, 'login_user', '?')}: "
                              f"{_first_line(exc)}") from None
-        except (psycopg.OperationalError, psycopg.InterfaceError):
-            raise  # (run() reconnects)
         except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL error on {self.path}: {_first_line(exc)}") from exc
+            raise self._failure(exc, isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))) from None
 
     def run(self, work, *, transaction: bool = False):
         """`work(connection)`, again on a new connection if the server went away (for up to
@@ -232,47 +237,65 @@ class PgStore(Store):
         with self.lock:
             if self._in_transaction:  # (a statement inside a running transaction: no retry of its own)
                 return work(self._pg)
-            started = None  # the first failure of this call
-            delay = 0.05
-            while True:
+
+            def attempt():
                 try:
                     if self._pg is None or self._pg.closed:
                         self._pg = self._open()
                     if not transaction:
-                        out = work(self._pg)
-                    else:
-                        self._in_transaction = True
-                        try:
-                            with self._pg.transaction():
-                                out = work(self._pg)
-                        finally:
-                            self._in_transaction = False
-                    if started is not None or self._down_since is not None:
-                        down = self._down_since if self._down_since is not None else started
-                        self.notices.append(f"the memory server {self.path} went away; reconnected after "
-                                            f"{time.monotonic() - down:.1f} s"
-                                            + (", nothing lost" if self._down_since is None else ""))
-                        self._down_since = None
-                    return out
-                except (psycopg.OperationalError, psycopg.InterfaceError, _Unreachable) as exc:
-                    if getattr(exc, "sqlstate", None) == "55P03":
-                        raise StoreError(f"waited {self.LOCK_WAIT_S:.0f} s for another transaction on {self.path} "
-                                         "(a session left one open?); nothing was changed") from None
-                    if not _connection_lost(exc):
-                        raise StoreError(f"PostgreSQL error on {self.path}: {_first_line(exc)}") from None
-                    now = time.monotonic()
-                    started = now if started is None else started
-                    if now - started > self.RECONNECT_S:
-                        if self._down_since is None:
-                            self._down_since = started
-                        raise StoreError(f"the memory server {self.path} did not answer for {self.RECONNECT_S:.0f} s "
-                                         f"({_first_line(exc)}); this was not done, nothing of it was saved") from None
-                    with contextlib.suppress(Exception):
-                        if self._pg is not None:
-                            self._pg.close()
-                    self._pg = None
-                    time.sleep(delay)  # backoff while the server restarts
-                    delay = min(delay * 2, 1.0)
+                        return work(self._pg)
+                    self._in_transaction = True
+                    try:
+                        with self._pg.transaction():
+                            return work(self._pg)
+                    finally:
+                        self._in_transaction = False
+                except psycopg.Error as exc:  # (ending a transaction on a dead connection)
+                    raise self._failure(exc, isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))) \
+                        from None
+            return self._retrying(attempt)
+
+    def _retrying(self, attempt):
+        """The one retry of this store: `attempt()` again after a lost connection, with backoff,
+        for up to RECONNECT_S; then one line for the user that it happened (or one error that
+        says nothing was done)."""
+        started, delay = None, 0.05
+        while True:
+            try:
+                out = attempt()
+            except _Unreachable as exc:
+                now = time.monotonic()
+                started = now if started is None else started
+                if now - started > self.RECONNECT_S:
+                    if self._down_since is None:
+                        self._down_since = started
+                    raise StoreError(f"the memory server {self.path} did not answer for {self.RECONNECT_S:.0f} s "
+                                     f"({exc.reason}); this was not done, nothing of it was saved") from None
+                with contextlib.suppress(Exception):
+                    if self._pg is not None:
+                        self._pg.close()
+                self._pg = None
+                time.sleep(delay)  # backoff while the server restarts
+                delay = min(delay * 2, 1.0)
+                continue
+            if started is not None or self._down_since is not None:
+                down = self._down_since if self._down_since is not None else started
+                self.notices.append(f"the memory server {self.path} went away; reconnected after "
+                                    f"{time.monotonic() - down:.1f} s" + (", nothing lost" if self._down_since is None else ""))
+                self._down_since = None
+            return out
+
+    def _failure(self, exc, stateless_is_lost: bool) -> StoreError:
+        """A driver's error as the engine's, for either driver: a lost connection or a server
+        going down (SQLSTATE class 08, 57P01-57P03, or no state where the driver says it lost
+        the connection) is worth a retry; a lock wait or a statement timeout is an answer."""
+        state = getattr(exc, "sqlstate", None) or ""
+        if state == "55P03" or "lock timeout" in str(exc):
+            return StoreError(f"waited {self.LOCK_WAIT_S:.0f} s for another transaction on {self.path} "
+                              "(a session left one open?); nothing was changed")
+        if state.startswith("08") or state in ("57P01", "57P02", "57P03") or (not state and stateless_is_lost):
+            return _Unreachable(self.path, _first_line(exc))
+        return StoreError(f"PostgreSQL error on {self.path}: {_first_line(exc)}")
 
     def take_notices(self) -> list[str]:
         out, self.notices = self.notices, []
@@ -292,7 +315,7 @@ class PgStore(Store):
     def con(self) -> PgConnection:
         return self._adapter
 
-    @property
+    @functools.cached_property
     def index_stem(self) -> str:
         """The saved index of this role's view of the database lives in the user's own cache
         ($XDG_CACHE_HOME or ~/.cache, slm_magic/, private): it holds what this role may read."""
@@ -340,17 +363,11 @@ class PgStore(Store):
         whole if the connection is lost midway (it only reads). `bulk`: a whole load, through
         ADBC."""
         if bulk:
-            started, delay = time.monotonic(), 0.05
+            def in_arrow_snapshot():
+                with self.arrow_job(snapshot=True):
+                    return work()
             with self.lock:
-                while True:
-                    try:
-                        with self.arrow_job(snapshot=True):
-                            return work()
-                    except _Unreachable:
-                        if time.monotonic() - started > self.RECONNECT_S:
-                            raise
-                        time.sleep(delay)  # backoff while the server restarts
-                        delay = min(delay * 2, 1.0)
+                return self._retrying(in_arrow_snapshot)
 
         def in_snapshot(con):
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -368,7 +385,7 @@ class PgStore(Store):
         try:
             con = adbc.connect(self.url)
         except adbc.Error as exc:
-            raise _Unreachable(f"cannot connect to {self.path}: {_first_line(exc)}") from None
+            raise _Unreachable(self.path, _first_line(exc)) from None
         try:
             cur = con.cursor()
             cur.execute(f"SET search_path = {pg_schema.SCHEMA}")
@@ -380,7 +397,7 @@ class PgStore(Store):
                 yield cur
                 con.commit()
             except adbc.Error as exc:
-                raise _arrow_error(exc, self.path) from None
+                raise self._failure(exc, isinstance(exc, adbc.OperationalError)) from None
             finally:
                 self._arrow = None
                 cur.close()
@@ -440,33 +457,23 @@ class PgStore(Store):
         batch = pa.table({**{c: pa.array(columns[c], type=insert_types.get(c, pa.string())) if not isinstance(
             columns[c], (pa.Array, pa.ChunkedArray)) else columns[c].cast(insert_types.get(c, pa.string()))
             for c in INSERT_COLUMNS}, "ord": np.arange(n, dtype=np.int64)})
-        started, delay = time.monotonic(), 0.05
+        def attempt():
+            with self.arrow_job() as cur:
+                cur.adbc_ingest("_new_memories", batch, mode="replace", temporary=True)
+                got = self.fetch_arrow(
+                    f"INSERT INTO memories ({cols}, changed) "  # (the server numbers them, in this order)
+                    f"SELECT {cols}, s.top - ?::bigint + ord + 1 FROM "
+                    f"(SELECT * FROM _new_memories ORDER BY ord) AS m, (SELECT take_stamps(?::int) AS top) AS s "
+                    "ON CONFLICT (fact_id) DO NOTHING RETURNING fact_id, doc_id, changed", [n, n]).table
+                if got.num_rows < n:  # a retry: some were committed before the connection broke
+                    got = self.fetch_arrow("SELECT fact_id, doc_id, changed FROM memories "
+                                           "WHERE fact_id = ANY(?::text[])", [list(columns["fact_id"])]).table
+                if got.num_rows < n:  # ids this role cannot see: someone else's (an import of their export)
+                    raise StoreError(f"{n - got.num_rows} of these memories have ids that belong to someone "
+                                     "else's memories here; nothing of this batch was written")
+                return got
         with self.lock:
-            while True:
-                try:
-                    with self.arrow_job() as cur:
-                        cur.adbc_ingest("_new_memories", batch, mode="replace", temporary=True)
-                        got = self.fetch_arrow(
-                            f"INSERT INTO memories ({cols}, changed) "  # (the server numbers them, in this order)
-                            f"SELECT {cols}, s.top - ?::bigint + ord + 1 FROM "
-                            f"(SELECT * FROM _new_memories ORDER BY ord) AS m, (SELECT take_stamps(?::int) AS top) AS s "
-                            "ON CONFLICT (fact_id) DO NOTHING RETURNING fact_id, doc_id, changed", [n, n]).table
-                        if got.num_rows < n:  # a retry: some were committed before the connection broke
-                            got = self.fetch_arrow("SELECT fact_id, doc_id, changed FROM memories "
-                                                   "WHERE fact_id = ANY(?::text[])", [list(columns["fact_id"])]).table
-                        if got.num_rows < n:  # ids this role cannot see: someone else's (an import of their export)
-                            raise StoreError(f"{n - got.num_rows} of these memories have ids that belong to someone "
-                                             "else's memories here; nothing of this batch was written")
-                    break
-                except _Unreachable:
-                    if time.monotonic() - started > self.RECONNECT_S:
-                        raise StoreError(f"the memory server {self.path} did not answer for {self.RECONNECT_S:.0f} s; "
-                                         "this batch was not saved") from None
-                    time.sleep(delay)  # backoff while the server restarts
-                    delay = min(delay * 2, 1.0)
-            if time.monotonic() - started > 0.5 and delay > 0.05:
-                self.notices.append(f"the memory server {self.path} went away; reconnected after "
-                                    f"{time.monotonic() - started:.1f} s, nothing lost")
+            got = self._retrying(attempt)
         return {"fact_id": got.column("fact_id").to_numpy(zero_copy_only=False),
                 "doc_id": got.column("doc_id").to_numpy().astype(np.int64),
                 "changed": got.column("changed").to_numpy().astype(np.int64)}
@@ -474,19 +481,18 @@ class PgStore(Store):
     def revise(self, fact_id: str, values: dict) -> tuple[int, int, list[int], int]:
         """New content in one transaction, the row locked first (a concurrent revise or forget
         waits, then this one sees what it left); the server writes the tombstone."""
-        before = self.con.execute("SELECT doc_id FROM memories WHERE fact_id = ?", [fact_id]).fetchall()
-        expected = before[0][0] if before else None
         sets = ", ".join(f"{k} = ?" for k in values)
-        tries = []
+        first: list[int] = []  # the position the first try found
 
         def work(con):
-            tries.append(1)
             old = self.fetch(con, "SELECT doc_id, terms FROM memories WHERE fact_id = ? FOR UPDATE", [fact_id]).rows
             if not old:
                 raise StoreError(f"memory {fact_id} cannot be revised: it is gone, or it is not yours")
             old_doc, old_terms = old[0]
-            if len(tries) > 1 and old_doc != expected:  # the first try had committed before the connection broke
-                return expected, *self.fetch(con, "SELECT doc_id, changed FROM memories WHERE fact_id = ?",
+            if not first:
+                first.append(old_doc)
+            elif old_doc != first[0]:  # the first try had committed before the connection broke
+                return first[0], *self.fetch(con, "SELECT doc_id, changed FROM memories WHERE fact_id = ?",
                                              [fact_id]).rows[0], None
             got = self.fetch(con, f"UPDATE memories SET seq = coalesce(seq, doc_id), doc_id = -1, "
                                   f"revision_count = revision_count + 1, changed = take_stamps(1), {sets} "
@@ -494,16 +500,6 @@ class PgStore(Store):
             return old_doc, got[0][0], got[0][1], old_terms
         old_doc, new_doc, changed, old_terms = self.run(work, transaction=True)
         return int(old_doc), int(new_doc), list(old_terms or []), int(changed)
-
-    def set_core(self, fact_id: str, core: bool) -> bool:
-        return bool(self.con.execute(
-            "UPDATE memories SET is_core = ?, changed = take_stamps(1) WHERE fact_id = ? RETURNING fact_id",
-            [core, fact_id]).fetchall())
-
-    def set_shared(self, fact_id: str) -> bool:
-        return bool(self.con.execute(
-            "UPDATE memories SET shared = true, code = NULL, changed = take_stamps(1) WHERE fact_id = ? RETURNING fact_id",
-            [fact_id]).fetchall())
 
     def delete(self, fact_id: str) -> bool:
         """The server writes the tombstone (of the row actually deleted)."""
@@ -525,29 +521,6 @@ class PgStore(Store):
     def existing_fact_ids(self, fact_ids: list[str]) -> set[str]:
         return {r[0] for r in self.con.execute("SELECT fact_id FROM memories WHERE fact_id = ANY(?)",
                                                [fact_ids]).fetchall()}
-
-
-def _arrow_error(exc, where: str) -> StoreError:
-    """An ADBC error as the engine's: a lost connection or a server going down (SQLSTATE class
-    08, 57) is worth a retry, anything else is not."""
-    import adbc_driver_manager
-
-    state = getattr(exc, "sqlstate", None) or ""
-    if state == "55P03" or "lock timeout" in str(exc):
-        return StoreError(f"waited for another transaction on {where} (a session left one open?); "
-                          "nothing was changed")
-    if state.startswith("08") or state in ("57P01", "57P02", "57P03") or (
-            isinstance(exc, adbc_driver_manager.OperationalError) and not state):
-        return _Unreachable(f"lost the connection to {where}: {_first_line(exc)}")
-    return StoreError(f"PostgreSQL error on {where}: {_first_line(exc)}")
-
-
-def _connection_lost(exc: BaseException) -> bool:
-    """Whether the connection or the server went away (a retry on a new connection may do):
-    no SQLSTATE (a failed connect, a closed socket), class 08, or the server shutting down.
-    A statement timeout or a lock wait is an answer, not a loss."""
-    state = getattr(exc, "sqlstate", None)
-    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
 
 
 def _first_line(exc: BaseException) -> str:

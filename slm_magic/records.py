@@ -165,10 +165,14 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
         i = next(i for i, c in enumerate(shares) if not isinstance(c, (bool, _NONE)))
         raise InvalidInput(f"share must be True or False, not {type(shares[i]).__name__}{_where(n, i)}")
     cols["shared"] = [bool(c) for c in shares]
-    # what is shared is the finding: not the code run before it, which may hold what the
-    # author never meant to share (a connection string, a path)
-    cols["code"] = [None if sh else c for sh, c in zip(cols["shared"], cols["code"])]
+    cols["code"] = code_kept(cols["code"], cols["shared"])
     return cols
+
+
+def code_kept(codes: Sequence, shared: Sequence[bool]) -> list:
+    """The code kept with each memory. What is shared is the finding, not the code run before
+    it, which may hold what its author never meant to share (a connection string, a path)."""
+    return [None if sh else c for c, sh in zip(codes, shared)]
 
 
 #: How much a term counts in each field of a memory, as a multiple of one occurrence in its

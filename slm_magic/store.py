@@ -429,6 +429,8 @@ class Store:
 
     #: A timestamp column as seconds since the epoch, in this database's SQL.
     EPOCH = "epoch(updated_at)"
+    #: The next change stamp, in this database's SQL (for a change of one row).
+    NEXT_STAMP = "nextval('change_seq')"
 
     def _select(self, columns) -> str:
         return ", ".join(columns).format(epoch=self.EPOCH)
@@ -678,14 +680,14 @@ class Store:
         with self.lock:
             self._cache.clear()
             return bool(self.con.execute(
-                "UPDATE memories SET is_core = ?, changed = nextval('change_seq') WHERE fact_id = ? RETURNING fact_id",
+                f"UPDATE memories SET is_core = ?, changed = {self.NEXT_STAMP} WHERE fact_id = ? RETURNING fact_id",
                 [core, fact_id]).fetchall())
 
     def set_shared(self, fact_id: str) -> bool:
         with self.lock:
             self._cache.clear()
             return bool(self.con.execute(
-                "UPDATE memories SET shared = true, code = NULL, changed = nextval('change_seq') "
+                f"UPDATE memories SET shared = true, code = NULL, changed = {self.NEXT_STAMP} "
                 "WHERE fact_id = ? RETURNING fact_id",
                 [fact_id]).fetchall())
 
