@@ -17,7 +17,7 @@ def main() -> None:
             columns = pickle.load(source)
         except EOFError:
             return
-        pickle.dump(Postings.of_columns(columns), sink, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(Postings.of_columns(columns).packed(), sink, protocol=pickle.HIGHEST_PROTOCOL)
         sink.flush()
 
 

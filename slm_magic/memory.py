@@ -10,7 +10,6 @@ import contextlib
 import os
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -36,7 +35,7 @@ from .sessions import SessionService
 from .temporal import temporal_terms
 from .replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
 from .rows import FactRows, fact_of
-from .records import Postings, content_hash, epoch_seconds, field_counts, field_grams, to_utc_naive, validate
+from .records import Postings, content_hash, new_fact_ids, epoch_seconds, field_counts, field_grams, to_utc_naive, validate
 from .backends import is_url, open_store
 from .store import FACT_COLUMNS, STORAGE_FAILURES, utcnow
 
@@ -320,7 +319,7 @@ class Memory:
         counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
         grams = field_grams(row["content"], row["title"], row["tags"])
         self._flush_events()
-        row.update(fact_id=uuid.uuid4().hex[:16], content_hash=content_hash(row["content"]),
+        row.update(fact_id=new_fact_ids(1)[0], content_hash=content_hash(row["content"]),
                    revision_count=0, kind="memory", doc_len=length,
                    terms=list(counts.keys()), tfs=list(counts.values()), grams=list(grams), gtfs=list(grams.values()))
         self._refresh()
@@ -425,7 +424,7 @@ class Memory:
         if post is None:
             post = Postings.of_columns(columns)
         terms_col, tfs_col, grams_col, gtfs_col = post.list_columns()
-        fact_ids = [uuid.uuid4().hex[:16] for _ in range(n)]
+        fact_ids = new_fact_ids(n)
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns.update(
             fact_id=fact_ids, content_hash=list(map(content_hash, contents)),
@@ -445,6 +444,8 @@ class Memory:
                 "shared": columns["shared"], "kind": columns["kind"], "type": columns["type"],
                 "session_id": columns["session_id"],
                 "g_doc": np.repeat(doc_ids, post.glengths), "g_gram": post.grams, "g_tf": post.gtfs}
+        if post.term_keys is not None:
+            meta.update(t_keys=post.term_keys, t_of=post.term_of, g_keys=post.gram_keys, g_of=post.gram_of)
         table = pa.table({"doc_id": doc_ids, **{name: columns[name] for name in FACT_COLUMNS}})
         self._after_write(doc_ids, changed, meta, np.repeat(doc_ids, post.lengths), post.terms, post.tfs,
                           rows_table=table)

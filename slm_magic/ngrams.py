@@ -182,9 +182,10 @@ class GramStore:
                 setattr(self, name, new)
 
     def add(self, p_doc: np.ndarray, p_gram: np.ndarray, p_tf: np.ndarray, doc_ids: np.ndarray,
-            count_df: bool = True) -> None:
+            count_df: bool = True, unique: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Add memories `doc_ids` with their (doc, gram, tf) triples (grouped by doc). Without
-        `count_df` (the whole load) the frequencies are set already."""
+        `count_df` (the whole load) the frequencies are set already. `unique`: the distinct
+        grams, sorted, and each triple's index into them, when the analyser gave them."""
         doc_ids = np.asarray(doc_ids, dtype=np.int64)
         if not doc_ids.size:
             return
@@ -194,10 +195,13 @@ class GramStore:
         if p_doc.size > 1 and not (p_doc[1:] >= p_doc[:-1]).all():
             order = np.argsort(p_doc, kind="stable")
             p_doc, p_gram, p_tf = p_doc[order], p_gram[order], np.asarray(p_tf)[order]
-        unique = None
+            unique = None if unique is None else (unique[0], unique[1][order])
         if count_df and p_gram.size:  # (a memory lists each of its grams once)
-            uniq, inverse, counts = np.unique(p_gram, return_inverse=True, return_counts=True)
-            unique = (uniq, inverse)
+            if unique is None:
+                uniq, inverse, counts = np.unique(p_gram, return_inverse=True, return_counts=True)
+                unique = (uniq, inverse)
+            else:
+                uniq, counts = unique[0], np.bincount(unique[1], minlength=unique[0].size)
             df = self.df
             for g, c in zip(uniq.tolist(), counts.tolist()):
                 df[g] = df.get(g, 0) + c

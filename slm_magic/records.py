@@ -7,9 +7,11 @@ position in a bulk import); nothing is written unless every record passes.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
@@ -51,6 +53,36 @@ def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
         if tag and tag not in out:
             out.append(tag)
     return tuple(out)
+
+
+def tags_column(values: Sequence[Any]) -> list[list[str]]:
+    """`normalise_tags` of each value, each distinct list of tags worked out once (a bulk
+    write's tags repeat: a few lists among thousands of memories)."""
+    done: dict[Any, tuple[str, ...]] = {}
+    out = []
+    for value in values:
+        kind = type(value)
+        if kind is list or kind is tuple:
+            key = tuple(value)
+        elif kind is str or value is None:
+            key = value
+        else:  # (a set, or a wrong type that normalise_tags names)
+            out.append(list(normalise_tags(value)))
+            continue
+        try:
+            tags = done[key]
+        except KeyError:
+            tags = done[key] = normalise_tags(value)
+        except TypeError:  # (unhashable: a list inside the list, or another type, said so below)
+            tags = normalise_tags(value)
+        out.append(list(tags))
+    return out
+
+
+def new_fact_ids(n: int) -> list[str]:
+    """n fresh memory ids: 16 hex digits, 64 random bits each, drawn at once."""
+    digits = os.urandom(8 * n).hex()
+    return [digits[i:i + 16] for i in range(0, 16 * n, 16)]
 
 
 def content_hash(content: str) -> str:
@@ -154,7 +186,7 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
         created = [to_utc_naive(c, now) for c in created]
     cols["created_at"] = created
     cols["updated_at"] = list(created)
-    cols["tags"] = [list(normalise_tags(r.get("tags"))) for r in records]
+    cols["tags"] = tags_column([r.get("tags") for r in records])
     cores = [r.get("core") for r in records]
     if not set(map(type, cores)) <= {bool, _NONE}:
         i = next(i for i, c in enumerate(cores) if not isinstance(c, (bool, _NONE)))
@@ -246,6 +278,12 @@ class Postings:
     glengths: np.ndarray  # distinct character 3-grams per memory (the n-gram channel) ...
     grams: np.ndarray     # ... their int64 hashes ...
     gtfs: np.ndarray      # ... and int32 weighted frequencies
+    # A batch analysed at once also gives each hash as an int32 index into the batch's sorted
+    # distinct hashes: the in-process index then looks up each distinct hash once.
+    term_keys: np.ndarray | None = None
+    term_of: np.ndarray | None = None
+    gram_keys: np.ndarray | None = None
+    gram_of: np.ndarray | None = None
 
     @classmethod
     def of(cls, contents: Sequence[str], titles: Sequence[str | None] | None = None,
@@ -265,22 +303,63 @@ class Postings:
     @classmethod
     def _of_batch(cls, contents, titles, tags, projects, types) -> "Postings":
         """The same postings as `field_counts` and `field_grams` memory by memory, worked out
-        for the whole batch at once: each text is cut into words once, each distinct word is
-        analysed once, and the counting is array arithmetic (a bulk import's largest cost)."""
+        for the whole batch at once as sparse products: each distinct value of each field is
+        cut into words once, each distinct word is analysed once, and (memories x values) @
+        (values x words) @ (words x hashes) counts what every memory holds (a bulk import's
+        largest cost)."""
+        import scipy.sparse as sp
+
         n = len(contents)
-        w = FIELD_WEIGHTS
-        values = {"content": contents, "title": titles, "tags": [" ".join(g) if g else None for g in tags],
+        fields = {"content": contents, "title": titles, "tags": [" ".join(g) if g else None for g in tags],
                   "project": projects, "type": types}
-        words = {f: _FieldWords.of(v, w.get(f, 0)) for f, v in values.items()}
-        terms, tfs, lengths, by_field = _batch_counts(list(words.values()), n, text.word_terms)
-        doc_len = sum(c for f, c in zip(words, by_field) if f not in LABEL_FIELDS)
-        grams, gtfs, glengths, _ = _batch_counts([words["content"], words["title"], words["tags"]], n, text.word_grams)
-        return cls(lengths, terms, tfs, doc_len.astype(np.int32), glengths, grams, gtfs)
+        distinct: dict[str, int] = {}
+        picks = []  # per field: (weight, memories with a value, which distinct value each has)
+        for name, values in fields.items():
+            weight = FIELD_WEIGHTS.get(name, 0)
+            at = [i for i, v in enumerate(values) if v] if weight else []
+            which = [distinct.setdefault(values[i], len(distinct)) for i in at]
+            picks.append((name, weight, np.asarray(at, dtype=np.int64), np.asarray(which, dtype=np.int64)))
+        words, word, value = text.batch_words(list(distinct))
+        # values x words, how often each value says each word
+        said = sp.csr_matrix((np.ones(word.size, dtype=np.int64), (value, word)), shape=(len(distinct), len(words)))
+
+        def chosen(names) -> "sp.csr_matrix":  # memories x values, each field's weight
+            mine = [(at, which, np.full(at.size, w, dtype=np.int64)) for f, w, at, which in picks if f in names]
+            rows, cols, weights = (np.concatenate([m[k] for m in mine]) for k in range(3))
+            return sp.csr_matrix((weights, (rows, cols)), shape=(n, len(distinct)))
+
+        term_keys, per_value = _hashes_of(words, text.word_terms, said)
+        counts = chosen(fields) @ per_value
+        value_len = np.asarray(per_value.sum(axis=1)).ravel()
+        doc_len = np.zeros(n, dtype=np.int64)
+        for f, w, at, which in picks:
+            if f not in LABEL_FIELDS and at.size:
+                doc_len[at] += w * value_len[which]
+        gram_keys, per_value = _hashes_of(words, text.word_grams, said)
+        gcounts = chosen(GRAM_FIELDS) @ per_value
+        held = np.bincount(gcounts.indices, minlength=gram_keys.size) > 0  # (not the labels' grams)
+        gram_keys, gcounts.indices = gram_keys[held], (np.cumsum(held) - 1)[gcounts.indices]
+        return cls(np.diff(counts.indptr), term_keys[counts.indices], counts.data.astype(np.int32),
+                   doc_len.astype(np.int32), np.diff(gcounts.indptr), gram_keys[gcounts.indices],
+                   gcounts.data.astype(np.int32), term_keys, counts.indices.astype(np.int32),
+                   gram_keys, gcounts.indices.astype(np.int32))
 
     @classmethod
     def of_columns(cls, cols: Mapping[str, Sequence]) -> "Postings":
         """Postings of validated columns (content, title, tags, project, type)."""
         return cls.of(cols["content"], cols.get("title"), cols.get("tags"), cols.get("project"), cols.get("type"))
+
+    def packed(self) -> "Postings":
+        """The same postings without the hash arrays its keys give back (`unpacked`): what the
+        analysis worker sends, at half the bytes."""
+        if self.term_keys is None:
+            return self
+        return dataclasses.replace(self, terms=None, grams=None)
+
+    def unpacked(self) -> "Postings":
+        if self.terms is not None:
+            return self
+        return dataclasses.replace(self, terms=self.term_keys[self.term_of], grams=self.gram_keys[self.gram_of])
 
     def list_columns(self):
         """(terms, tfs, grams, gtfs) as Arrow list columns, one list per memory."""
@@ -292,60 +371,23 @@ class Postings:
 BATCH_MIN = 64
 
 
-@dataclass
-class _FieldWords:
-    """One field of a batch cut into raw words: its distinct words, each token as the index of
-    its word, and the memory each token belongs to."""
-
-    weight: int
-    uniq: list
-    word: np.ndarray
-    doc: np.ndarray
-
-    @classmethod
-    def of(cls, values: Sequence[str | None], weight: int) -> "_FieldWords":
-        at = [i for i, v in enumerate(values) if v] if weight else []
-        words, counts = text.words_of([values[i] for i in at])
-        where = dict.fromkeys(words)
-        uniq = list(where)
-        for i, word in enumerate(uniq):
-            where[word] = i
-        return cls(weight, uniq, np.fromiter(map(where.__getitem__, words), dtype=np.int64, count=len(words)),
-                   np.repeat(np.asarray(at, dtype=np.int64), counts))
+#: The fields the n-gram channel reads (labels are matched by BM25 only).
+GRAM_FIELDS = ("content", "title", "tags")
 
 
-def _batch_counts(fields: Sequence[_FieldWords], n: int, lookup) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                                          list[np.ndarray]]:
-    """Weighted counts of the hashes `lookup` gives each raw word, per memory, over several
-    fields. Returns (hashes, counts, distinct hashes per memory), grouped by memory and sorted
-    by hash within it, and per field each memory's weighted number of occurrences."""
-    docs, occurrences, weights, per_field, flats = [], [], [], [], []
-    base = 0
-    for f in fields:
-        if not f.word.size:
-            per_field.append(np.zeros(n, dtype=np.int64))
-            continue
-        table = lookup(f.uniq)
-        size = np.fromiter(map(len, table), dtype=np.int64, count=len(f.uniq))
-        flats.append(np.fromiter(chain.from_iterable(table), dtype=np.int64, count=int(size.sum())))
-        rep = size[f.word]
-        total = int(rep.sum())
-        start = np.concatenate(([0], np.cumsum(size)[:-1]))
-        occurrences.append(base + np.repeat(start[f.word] - (np.cumsum(rep) - rep), rep) + np.arange(total))
-        base += flats[-1].size
-        doc = np.repeat(f.doc, rep)
-        docs.append(doc)
-        weights.append(np.full(total, f.weight, dtype=np.int64))
-        per_field.append(np.bincount(doc, minlength=n) * f.weight)
-    if not docs:
-        return np.empty(0, np.int64), np.empty(0, np.int32), np.zeros(n, np.int64), per_field
-    # compact ids over the distinct words' hashes (small), then one sort of (memory, id) pairs
-    keys, compact = np.unique(np.concatenate(flats), return_inverse=True)
-    doc, compact = np.concatenate(docs), compact[np.concatenate(occurrences)]
-    pair, which = np.unique(doc * keys.size + compact, return_inverse=True)
-    tf = np.bincount(which, weights=np.concatenate(weights)).astype(np.int32)
-    lengths = np.bincount(pair // keys.size, minlength=n)
-    return keys[pair % keys.size], tf, lengths, per_field
+def _hashes_of(words: list[str], lookup, said):
+    """(the distinct hashes `lookup` gives these words, sorted; values x hashes, how often each
+    value holds each one)."""
+    import scipy.sparse as sp
+
+    table = lookup(words)
+    size = np.fromiter(map(len, table), dtype=np.int64, count=len(words))
+    flat = np.fromiter(chain.from_iterable(table), dtype=np.int64, count=int(size.sum()))
+    keys, compact = np.unique(flat, return_inverse=True)
+    indptr = np.zeros(len(words) + 1, dtype=np.int64)
+    np.cumsum(size, out=indptr[1:])
+    has = sp.csr_matrix((np.ones(flat.size, dtype=np.int64), compact.ravel(), indptr), shape=(len(words), keys.size))
+    return keys, said @ has
 
 
 def _flat(counts: Sequence[Counter[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -279,8 +279,8 @@ class IndexReplica:
         p_term = np.asarray(p_term, dtype=np.int64)
         if not link:  # whole load: the vocabulary is known and sorted
             cols = np.searchsorted(index.vocab_sorted, p_term)
-        else:
-            uniq, inverse = np.unique(p_term, return_inverse=True)
+        else:  # (a batch analysed at once comes with its distinct terms)
+            uniq, inverse = (meta["t_keys"], meta["t_of"]) if "t_keys" in meta else np.unique(p_term, return_inverse=True)
             col_of = index.column
             cols = np.fromiter((col_of(t) for t in uniq.tolist()), dtype=np.int64, count=uniq.size)[inverse]
         kinds = np.array([KINDS.get(k, 0) for k in meta["kind"]], dtype=np.int8)
@@ -299,7 +299,8 @@ class IndexReplica:
             count_df=link,
         )
         if "g_gram" in meta:  # the n-gram channel's forward vectors
-            index.grams.add(meta["g_doc"], meta["g_gram"], meta["g_tf"], doc_ids, count_df=link)
+            index.grams.add(meta["g_doc"], meta["g_gram"], meta["g_tf"], doc_ids, count_df=link,
+                            unique=(meta["g_keys"], meta["g_of"]) if "g_keys" in meta else None)
         if not link:
             return
         last = self.session_last

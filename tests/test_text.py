@@ -1,5 +1,8 @@
+import pytest
+
 import numpy as np
 from slm_magic import text
+from slm_magic.errors import InvalidInput
 from slm_magic.text import STOP_WORDS, analyse, term_hash
 
 
@@ -80,3 +83,38 @@ def test_a_batch_is_analysed_exactly_as_memory_by_memory():
         per_memory(s, s.glengths, s.grams, s.gtfs)[0] for s in singles]
     assert batch.doc_len.tolist() == [int(s.doc_len[0]) for s in singles]
     assert sum(batch.doc_len.tolist()) > 0 and any(len(t or "") for t in titles)
+
+
+def test_a_batch_is_cut_into_words_exactly_as_text_by_text():
+    """`batch_words` cuts ASCII texts with a byte translation, all at once, and the others with
+    the regex: the words must be the regex's, in order, whatever the texts hold (the mark it
+    joins texts with, NUL, non-ASCII letters, ligatures NFKC unfolds)."""
+    import random
+    import unicodedata
+
+    rng = random.Random(1)
+    pieces = list("abcXYZ019_ -.,;:!?'\"\t\n\x01\x00é€ﬁＦß日本") + ["naïve", "df_x_v2", "customerId", " \x01 "]
+    for _ in range(2000):
+        texts = ["".join(rng.choices(pieces, k=rng.randint(0, 30))) for _ in range(rng.randint(0, 8))]
+        if rng.random() < 0.5:
+            texts = [t.encode("ascii", "ignore").decode() for t in texts]
+        words, word, doc = text.batch_words(texts)
+        got = [[] for _ in texts]
+        for w, d in zip(word.tolist(), doc.tolist()):
+            got[d].append(words[w])
+        assert got == [text._WORD.findall(unicodedata.normalize("NFKC", t)) for t in texts], texts
+        assert len(set(words)) == len(words)
+
+
+def test_tags_of_a_bulk_write_are_normalised_as_one_by_one():
+    from slm_magic.records import normalise_tags, tags_column
+
+    values = [None, "", "a,b, a", ["x", "x ", "y"], ("x", "x ", "y"), ["x", "x ", "y"], {"s"}, ["a\x00b"]]
+    got = tags_column(values)
+    assert got == [list(normalise_tags(v)) for v in values]
+    got[3].append("mutated")
+    assert got[5] == ["x", "y"]  # each record has a list of its own
+    with pytest.raises(InvalidInput):
+        tags_column([["ok"], ["x", ["nested"]]])
+    with pytest.raises(InvalidInput):
+        tags_column([["ok"], 5])
