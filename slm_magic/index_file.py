@@ -34,7 +34,7 @@ from .ngrams import GramStore, smooth_idf
 from .rows import FactRows, facts_table
 
 MAGIC = b"SLMIDX01"
-FORMAT = 5  # 4: a shared flag per memory; 5: session chains per author
+FORMAT = 6  # 4: a shared flag per memory; 5: session chains per author; 6: 32-bit gram ids
 ALIGN = 4096
 
 

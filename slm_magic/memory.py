@@ -35,7 +35,8 @@ from .sessions import SessionService
 from .temporal import temporal_terms
 from .replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
 from .rows import FactRows, fact_of
-from .records import Postings, content_hash, new_fact_ids, epoch_seconds, field_counts, field_grams, to_utc_naive, validate
+from .records import (Postings, content_hash, content_hashes, epoch_seconds, field_counts, field_grams, new_fact_ids,
+                      to_utc_naive, validate)
 from .backends import is_url, open_store
 from .store import FACT_COLUMNS, STORAGE_FAILURES, utcnow
 
@@ -427,7 +428,7 @@ class Memory:
         fact_ids = new_fact_ids(n)
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns.update(
-            fact_id=fact_ids, content_hash=list(map(content_hash, contents)),
+            fact_id=fact_ids, content_hash=post.content_hashes or content_hashes(contents),
             revision_count=np.zeros(n, dtype=np.int32), kind=[kind] * n,
             doc_len=post.doc_len, terms=terms_col, tfs=tfs_col, grams=grams_col, gtfs=gtfs_col,
         )
@@ -445,7 +446,8 @@ class Memory:
                 "session_id": columns["session_id"],
                 "g_doc": np.repeat(doc_ids, post.glengths), "g_gram": post.grams, "g_tf": post.gtfs}
         if post.term_keys is not None:
-            meta.update(t_keys=post.term_keys, t_of=post.term_of, g_keys=post.gram_keys, g_of=post.gram_of)
+            meta.update(t_keys=post.term_keys, t_of=post.term_of, g_keys=post.gram_keys, g_of=post.gram_of,
+                        g_holders=post.gram_holders)
         table = pa.table({"doc_id": doc_ids, **{name: columns[name] for name in FACT_COLUMNS}})
         self._after_write(doc_ids, changed, meta, np.repeat(doc_ids, post.lengths), post.terms, post.tfs,
                           rows_table=table)

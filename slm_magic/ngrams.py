@@ -73,6 +73,18 @@ def cosine_of_rows(keys: np.ndarray, weights: np.ndarray, qnorm: float,
     return np.minimum(1.0, out)
 
 
+#: 1 + ln(tf) for the frequencies most grams have (a lookup instead of a logarithm each).
+_LNC = 1.0 + np.log(np.arange(1, 4097, dtype=np.float64))
+
+
+def lnc_weights(tf: np.ndarray) -> np.ndarray:
+    """1 + ln(tf) of positive frequencies."""
+    tf = np.asarray(tf)
+    if tf.size and int(tf.max()) > _LNC.size:
+        return 1.0 + np.log(tf.astype(np.float64))
+    return _LNC[tf - 1]
+
+
 class GramStore:
     """Each memory's gram vector, stored forward (memory -> gram ids) in growing flat buffers:
     scoring a pool of memories reads their slices only, never a gram's postings. A gram is kept
@@ -182,26 +194,26 @@ class GramStore:
                 setattr(self, name, new)
 
     def add(self, p_doc: np.ndarray, p_gram: np.ndarray, p_tf: np.ndarray, doc_ids: np.ndarray,
-            count_df: bool = True, unique: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+            count_df: bool = True, unique: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
         """Add memories `doc_ids` with their (doc, gram, tf) triples (grouped by doc). Without
         `count_df` (the whole load) the frequencies are set already. `unique`: the distinct
-        grams, sorted, and each triple's index into them, when the analyser gave them."""
+        grams, sorted, each triple's index into them and how many memories hold each, when the
+        analyser gave them."""
         doc_ids = np.asarray(doc_ids, dtype=np.int64)
         if not doc_ids.size:
             return
         self._grow_docs(int(doc_ids.max()) + 1)
         p_doc = np.asarray(p_doc, dtype=np.int64)
-        p_gram = np.asarray(p_gram, dtype=np.int64)
+        p_gram = np.asarray(p_gram)
         if p_doc.size > 1 and not (p_doc[1:] >= p_doc[:-1]).all():
             order = np.argsort(p_doc, kind="stable")
             p_doc, p_gram, p_tf = p_doc[order], p_gram[order], np.asarray(p_tf)[order]
-            unique = None if unique is None else (unique[0], unique[1][order])
+            unique = None if unique is None else (unique[0], unique[1][order], unique[2])
         if count_df and p_gram.size:  # (a memory lists each of its grams once)
             if unique is None:
                 uniq, inverse, counts = np.unique(p_gram, return_inverse=True, return_counts=True)
-                unique = (uniq, inverse)
-            else:
-                uniq, counts = unique[0], np.bincount(unique[1], minlength=unique[0].size)
+                unique = (uniq, inverse, counts)
+            uniq, _, counts = unique
             df = self.df
             for g, c in zip(uniq.tolist(), counts.tolist()):
                 df[g] = df.get(g, 0) + c
@@ -214,16 +226,19 @@ class GramStore:
                 new = np.zeros(size, dtype=old.dtype)
                 new[: here] = old[: here]
                 setattr(self, name, new)
-        w = (1.0 + np.log(np.asarray(p_tf, dtype=np.float64)))
-        self.gram_buf[here: here + m] = self._ids_of(p_gram, unique)
+        w = lnc_weights(p_tf)
+        self.gram_buf[here: here + m] = self._ids_of(p_gram, None if unique is None else unique[:2])
         self.w_buf[here: here + m] = w
         doc_ids_sorted = np.sort(doc_ids)
         lo = int(doc_ids_sorted[0])
         counts = np.bincount(p_doc - lo, minlength=int(doc_ids_sorted[-1]) - lo + 1)[doc_ids_sorted - lo]
-        offsets = self.used + np.concatenate(([0], np.cumsum(counts)))
-        self.start[doc_ids_sorted] = offsets[:-1]
-        self.stop[doc_ids_sorted] = offsets[1:]
-        sq = np.bincount(np.repeat(np.arange(doc_ids.size), counts), weights=w * w, minlength=doc_ids.size)
+        offsets = np.concatenate(([0], np.cumsum(counts)))
+        self.start[doc_ids_sorted] = self.used + offsets[:-1]
+        self.stop[doc_ids_sorted] = self.used + offsets[1:]
+        sq = np.zeros(doc_ids.size, dtype=np.float64)
+        has = counts > 0
+        if m:
+            sq[has] = np.add.reduceat(w * w, offsets[:-1][has])
         self.norm[doc_ids_sorted] = np.sqrt(sq)
         self.used += m
 

@@ -123,7 +123,18 @@ CREATE INDEX memories_user ON memories (user_id);
 CREATE INDEX tombstones_changed ON tombstones (changed);
 """
 
-MIGRATIONS = [_V1, _V2, _V3, _V4, _V5]
+# 3-grams as 32-bit ids, as the file's v6 (a function: ALTER ... USING takes no subquery)
+_V6 = """
+CREATE FUNCTION pg_temp.low_halves(bigint[]) RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(array_agg(((g & 4294967295) - CASE WHEN (g & 4294967295) >= 2147483648
+                                                       THEN 4294967296 ELSE 0 END)::integer ORDER BY o), '{}')
+    FROM unnest($1) WITH ORDINALITY AS u(g, o) $$;
+ALTER TABLE memories ALTER COLUMN grams DROP DEFAULT;
+ALTER TABLE memories ALTER COLUMN grams TYPE integer[] USING pg_temp.low_halves(grams);
+ALTER TABLE memories ALTER COLUMN grams SET DEFAULT '{}';
+"""
+
+MIGRATIONS = [_V1, _V2, _V3, _V4, _V5, _V6]
 
 # What guards the team's kernels, re-created on every setup (an upgrade of slm_magic may mend
 # them without a new schema version): the clock's function, the triggers, the checks.

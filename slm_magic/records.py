@@ -85,6 +85,10 @@ def new_fact_ids(n: int) -> list[str]:
     return [digits[i:i + 16] for i in range(0, 16 * n, 16)]
 
 
+def content_hashes(contents: Sequence[str]) -> list[str]:
+    return list(map(content_hash, contents))
+
+
 def content_hash(content: str) -> str:
     """Hash of the content with case and whitespace normalised: equal findings, equal hash."""
     normal = " ".join(content.casefold().split())
@@ -276,7 +280,7 @@ class Postings:
     tfs: np.ndarray       # int32 frequencies, aligned with terms
     doc_len: np.ndarray   # int32 weighted number of terms of its text fields (labels left out)
     glengths: np.ndarray  # distinct character 3-grams per memory (the n-gram channel) ...
-    grams: np.ndarray     # ... their int64 hashes ...
+    grams: np.ndarray     # ... their int32 ids (text.gram_hash) ...
     gtfs: np.ndarray      # ... and int32 weighted frequencies
     # A batch analysed at once also gives each hash as an int32 index into the batch's sorted
     # distinct hashes: the in-process index then looks up each distinct hash once.
@@ -284,6 +288,9 @@ class Postings:
     term_of: np.ndarray | None = None
     gram_keys: np.ndarray | None = None
     gram_of: np.ndarray | None = None
+    gram_holders: np.ndarray | None = None  # how many of the batch's memories hold each gram key
+    # (and the contents' hashes: the worker that reads the texts for the postings hashes them too)
+    content_hashes: list[str] | None = None
 
     @classmethod
     def of(cls, contents: Sequence[str], titles: Sequence[str | None] | None = None,
@@ -298,7 +305,7 @@ class Postings:
         counts = [c for c, _ in pairs]
         grams = [field_grams(c, t, g or ()) for c, t, g in zip(contents, titles or none, tags or none)]
         return cls(*_flat(counts), np.fromiter((length for _, length in pairs), dtype=np.int32, count=n),
-                   *_flat(grams))
+                   *_flat(grams, np.int32))
 
     @classmethod
     def _of_batch(cls, contents, titles, tags, projects, types) -> "Postings":
@@ -335,14 +342,15 @@ class Postings:
         for f, w, at, which in picks:
             if f not in LABEL_FIELDS and at.size:
                 doc_len[at] += w * value_len[which]
-        gram_keys, per_value = _hashes_of(words, text.word_grams, said)
+        gram_keys, per_value = _hashes_of(words, text.word_grams, said, np.int32)
         gcounts = chosen(GRAM_FIELDS) @ per_value
-        held = np.bincount(gcounts.indices, minlength=gram_keys.size) > 0  # (not the labels' grams)
+        holders = np.bincount(gcounts.indices, minlength=gram_keys.size)
+        held = holders > 0  # (not the grams of words only labels have)
         gram_keys, gcounts.indices = gram_keys[held], (np.cumsum(held) - 1)[gcounts.indices]
         return cls(np.diff(counts.indptr), term_keys[counts.indices], counts.data.astype(np.int32),
                    doc_len.astype(np.int32), np.diff(gcounts.indptr), gram_keys[gcounts.indices],
                    gcounts.data.astype(np.int32), term_keys, counts.indices.astype(np.int32),
-                   gram_keys, gcounts.indices.astype(np.int32))
+                   gram_keys, gcounts.indices.astype(np.int32), holders[held], content_hashes(contents))
 
     @classmethod
     def of_columns(cls, cols: Mapping[str, Sequence]) -> "Postings":
@@ -375,14 +383,14 @@ BATCH_MIN = 64
 GRAM_FIELDS = ("content", "title", "tags")
 
 
-def _hashes_of(words: list[str], lookup, said):
+def _hashes_of(words: list[str], lookup, said, dtype=np.int64):
     """(the distinct hashes `lookup` gives these words, sorted; values x hashes, how often each
     value holds each one)."""
     import scipy.sparse as sp
 
     table = lookup(words)
     size = np.fromiter(map(len, table), dtype=np.int64, count=len(words))
-    flat = np.fromiter(chain.from_iterable(table), dtype=np.int64, count=int(size.sum()))
+    flat = np.fromiter(chain.from_iterable(table), dtype=dtype, count=int(size.sum()))
     keys, compact = np.unique(flat, return_inverse=True)
     indptr = np.zeros(len(words) + 1, dtype=np.int64)
     np.cumsum(size, out=indptr[1:])
@@ -390,12 +398,12 @@ def _hashes_of(words: list[str], lookup, said):
     return keys, said @ has
 
 
-def _flat(counts: Sequence[Counter[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _flat(counts: Sequence[Counter[int]], key_type=np.int64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lengths, keys, values) of a batch of counters, flat, memory after memory."""
     n = len(counts)
     lengths = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
     total = int(lengths.sum())
-    return (lengths, np.fromiter(chain.from_iterable(map(Counter.keys, counts)), dtype=np.int64, count=total),
+    return (lengths, np.fromiter(chain.from_iterable(map(Counter.keys, counts)), dtype=key_type, count=total),
             np.fromiter(chain.from_iterable(map(Counter.values, counts)), dtype=np.int32, count=total))
 
 

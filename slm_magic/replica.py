@@ -300,7 +300,7 @@ class IndexReplica:
         )
         if "g_gram" in meta:  # the n-gram channel's forward vectors
             index.grams.add(meta["g_doc"], meta["g_gram"], meta["g_tf"], doc_ids, count_df=link,
-                            unique=(meta["g_keys"], meta["g_of"]) if "g_keys" in meta else None)
+                            unique=(meta["g_keys"], meta["g_of"], meta["g_holders"]) if "g_keys" in meta else None)
         if not link:
             return
         last = self.session_last

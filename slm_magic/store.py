@@ -218,7 +218,17 @@ def _v5(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(con: duckdb.DuckDBPyConnection) -> None:
+    """3-grams as 32-bit ids (text.gram_hash): the low half of the hash each was stored as."""
+    con.execute(
+        """
+        ALTER TABLE memories ALTER grams TYPE INTEGER[] USING list_transform(grams, lambda g:
+            CAST((g & 4294967295) - CASE WHEN (g & 4294967295) >= 2147483648 THEN 4294967296 ELSE 0 END AS INTEGER));
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What a caller provides for a new memory (doc_id and changed come from the sequences).
@@ -633,7 +643,7 @@ class Store:
         with self.lock:
             df = dict(self.con.execute(
                 "SELECT g, count(*) FROM (SELECT unnest(grams) AS g FROM memories "
-                "WHERE grams && ?::BIGINT[]) AS s WHERE g IN (SELECT unnest(?::BIGINT[])) GROUP BY g",
+                "WHERE grams && ?::INTEGER[]) AS s WHERE g IN (SELECT unnest(?::INTEGER[])) GROUP BY g",
                 [list(grams), list(grams)]).fetchall())
             rows = self.con.execute(
                 "SELECT doc_id, grams, gtfs FROM memories WHERE doc_id IN (SELECT unnest(?::BIGINT[]))",

@@ -1,4 +1,5 @@
 import sys
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -106,3 +107,36 @@ def team_db(pg_server, tmp_path, monkeypatch):
     yield {"admin": admin, "alice": pg_server.url("alice", name), "bob": pg_server.url("bob", name)}
     with psycopg.connect(pg_server.admin_url, autocommit=True) as con:
         con.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+FIFTH_VERSION_MEMORIES = [
+    ("The join on df_orders_v2 duplicated customerId rows", "Dedup before the join", ["billing"]),
+    ("Deduplicated the orders table; churn model retrained", None, ["churn", "Q3-review"]),
+    ("Schema drift in the événements feed: naïve timestamps", "Timestamps", []),
+    ("HTTPServer logs show retries at 5pm every day", None, ["ops"]),
+    ("Customer churn label leaks through the cancellation date", "Leakage", ["churn"]),
+    ("Use the median per cohort_ltv instead of the mean", None, []),
+]
+
+
+def _grams_of(content, title, tags, gram_id):
+    """A memory's 3-gram weights, worked out from the definition with `gram_id` for a gram."""
+    from slm_magic import text
+
+    out = Counter()
+    for value, weight in ((content, 1), (title, 2), (" ".join(tags), 2)):
+        for term in text.analyse(value or ""):
+            w = f" {term} "
+            for i in range(len(w) - 2):
+                out[gram_id(w[i:i + 3])] += weight
+    return out
+
+
+@pytest.fixture
+def fifth_version():
+    """Memories with identifiers, accents and tags, and their 3-gram weights worked out from the
+    definition with a given id per gram: what a version-5 store held (64-bit hashes) and what
+    version 6 holds (text.gram_hash)."""
+    import types
+
+    return types.SimpleNamespace(memories=FIFTH_VERSION_MEMORIES, grams_of=_grams_of)

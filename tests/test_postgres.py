@@ -14,6 +14,7 @@ import pytest
 
 from slm_magic import Memory
 from slm_magic.errors import StoreError
+from slm_magic.store import SCHEMA_VERSION
 
 QUERIES = ["churn definition", "join drops rows", "which table is in UTC", "seed", "t17 column",
            "what did we decide about the model", "session summary"]
@@ -159,7 +160,7 @@ def test_moving_a_file_to_the_team_memory(team_db, tmp_path, clock):
 
 
 def test_setup_is_repeatable_and_members_cannot_change_the_schema(team_db):
-    assert Memory.setup_team(team_db["admin"], ["alice", "bob", "carol"]) == (5, 5)
+    assert Memory.setup_team(team_db["admin"], ["alice", "bob", "carol"]) == (SCHEMA_VERSION, SCHEMA_VERSION)
     with psycopg.connect(team_db["bob"], autocommit=True) as con:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             con.execute("CREATE TABLE slm.mine (x int)")
@@ -472,7 +473,7 @@ def test_setup_again_mends_the_guards_and_positions_are_one_per_memory(team_db, 
         con.execute("ALTER TABLE slm.memories DROP CONSTRAINT postings_readable")
         con.execute("DROP TRIGGER guard ON slm.memories")
         con.execute(f"CREATE ROLE {outsider} LOGIN")  # (not a member)
-    assert Memory.setup_team(team_db["admin"], ["alice", "bob"]) == (5, 5)
+    assert Memory.setup_team(team_db["admin"], ["alice", "bob"]) == (SCHEMA_VERSION, SCHEMA_VERSION)
     with Memory(team_db["alice"], clock=clock) as alice:
         alice.remember_many([{"content": f"note {i} on table t{i}"} for i in range(100)])
         alice.remember("one more")
@@ -493,3 +494,39 @@ def test_setup_again_mends_the_guards_and_positions_are_one_per_memory(team_db, 
         con.execute(f"DROP ROLE {outsider}")
     with pytest.raises(StoreError, match="cannot be a member"):
         Memory.setup_team(team_db["admin"], ["slm_owner"])
+
+
+def test_a_fifth_version_team_database_keeps_its_grams_as_32_bit_ids(team_db, clock, tmp_path, fifth_version):
+    """pg-setup takes a version-5 database (3-grams as 64-bit hashes) to version 6 (their low
+    halves, text.gram_hash) in SQL: then it answers exactly as a DuckDB file written now."""
+    from slm_magic import text
+    from slm_magic.records import field_grams
+
+    records = [{"content": c, "title": t, "tags": g} for c, t, g in fifth_version.memories]
+    with Memory(team_db["alice"], clock=clock) as alice:
+        alice.remember_many(records)
+    with psycopg.connect(team_db["admin"], autocommit=True) as con:  # back to what version 5 stored
+        con.execute("SET search_path = slm")
+        rows = con.execute("SELECT fact_id, content, title, tags FROM memories").fetchall()
+        con.execute("ALTER TABLE memories DISABLE TRIGGER USER")
+        con.execute("ALTER TABLE memories DROP CONSTRAINT postings_readable")
+        con.execute("ALTER TABLE memories ALTER COLUMN grams TYPE bigint[]")
+        for fid, content, title, tags in rows:
+            old = fifth_version.grams_of(content, title, tags, lambda g: text.term_hash(text._GRAM_MARK + g))
+            con.execute("UPDATE memories SET grams = %s, gtfs = %s WHERE fact_id = %s",
+                        [list(old), list(old.values()), fid])
+        con.execute("ALTER TABLE memories ENABLE TRIGGER USER")
+        con.execute("DELETE FROM schema_version WHERE version = 6")
+    assert Memory.setup_team(team_db["admin"], ["alice", "bob"]) == (5, SCHEMA_VERSION)
+    with psycopg.connect(team_db["admin"], autocommit=True) as con:
+        for content, title, tags, grams, gtfs in con.execute(
+                "SELECT content, title, tags, grams, gtfs FROM slm.memories").fetchall():
+            assert dict(zip(grams, gtfs)) == field_grams(content, title, tags)
+    fresh = Memory(tmp_path / "fresh.duckdb", clock=clock)
+    fresh.remember_many(records)
+    with Memory(team_db["alice"], clock=clock) as alice:
+        for query in ("dedup orders join", "churn leakage", "evenements timestamp", "httpserver"):
+            got = [(m.content, round(m.tfidf, 9), round(m.relevance, 9)) for m in alice.recall(query).memories]
+            want = [(m.content, round(m.tfidf, 9), round(m.relevance, 9)) for m in fresh.recall(query).memories]
+            assert got == want and any(t > 0 for _, t, _ in got), query
+    fresh.close()
