@@ -111,7 +111,7 @@ class Exchange:
 
             bar = tqdm(total=total, unit="memories", desc=f"import {path.name}")
         batches = (new[start:start + BATCH] for start in range(0, total, BATCH))
-        with self.memory.store.bulk():
+        with self.memory.bulk_write():
             for rows, post, last in bulk.analysed(batches, _analysed_columns, len):
                 self._write_imported(rows, post)
                 if not last:

@@ -8,6 +8,7 @@ the new memory; full tails are sealed into segments, and small segments merge ge
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -159,6 +160,7 @@ class SparseIndex:
         self.df = np.zeros(1024, dtype=np.int64)
         self.segments: list[Segment] = []
         self.frozen = 0                       # leading segments never merged (mapped from a saved index)
+        self.deferring = False                # a bulk write: segments merged once, at its end
         self.tail: dict[int, tuple[list[int], list[float]]] = {}
         self.tail_nnz = 0
         self.docs = DocTable()
@@ -345,12 +347,40 @@ class SparseIndex:
 
     def _add_segment(self, seg: Segment) -> None:
         self.segments.append(seg)
+        if self.deferring:
+            return
         # Merge the newest segments while they are of a similar size (amortised O(log n)).
         while len(self.segments) - self.frozen >= 2:
             a, b = self.segments[-2], self.segments[-1]
             if a.nnz > 4 * b.nnz or a.nnz + b.nnz > MAX_MERGE_POSTINGS:
                 break
             self.segments[-2:] = [merge([a, b], self.docs.alive, len(self.cols))]
+
+    @contextlib.contextmanager
+    def merged_at_end(self):
+        """Many segments in a row (a bulk write): each posting is copied once, when they are
+        merged at the end into runs of at most MAX_MERGE_POSTINGS, instead of once per merge
+        level as they arrive."""
+        if self.deferring:
+            yield
+            return
+        self.deferring = True
+        try:
+            yield
+        finally:
+            self.deferring = False
+            first = len(self.segments)
+            while first > self.frozen and self.segments[first - 1].nnz < MAX_MERGE_POSTINGS:
+                first -= 1
+            runs, size = [], MAX_MERGE_POSTINGS
+            for seg in self.segments[first:]:
+                if size + seg.nnz > MAX_MERGE_POSTINGS:
+                    runs.append([])
+                    size = 0
+                runs[-1].append(seg)
+                size += seg.nnz
+            self.segments[first:] = [merge(run, self.docs.alive, len(self.cols)) if len(run) > 1 else run[0]
+                                     for run in runs]
 
     # --- session links (the context channel's neighbours) --------------------------------------
     def link_after(self, prev_doc: int, doc: int) -> None:

@@ -369,7 +369,7 @@ class Memory:
 
         columns_of = lambda b: b if isinstance(b, dict) else None
         size_of = lambda b: len(b["content"]) if isinstance(b, dict) else 0
-        with self.store.bulk():
+        with self.bulk_write():
             for columns, post, last in bulk.analysed(prepared(), columns_of, size_of):
                 if isinstance(columns, InvalidInput):
                     raise columns
@@ -379,6 +379,12 @@ class Memory:
                     self._yield_file()
         self._save_index_soon()
         return Remembered(ids, skipped=skipped)
+
+    @contextlib.contextmanager
+    def bulk_write(self):
+        """Many batches in a row: the file checkpointed and the index merged once, at the end."""
+        with self.store.bulk(), (self.replica.bulk_write() if self.replica is not None else contextlib.nullcontext()):
+            yield
 
     def _prepared(self, batch: Sequence[Mapping[str, Any]], start: int, on_invalid: str,
                   skipped: list[Skipped]) -> dict[str, Any] | InvalidInput | None:

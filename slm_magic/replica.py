@@ -314,6 +314,19 @@ class IndexReplica:
                 index.link_after(prev, d)
             last[key] = d
 
+    @contextlib.contextmanager
+    def bulk_write(self):
+        """The index's segments and rows written in a row are merged once, at the end (under the
+        store's lock, as every change of the index)."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.index.merged_at_end())
+        stack.enter_context(self.rows.merged_at_end())
+        try:
+            yield
+        finally:
+            with self.store.lock:
+                stack.close()
+
     def after_write(self, doc_ids: np.ndarray, changed: np.ndarray, meta: Mapping[str, Any],
                     p_doc: np.ndarray, p_term: np.ndarray, p_tf: np.ndarray, rows_table=None,
                     facts: Sequence[Fact] | None = None) -> None:

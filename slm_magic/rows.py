@@ -7,6 +7,8 @@ geometrically as they grow, plus the few memories written one by one since the l
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -42,6 +44,7 @@ class FactRows:
         self.offset_of = np.zeros(1024, dtype=np.int32)     # doc_id -> row in that chunk
         self.pending: dict[int, Fact] = {}
         self.frozen = 0  # leading chunks never merged (a saved index's mapped rows)
+        self.deferring = False  # a bulk write: chunks merged once, at its end
 
     def _ensure(self, n: int) -> None:
         if n > self.chunk_of.size:
@@ -62,14 +65,44 @@ class FactRows:
         self.chunks.append(table)
         self.chunk_of[doc_ids] = len(self.chunks) - 1
         self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
-        for d in doc_ids.tolist():
-            self.pending.pop(d, None)
-        self._merge()
+        if self.pending:
+            for d in doc_ids.tolist():
+                self.pending.pop(d, None)
+        if not self.deferring:
+            self._merge()
 
     def add_fact(self, doc_id: int, fact: Fact) -> None:
         self.pending[doc_id] = fact
         if len(self.pending) >= PENDING_MAX:
             self.add_table(facts_table(sorted(self.pending.items())))
+
+    @contextlib.contextmanager
+    def merged_at_end(self):
+        """As SparseIndex.merged_at_end: a bulk write's chunks are merged once, at its end."""
+        if self.deferring:
+            yield
+            return
+        self.deferring = True
+        try:
+            yield
+        finally:
+            self.deferring = False
+            first = len(self.chunks)
+            while first > self.frozen and self.chunks[first - 1].num_rows < MAX_MERGE_ROWS:
+                first -= 1
+            runs, size = [], MAX_MERGE_ROWS
+            for chunk in self.chunks[first:]:
+                if size + chunk.num_rows > MAX_MERGE_ROWS:
+                    runs.append([])
+                    size = 0
+                runs[-1].append(chunk)
+                size += chunk.num_rows
+            self.chunks[first:] = [pa.concat_tables(run, promote_options="permissive").combine_chunks()
+                                   if len(run) > 1 else run[0] for run in runs]
+            for c in range(first, len(self.chunks)):
+                doc_ids = self.chunks[c].column("doc_id").to_numpy().astype(np.int64)
+                self.chunk_of[doc_ids] = c
+                self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
 
     def _merge(self) -> None:
         """Merge the newest chunks while they are of a similar size (amortised O(log n) copies)."""
