@@ -183,6 +183,13 @@ class SparseIndex:
             c = table[value] = len(table)
         return c
 
+    def codes_of(self, field: str, values: Sequence[str]) -> np.ndarray:
+        """`code` of each value (each distinct one worked out once)."""
+        table = self.codes[field]
+        for value in dict.fromkeys(values).keys() - table.keys():
+            table[value] = len(table)
+        return np.fromiter(map(table.__getitem__, values), dtype=np.int32, count=len(values))
+
     def lookup_code(self, field: str, value: str) -> int:
         return self.codes[field].get(value, -2)
 
@@ -200,6 +207,13 @@ class SparseIndex:
             if c >= self.df.size:
                 self.df = np.concatenate([self.df, np.zeros(self.df.size, dtype=np.int64)])
         return -1 if c is None else c
+
+    def columns_of(self, terms: list[int]) -> list[int]:
+        """`column` of each term (new ones numbered on)."""
+        got = list(map(self.cols.get, terms))
+        if None in got:
+            got = [self.column(t) if c is None else c for t, c in zip(terms, got)]
+        return got
 
     def touched(self, doc_ids) -> None:
         """Per-document metadata changed in place: bring the derived arrays up to date for
@@ -391,6 +405,15 @@ class SparseIndex:
         self.docs.next[prev_doc] = doc
         if nxt >= 0:
             self.docs.prev[nxt] = doc
+
+    def link_run_after(self, prev_doc: int, first: int, last: int) -> None:
+        """Put a linked run first..last right after `prev_doc` in its session's chain."""
+        nxt = int(self.docs.next[prev_doc])
+        self.docs.prev[first] = prev_doc
+        self.docs.next[prev_doc] = first
+        self.docs.next[last] = nxt
+        if nxt >= 0:
+            self.docs.prev[nxt] = last
 
     def link_pairs(self, prev_docs: np.ndarray, docs: np.ndarray) -> None:
         """Link many (previous, next) pairs at once: the whole-load path."""

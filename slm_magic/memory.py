@@ -38,7 +38,7 @@ from .rows import FactRows, fact_of
 from .records import (Postings, content_hash, content_hashes, epoch_seconds, field_counts, field_grams, new_fact_ids,
                       to_utc_naive, validate)
 from .backends import is_url, open_store
-from .store import FACT_COLUMNS, STORAGE_FAILURES, utcnow
+from .store import FACT_COLUMNS, INSERT_COLUMNS, STORAGE_FAILURES, utcnow
 
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 
@@ -438,14 +438,19 @@ class Memory:
             revision_count=np.zeros(n, dtype=np.int32), kind=[kind] * n,
             doc_len=post.doc_len, terms=terms_col, tfs=tfs_col, grams=grams_col, gtfs=gtfs_col,
         )
+        # each stored column as Arrow once, for the insert and for the index's rows
+        arrow = {c: v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)
+                 for c, v in ((c, columns[c]) for c in INSERT_COLUMNS)}
         self._refresh()
         self._flush_events()
-        got = self.store.insert_many(columns)
-        where = dict(zip(got["fact_id"].tolist(), range(n)))
-        order = np.fromiter((where[f] for f in fact_ids), dtype=np.int64, count=n)
-        doc_ids = got["doc_id"].astype(np.int64)[order]
-        changed = got["changed"].astype(np.int64)[order]
-        created = np.array(columns["created_at"], dtype="datetime64[us]").astype(np.int64) / 1e6
+        got = self.store.insert_many(arrow)
+        returned = got["fact_id"].tolist()
+        doc_ids, changed = got["doc_id"].astype(np.int64), got["changed"].astype(np.int64)
+        if returned != fact_ids:  # (in input order, as DuckDB returns them, there is nothing to do)
+            where = dict(zip(returned, range(n)))
+            order = np.fromiter((where[f] for f in fact_ids), dtype=np.int64, count=n)
+            doc_ids, changed = doc_ids[order], changed[order]
+        created = arrow["created_at"].cast(pa.timestamp("us")).to_numpy().astype(np.int64) / 1e6
         meta = {"doc_len": columns["doc_len"], "updated": created, "revision_count": columns["revision_count"],
                 "user_id": columns["user_id"], "project": columns["project"], "is_core": columns["is_core"],
                 "shared": columns["shared"], "kind": columns["kind"], "type": columns["type"],
@@ -454,7 +459,7 @@ class Memory:
         if post.term_keys is not None:
             meta.update(t_keys=post.term_keys, t_of=post.term_of, g_keys=post.gram_keys, g_of=post.gram_of,
                         g_holders=post.gram_holders)
-        table = pa.table({"doc_id": doc_ids, **{name: columns[name] for name in FACT_COLUMNS}})
+        table = pa.table({"doc_id": doc_ids, **{name: arrow[name] for name in FACT_COLUMNS}})
         self._after_write(doc_ids, changed, meta, np.repeat(doc_ids, post.lengths), post.terms, post.tfs,
                           rows_table=table)
         return fact_ids

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from itertools import repeat
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -281,21 +282,20 @@ class IndexReplica:
             cols = np.searchsorted(index.vocab_sorted, p_term)
         else:  # (a batch analysed at once comes with its distinct terms)
             uniq, inverse = (meta["t_keys"], meta["t_of"]) if "t_keys" in meta else np.unique(p_term, return_inverse=True)
-            col_of = index.column
-            cols = np.fromiter((col_of(t) for t in uniq.tolist()), dtype=np.int64, count=uniq.size)[inverse]
-        kinds = np.array([KINDS.get(k, 0) for k in meta["kind"]], dtype=np.int8)
+            cols = np.asarray(index.columns_of(uniq.tolist()), dtype=np.int64)[inverse]
+        kinds = np.fromiter(map(KINDS.get, meta["kind"], repeat(0)), dtype=np.int8, count=len(doc_ids))
         index.add_documents(
             np.asarray(doc_ids, dtype=np.int64), cols, np.asarray(p_doc, dtype=np.int32),
             np.asarray(p_tf, dtype=np.float32),
             {"dl": np.asarray(meta["doc_len"], dtype=np.float32),
              "updated": np.asarray(meta["updated"], dtype=np.float64),
              "revision": np.asarray(meta["revision_count"], dtype=np.int32),
-             "user": np.array([index.code("user", u) for u in meta["user_id"]], dtype=np.int32),
-             "project": np.array([index.code("project", p) for p in meta["project"]], dtype=np.int32),
+             "user": index.codes_of("user", meta["user_id"]),
+             "project": index.codes_of("project", meta["project"]),
              "core": np.asarray(meta["is_core"], dtype=bool),
              "shared": np.asarray(meta["shared"], dtype=bool),
              "kind": kinds,
-             "type": np.array([TYPE_CODE.get(t, 0) for t in meta["type"]], dtype=np.int8)},
+             "type": np.fromiter(map(TYPE_CODE.get, meta["type"], repeat(0)), dtype=np.int8, count=len(doc_ids))},
             count_df=link,
         )
         if "g_gram" in meta:  # the n-gram channel's forward vectors
@@ -303,16 +303,39 @@ class IndexReplica:
                             unique=(meta["g_keys"], meta["g_of"], meta["g_holders"]) if "g_keys" in meta else None)
         if not link:
             return
-        last = self.session_last
-        for d, s, u, k in zip(np.asarray(doc_ids).tolist(), list(meta["session_id"]), list(meta["user_id"]),
-                              kinds.tolist()):
-            if s is None or k != 0 or is_synthetic_session(s) or (replaced and d in replaced):
+        self._link_sessions(np.asarray(doc_ids).tolist(), meta["session_id"], meta["user_id"], kinds.tolist(),
+                            replaced)
+
+    def _link_sessions(self, doc_ids, sessions, users, kinds, replaced) -> None:
+        """Each new memory of a session after the one before it (of its author): within the batch
+        as pairs set at once, and each chain's first new memory after where the chain ended."""
+        index, last = self.index, self.session_last
+        first: dict[str, int] = {}
+        newest: dict[str, int] = {}
+        pairs: tuple[list[int], list[int]] = ([], [])
+        synthetic: dict[str, bool] = {}
+        for d, s, u, k in zip(doc_ids, sessions, users, kinds):
+            if s is None or k != 0 or (replaced and d in replaced):
+                continue
+            syn = synthetic.get(s)
+            if syn is None:
+                syn = synthetic[s] = is_synthetic_session(s)
+            if syn:
                 continue
             key = chain(s, u)
-            prev = last.get(key)
-            if prev is not None:
-                index.link_after(prev, d)
-            last[key] = d
+            p = newest.get(key)
+            if p is None:
+                first[key] = d
+            else:
+                pairs[0].append(p)
+                pairs[1].append(d)
+            newest[key] = d
+        index.link_pairs(*pairs)
+        for key, d in first.items():
+            p = last.get(key)
+            if p is not None:  # p -> first ... newest -> what followed p
+                index.link_run_after(p, d, newest[key])
+        last.update(newest)
 
     @contextlib.contextmanager
     def bulk_write(self):
