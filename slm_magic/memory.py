@@ -6,6 +6,7 @@ writes and recalls, and hands the rest to its parts."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import re
@@ -369,22 +370,40 @@ class Memory:
 
         columns_of = lambda b: b if isinstance(b, dict) else None
         size_of = lambda b: len(b["content"]) if isinstance(b, dict) else 0
-        with self.bulk_write():
-            for columns, post, last in bulk.analysed(prepared(), columns_of, size_of):
-                if isinstance(columns, InvalidInput):
-                    raise columns
-                if columns is not None:
-                    ids.extend(self._store_many(columns, post))
-                if not last:
-                    self._yield_file()
+        with self.bulk_write() as writer:
+            finish = None  # the batch being inserted while the next one is read, checked and analysed
+            try:
+                for columns, post, last in bulk.analysed(prepared(), columns_of, size_of):
+                    if finish is not None:
+                        ids.extend(finish())
+                        finish = None
+                    if isinstance(columns, InvalidInput):
+                        raise columns
+                    if columns is not None:
+                        finish = self._store_later(columns, post, writer=writer)
+                    if not last and getattr(self, "_sharing", False):  # (the file is let go: nothing in flight)
+                        ids.extend(finish() if finish is not None else ())
+                        finish = None
+                        self._yield_file()
+                if finish is not None:
+                    ids.extend(finish())
+                    finish = None
+            finally:
+                if finish is not None:  # (an error after it: the batch in flight is still indexed)
+                    with contextlib.suppress(Exception):
+                        finish()
         self._save_index_soon()
         return Remembered(ids, skipped=skipped)
 
     @contextlib.contextmanager
     def bulk_write(self):
-        """Many batches in a row: the file checkpointed and the index merged once, at the end."""
-        with self.store.bulk(), (self.replica.bulk_write() if self.replica is not None else contextlib.nullcontext()):
-            yield
+        """Many batches in a row: the file checkpointed and the index merged once, at the end.
+        Yields a writer thread for `_store_later`: DuckDB lets go of the GIL while it inserts, so
+        a batch is written while the next one is checked and its postings are taken from the
+        analysis worker."""
+        with self.store.bulk(), (self.replica.bulk_write() if self.replica is not None else contextlib.nullcontext()), \
+                concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="slm-bulk-insert") as writer:
+            yield writer
 
     def _prepared(self, batch: Sequence[Mapping[str, Any]], start: int, on_invalid: str,
                   skipped: list[Skipped]) -> dict[str, Any] | InvalidInput | None:
@@ -424,6 +443,12 @@ class Memory:
 
     def _store_many(self, columns: dict[str, Any], post: Postings | None, kind: str = "memory") -> list[str]:
         """Insert validated columns (with their postings, else analysed here) and index them."""
+        return self._store_later(columns, post, kind)()
+
+    def _store_later(self, columns: dict[str, Any], post: Postings | None, kind: str = "memory",
+                     writer: concurrent.futures.Executor | None = None) -> Callable[[], list[str]]:
+        """`_store_many` in two steps: the insert starts now (in `writer`, when given), and what
+        this returns waits for it, indexes the batch and gives its fact_ids."""
         import pyarrow as pa
 
         contents = columns["content"]
@@ -443,7 +468,18 @@ class Memory:
                  for c, v in ((c, columns[c]) for c in INSERT_COLUMNS)}
         self._refresh()
         self._flush_events()
-        got = self.store.insert_many(arrow)
+        if writer is None:
+            got = self.store.insert_many(arrow)
+            return lambda: self._stored(got, fact_ids, columns, arrow, post)
+        pending = writer.submit(self.store.insert_many, arrow)
+        return lambda: self._stored(pending.result(), fact_ids, columns, arrow, post)
+
+    def _stored(self, got: Mapping[str, np.ndarray], fact_ids: list[str], columns: dict[str, Any],
+                arrow: dict[str, Any], post: Postings) -> list[str]:
+        """A batch the store took: into the index, in input order."""
+        import pyarrow as pa
+
+        n = len(fact_ids)
         returned = got["fact_id"].tolist()
         doc_ids, changed = got["doc_id"].astype(np.int64), got["changed"].astype(np.int64)
         if returned != fact_ids:  # (in input order, as DuckDB returns them, there is nothing to do)

@@ -135,3 +135,33 @@ def test_a_bulk_write_leaves_duckdb_as_it_found_it(db_path, tmp_path):
             with a.store.bulk():
                 raise RuntimeError("stop")
         assert threshold() == before
+
+
+def test_a_batch_is_written_while_the_next_is_read_and_an_error_stops_both(workers, db_path, monkeypatch):
+    """A bulk write inserts batch k in a thread while batch k + 1 is checked and analysed: what
+    was stored before an error is in the index too, and nothing after a failed insert is written."""
+    from slm_magic.errors import StoreError
+
+    def source():
+        for i in range(4):
+            yield {"content": f"note {i} on churn"}
+        raise RuntimeError("the source broke")
+
+    with Memory(db_path) as m:
+        with pytest.raises(RuntimeError, match="the source broke"):
+            m.remember_many(source(), batch_size=2)
+        assert m.index.n_live == 4 and len(m.recall("note churn").memories) == 4  # the last one in flight too
+        insert, calls = m.store.insert_many, []
+
+        def second_fails(columns):
+            calls.append(len(columns["content"]))
+            if len(calls) == 2:
+                raise StoreError("the disk is full")
+            return insert(columns)
+
+        monkeypatch.setattr(m.store, "insert_many", second_fails)
+        with pytest.raises(StoreError, match="disk is full"):
+            m.remember_many([{"content": f"later {i} on churn"} for i in range(300)], batch_size=100)
+        assert calls == [100, 100]  # the third batch was read, never written
+        assert m.store.user_stats("")["observations"] == 104
+        assert m.index.n_live == 104 and len(m.recall("later", limit=200).memories) == 100
