@@ -186,8 +186,9 @@ class SparseIndex:
     def codes_of(self, field: str, values: Sequence[str]) -> np.ndarray:
         """`code` of each value (each distinct one worked out once)."""
         table = self.codes[field]
-        for value in dict.fromkeys(values).keys() - table.keys():
-            table[value] = len(table)
+        for value in dict.fromkeys(values):  # (new ones numbered in order of appearance, as by `code`)
+            if value not in table:
+                table[value] = len(table)
         return np.fromiter(map(table.__getitem__, values), dtype=np.int32, count=len(values))
 
     def lookup_code(self, field: str, value: str) -> int:

@@ -390,7 +390,7 @@ class Memory:
                     finish = None
             finally:
                 if finish is not None:  # (an error after it: the batch in flight is still indexed)
-                    with contextlib.suppress(Exception):
+                    with contextlib.suppress(Exception):  # (its own error, if any, was raised already)
                         finish()
         self._save_index_soon()
         return Remembered(ids, skipped=skipped)
@@ -399,8 +399,8 @@ class Memory:
     def bulk_write(self):
         """Many batches in a row: the file checkpointed and the index merged once, at the end.
         Yields a writer thread for `_store_later`: DuckDB lets go of the GIL while it inserts, so
-        a batch is written while the next one is checked and its postings are taken from the
-        analysis worker."""
+        a batch is written and indexed while the next one is checked and its postings are taken
+        from the analysis worker."""
         with self.store.bulk(), (self.replica.bulk_write() if self.replica is not None else contextlib.nullcontext()), \
                 concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="slm-bulk-insert") as writer:
             yield writer
@@ -447,8 +447,8 @@ class Memory:
 
     def _store_later(self, columns: dict[str, Any], post: Postings | None, kind: str = "memory",
                      writer: concurrent.futures.Executor | None = None) -> Callable[[], list[str]]:
-        """`_store_many` in two steps: the insert starts now (in `writer`, when given), and what
-        this returns waits for it, indexes the batch and gives its fact_ids."""
+        """`_store_many` in two steps: the batch is inserted and indexed now, or in `writer` when
+        given, and what this returns waits for that and gives its fact_ids."""
         import pyarrow as pa
 
         contents = columns["content"]
@@ -468,11 +468,14 @@ class Memory:
                  for c, v in ((c, columns[c]) for c in INSERT_COLUMNS)}
         self._refresh()
         self._flush_events()
+        def insert_and_index() -> list[str]:  # (one step under the lock: no catch-up sees it half done)
+            with self.store.lock:
+                return self._stored(self.store.insert_many(arrow), fact_ids, columns, arrow, post)
+
         if writer is None:
-            got = self.store.insert_many(arrow)
-            return lambda: self._stored(got, fact_ids, columns, arrow, post)
-        pending = writer.submit(self.store.insert_many, arrow)
-        return lambda: self._stored(pending.result(), fact_ids, columns, arrow, post)
+            done = insert_and_index()
+            return lambda: done
+        return writer.submit(insert_and_index).result
 
     def _stored(self, got: Mapping[str, np.ndarray], fact_ids: list[str], columns: dict[str, Any],
                 arrow: dict[str, Any], post: Postings) -> list[str]:

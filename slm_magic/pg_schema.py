@@ -123,15 +123,25 @@ CREATE INDEX memories_user ON memories (user_id);
 CREATE INDEX tombstones_changed ON tombstones (changed);
 """
 
-# 3-grams as 32-bit ids, as the file's v6 (a function: ALTER ... USING takes no subquery)
+# 3-grams as 32-bit ids, as the file's v6: two grams of one memory that share an id become one
+# entry, their frequencies summed (ALTER ... USING takes no subquery: functions, dropped after)
 _V6 = """
-CREATE FUNCTION pg_temp.low_halves(bigint[]) RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
-    SELECT coalesce(array_agg(((g & 4294967295) - CASE WHEN (g & 4294967295) >= 2147483648
-                                                       THEN 4294967296 ELSE 0 END)::integer ORDER BY o), '{}')
-    FROM unnest($1) WITH ORDINALITY AS u(g, o) $$;
+CREATE FUNCTION v6_low_half(g bigint) RETURNS integer LANGUAGE sql IMMUTABLE AS $$
+    SELECT ((g & 4294967295) - CASE WHEN (g & 4294967295) >= 2147483648 THEN 4294967296 ELSE 0 END)::integer $$;
+CREATE FUNCTION v6_ids(grams bigint[]) RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(array_agg(id ORDER BY first), '{}') FROM (
+        SELECT v6_low_half(g) AS id, min(o) AS first FROM unnest(grams) WITH ORDINALITY AS u(g, o) GROUP BY 1) AS s $$;
+CREATE FUNCTION v6_tfs(grams bigint[], tfs integer[]) RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(array_agg(tf ORDER BY first), '{}') FROM (
+        SELECT v6_low_half(g) AS id, min(o) AS first, sum(t)::integer AS tf
+        FROM unnest(grams, tfs) WITH ORDINALITY AS u(g, t, o) GROUP BY 1) AS s $$;
 ALTER TABLE memories ALTER COLUMN grams DROP DEFAULT;
-ALTER TABLE memories ALTER COLUMN grams TYPE integer[] USING pg_temp.low_halves(grams);
+ALTER TABLE memories ALTER COLUMN grams TYPE integer[] USING v6_ids(grams),
+                     ALTER COLUMN gtfs TYPE integer[] USING v6_tfs(grams, gtfs);
 ALTER TABLE memories ALTER COLUMN grams SET DEFAULT '{}';
+DROP FUNCTION v6_tfs(bigint[], integer[]);
+DROP FUNCTION v6_ids(bigint[]);
+DROP FUNCTION v6_low_half(bigint);
 """
 
 MIGRATIONS = [_V1, _V2, _V3, _V4, _V5, _V6]

@@ -337,6 +337,7 @@ class Postings:
 
         term_keys, per_value = _hashes_of(words, text.word_terms, said)
         counts = chosen(fields) @ per_value
+        counts.sort_indices()  # (each memory's terms by hash, as one by one: sums in one order everywhere)
         value_len = np.asarray(per_value.sum(axis=1)).ravel()
         doc_len = np.zeros(n, dtype=np.int64)
         for f, w, at, which in picks:
@@ -344,6 +345,7 @@ class Postings:
                 doc_len[at] += w * value_len[which]
         gram_keys, per_value = _hashes_of(words, text.word_grams, said, np.int32)
         gcounts = chosen(GRAM_FIELDS) @ per_value
+        gcounts.sort_indices()
         holders = np.bincount(gcounts.indices, minlength=gram_keys.size)
         held = holders > 0  # (not the grams of words only labels have)
         gram_keys, gcounts.indices = gram_keys[held], (np.cumsum(held) - 1)[gcounts.indices]

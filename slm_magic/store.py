@@ -219,13 +219,24 @@ def _v5(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _v6(con: duckdb.DuckDBPyConnection) -> None:
-    """3-grams as 32-bit ids (text.gram_hash): the low half of the hash each was stored as."""
+    """3-grams as 32-bit ids (text.gram_hash): the low half of the hash each was stored as. Two
+    grams of one memory that share an id become one entry, their frequencies summed (as a
+    memory written now lists them)."""
+    from collections import Counter
+
     con.execute(
         """
         ALTER TABLE memories ALTER grams TYPE INTEGER[] USING list_transform(grams, lambda g:
             CAST((g & 4294967295) - CASE WHEN (g & 4294967295) >= 2147483648 THEN 4294967296 ELSE 0 END AS INTEGER));
         """
     )
+    for fact_id, grams, gtfs in con.execute(
+            "SELECT fact_id, grams, gtfs FROM memories WHERE len(list_distinct(grams)) < len(grams)").fetchall():
+        merged: Counter[int] = Counter()
+        for g, tf in zip(grams, gtfs):
+            merged[g] += tf
+        con.execute("UPDATE memories SET grams = ?, gtfs = ? WHERE fact_id = ?",
+                    [list(merged), list(merged.values()), fact_id])
 
 
 MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]

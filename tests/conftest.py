@@ -116,6 +116,8 @@ FIFTH_VERSION_MEMORIES = [
     ("HTTPServer logs show retries at 5pm every day", None, ["ops"]),
     ("Customer churn label leaks through the cancellation date", "Leakage", ["churn"]),
     ("Use the median per cohort_ltv instead of the mean", None, []),
+    # two 3-grams whose 64-bit hashes share their low half: one 32-bit id, listed once
+    ("鞉憮愘 携炜揚 report", None, []),
 ]
 
 

@@ -165,3 +165,89 @@ def test_a_batch_is_written_while_the_next_is_read_and_an_error_stops_both(worke
         assert calls == [100, 100]  # the third batch was read, never written
         assert m.store.user_stats("")["observations"] == 104
         assert m.index.n_live == 104 and len(m.recall("later", limit=200).memories) == 100
+
+
+def _insert_announced(m, monkeypatch):
+    """The store's insert, setting an event each time one returns (the batch is in the file)."""
+    import threading
+
+    inserted = threading.Event()
+    insert = m.store.insert_many
+
+    def announced(columns):
+        got = insert(columns)
+        inserted.set()
+        return got
+
+    monkeypatch.setattr(m.store, "insert_many", announced)
+    return inserted
+
+
+def test_a_recall_while_a_batch_is_written_sees_it_once(db_path, monkeypatch):
+    """The records' own generator recalls (a dedupe check) right after a batch reached the file:
+    the catch-up waits until that batch is in the index too, instead of adding it a second time."""
+    with Memory(db_path) as m:
+        m.remember("first note about billing")
+        inserted = _insert_announced(m, monkeypatch)
+
+        def source():
+            for i in range(400):
+                if i == 250:  # (read after batch 1 was handed to the writer)
+                    assert inserted.wait(60)
+                    m.recall("churn")
+                yield {"content": f"note {i} on churn retries"}
+
+        m.remember_many(source(), batch_size=100)
+        assert m.index.n_live == 401 == m.count()
+        hits = [r.fact_id for r in m.recall("churn retries", limit=1000).memories]
+        assert len(hits) == len(set(hits)) == 400
+
+
+def test_another_memory_writing_during_a_bulk_write_keeps_the_session_chains(db_path, monkeypatch, tmp_path):
+    """A second Memory on the file writes into the same session between two batches of a bulk
+    write: both kernels' session chains equal those of an index rebuilt from the file."""
+    a, b = Memory(db_path), Memory(db_path)
+    a.remember("seed note", session_id="s1")
+    b.recall("seed")
+    inserted = _insert_announced(a, monkeypatch)
+
+    def source():
+        for i in range(500):
+            if i in (250, 350, 450):
+                assert inserted.wait(60)
+                inserted.clear()
+                b.remember(f"b note {i} churn", session_id="s1")
+            yield {"content": f"a note {i} churn", "session_id": "s1"}
+
+    a.remember_many(source(), batch_size=100)
+    b.recall("churn")
+    chains = {}
+    for name, mem in (("a", a), ("b", b)):
+        docs = mem.index.docs
+        live = np.flatnonzero(docs.alive[: docs.size])
+        chains[name] = (live.tolist(), docs.prev[live].tolist(), docs.next[live].tolist())
+    a.close()
+    b.close()
+    for f in tmp_path.glob("*.idx"):
+        f.unlink()
+    with Memory(db_path) as rebuilt:
+        docs = rebuilt.index.docs
+        live = np.flatnonzero(docs.alive[: docs.size])
+        assert chains["a"] == chains["b"] == (live.tolist(), docs.prev[live].tolist(), docs.next[live].tolist())
+        assert len(live) == 504
+
+
+def test_an_interrupt_while_a_batch_is_indexed_does_not_index_it_again(db_path, monkeypatch):
+    with Memory(db_path) as m:
+        add_table, calls = m.replica.rows.add_table, []
+
+        def interrupted(table):
+            calls.append(table.num_rows)
+            if len(calls) == 2:
+                raise KeyboardInterrupt  # Ctrl-C while the second batch goes into the index
+            return add_table(table)
+
+        monkeypatch.setattr(m.replica.rows, "add_table", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            m.remember_many([{"content": f"note {i} on churn"} for i in range(300)], batch_size=100)
+        assert calls == [100, 100] and m.count() == 200 == m.index.n_live
