@@ -89,7 +89,9 @@ def run(address: str, corpus: list[dict], calls: int) -> dict:
         mem.remember_many(corpus)
         imported = time.perf_counter() - t
     out = subprocess.run([sys.executable, "-c", READER, address, str(calls), str(HERE), str(HERE.parent), WRITER],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True)
+    if out.returncode:  # (say why: the capture would keep it from the reader)
+        raise SystemExit(f"the reader on {address} failed:\n{out.stderr[-4000:]}")
     got = json.loads(out.stdout.strip().splitlines()[-1])
     with tempfile.TemporaryDirectory() as cache:  # no saved index: a file's is moved away, a server's cache is empty
         saved = Path(address + ".idx")

@@ -8,13 +8,12 @@ the new memory; full tails are sealed into segments, and small segments merge ge
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import ngrams
+from . import merging, ngrams
 
 TAIL_SEAL_POSTINGS = 32_768       # seal the tail into a segment past this many postings
 MAX_MERGE_POSTINGS = 4_000_000    # segments this large are left alone (bounds a write's cost)
@@ -371,41 +370,20 @@ class SparseIndex:
                 break
             self.segments[-2:] = [merge([a, b], self.docs.alive, len(self.cols))]
 
-    @contextlib.contextmanager
     def merged_at_end(self):
-        """Many segments in a row (a bulk write): each posting is copied once, when they are
-        merged at the end into runs of at most MAX_MERGE_POSTINGS, instead of once per merge
-        level as they arrive."""
-        if self.deferring:
-            yield
-            return
-        self.deferring = True
-        try:
-            yield
-        finally:
-            self.deferring = False
-            first = len(self.segments)
-            while first > self.frozen and self.segments[first - 1].nnz < MAX_MERGE_POSTINGS:
-                first -= 1
-            runs, size = [], MAX_MERGE_POSTINGS
-            for seg in self.segments[first:]:
-                if size + seg.nnz > MAX_MERGE_POSTINGS:
-                    runs.append([])
-                    size = 0
-                runs[-1].append(seg)
-                size += seg.nnz
-            self.segments[first:] = [merge(run, self.docs.alive, len(self.cols)) if len(run) > 1 else run[0]
-                                     for run in runs]
+        """Many segments in a row (a bulk write): merged once, at the end (`merging`)."""
+        return merging.deferred(self, self._merge_tail)
+
+    def _merge_tail(self) -> None:
+        first, runs = merging.tail_runs([seg.nnz for seg in self.segments], self.frozen, MAX_MERGE_POSTINGS)
+        segs = self.segments
+        self.segments[first:] = [merge([segs[i] for i in run], self.docs.alive, len(self.cols)) if len(run) > 1
+                                 else segs[run[0]] for run in runs]
 
     # --- session links (the context channel's neighbours) --------------------------------------
     def link_after(self, prev_doc: int, doc: int) -> None:
         """Put `doc` right after `prev_doc` in its session's chain."""
-        nxt = int(self.docs.next[prev_doc])
-        self.docs.prev[doc] = prev_doc
-        self.docs.next[doc] = nxt
-        self.docs.next[prev_doc] = doc
-        if nxt >= 0:
-            self.docs.prev[nxt] = doc
+        self.link_run_after(prev_doc, doc, doc)
 
     def link_run_after(self, prev_doc: int, first: int, last: int) -> None:
         """Put a linked run first..last right after `prev_doc` in its session's chain."""

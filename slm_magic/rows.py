@@ -7,13 +7,12 @@ geometrically as they grow, plus the few memories written one by one since the l
 
 from __future__ import annotations
 
-import contextlib
-
 from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 
+from . import merging
 from .models import Fact
 from .store import FACT_COLUMNS
 
@@ -76,33 +75,19 @@ class FactRows:
         if len(self.pending) >= PENDING_MAX:
             self.add_table(facts_table(sorted(self.pending.items())))
 
-    @contextlib.contextmanager
     def merged_at_end(self):
-        """As SparseIndex.merged_at_end: a bulk write's chunks are merged once, at its end."""
-        if self.deferring:
-            yield
-            return
-        self.deferring = True
-        try:
-            yield
-        finally:
-            self.deferring = False
-            first = len(self.chunks)
-            while first > self.frozen and self.chunks[first - 1].num_rows < MAX_MERGE_ROWS:
-                first -= 1
-            runs, size = [], MAX_MERGE_ROWS
-            for chunk in self.chunks[first:]:
-                if size + chunk.num_rows > MAX_MERGE_ROWS:
-                    runs.append([])
-                    size = 0
-                runs[-1].append(chunk)
-                size += chunk.num_rows
-            self.chunks[first:] = [pa.concat_tables(run, promote_options="permissive").combine_chunks()
-                                   if len(run) > 1 else run[0] for run in runs]
-            for c in range(first, len(self.chunks)):
-                doc_ids = self.chunks[c].column("doc_id").to_numpy().astype(np.int64)
-                self.chunk_of[doc_ids] = c
-                self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
+        """A bulk write's chunks merged once, at its end (`merging`)."""
+        return merging.deferred(self, self._merge_tail)
+
+    def _merge_tail(self) -> None:
+        first, runs = merging.tail_runs([c.num_rows for c in self.chunks], self.frozen, MAX_MERGE_ROWS)
+        chunks = self.chunks
+        self.chunks[first:] = [pa.concat_tables([chunks[i] for i in run], promote_options="permissive")
+                               .combine_chunks() if len(run) > 1 else chunks[run[0]] for run in runs]
+        for c in range(first, len(self.chunks)):
+            doc_ids = self.chunks[c].column("doc_id").to_numpy().astype(np.int64)
+            self.chunk_of[doc_ids] = c
+            self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
 
     def _merge(self) -> None:
         """Merge the newest chunks while they are of a similar size (amortised O(log n) copies)."""

@@ -102,15 +102,17 @@ def test_a_script_without_a_main_guard_runs_once_subprocess(tmp_path):
     assert out.stdout.splitlines() == ["top level ran", "stored 3000"]
 
 
-def test_reading_ahead_changes_nothing_a_caller_sees(workers, db_path):
-    def source():
-        for i in range(4):
-            yield {"content": f"note {i} on churn"}
-        raise RuntimeError("the source broke")
+def broken_source():
+    """Four records, then the source fails."""
+    for i in range(4):
+        yield {"content": f"note {i} on churn"}
+    raise RuntimeError("the source broke")
 
+
+def test_reading_ahead_changes_nothing_a_caller_sees(workers, db_path):
     with Memory(db_path) as m:
         with pytest.raises(RuntimeError, match="the source broke"):
-            m.remember_many(source(), batch_size=2)
+            m.remember_many(broken_source(), batch_size=2)
         assert m.store.user_stats("")["observations"] == 4  # both full batches, as without read-ahead
         bad_first = [{"content": ""}] + [{"content": f"x {i}"} for i in range(5)]
         with pytest.raises(Exception, match="content is empty"):
@@ -142,14 +144,9 @@ def test_a_batch_is_written_while_the_next_is_read_and_an_error_stops_both(worke
     was stored before an error is in the index too, and nothing after a failed insert is written."""
     from slm_magic.errors import StoreError
 
-    def source():
-        for i in range(4):
-            yield {"content": f"note {i} on churn"}
-        raise RuntimeError("the source broke")
-
     with Memory(db_path) as m:
         with pytest.raises(RuntimeError, match="the source broke"):
-            m.remember_many(source(), batch_size=2)
+            m.remember_many(broken_source(), batch_size=2)
         assert m.index.n_live == 4 and len(m.recall("note churn").memories) == 4  # the last one in flight too
         insert, calls = m.store.insert_many, []
 
