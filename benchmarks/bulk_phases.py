@@ -78,9 +78,11 @@ def main() -> None:
         warm.close()
         totals.clear()
         t0, c0 = time.perf_counter(), time.process_time()
+        own0 = resource.getrusage(resource.RUSAGE_SELF)
         mem = Memory(tmp / "m.duckdb")
         mem.remember_many(corpus, batch_size=args.batch_size)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        own = resource.getrusage(resource.RUSAGE_SELF)
         if mem.replica is not None:
             mem.replica.wait_saved()
         mem.close()
@@ -92,6 +94,10 @@ def main() -> None:
         print(f"| **wall** | **{wall / n * 1e6:.1f}** ({n / wall:,.0f} memories/s) |")
         print(f"| CPU of this process (its threads, DuckDB's) | {cpu / n * 1e6:.1f} |")
         print(f"| CPU of the analysis worker | {(children.ru_utime + children.ru_stime) / n * 1e6:.1f} |")
+        print(f"| of which in the kernel (system time): this process, the worker | "
+              f"{(own.ru_stime - own0.ru_stime) / n * 1e6:.1f}, {children.ru_stime / n * 1e6:.1f} |")
+        print(f"| page faults per memory: this process, the worker | "
+              f"{(own.ru_minflt - own0.ru_minflt) / n:.2f}, {children.ru_minflt / n:.2f} |")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

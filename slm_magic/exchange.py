@@ -171,7 +171,7 @@ class Exchange:
         columns["shared"] = [bool(x) for x in columns["shared"]]  # (NULL: exported before sharing)
         columns["code"] = code_kept(columns["code"], columns["shared"])
         columns["doc_len"] = post.doc_len
-        columns["terms"], columns["tfs"], columns["grams"], columns["gtfs"] = post.list_columns()
+        columns["terms"], columns["tfs"] = post.list_columns()
         self.memory._flush_events()
         self.memory.store.insert_many(columns)
         self.memory._sync()

@@ -24,9 +24,8 @@ from .models import (CloseSessionResult, ExportReport, Fact, ImportReport, Learn
                      ObservationCompact, Provenance, RecallResult, Remembered, SaveResult, ScoredMemory, SearchScore,
                      Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
 from .reranker import CANDIDATES
-from . import ngrams
-from .ranking import (Ranked, RankingConfig, WorkingSet, bm25_relevance, fuse, rank_index, rank_related, recency,
-                      revision, search_score, second_stage)
+from .ranking import (AGE_GATE_RELEVANCE, Ranked, RankingConfig, WorkingSet, bm25_relevance, fuse, rank_index,
+                      rank_related, recency, revision, search_score)
 from .exchange import Exchange
 from .calibration import AnswerCalibration, AnswerConfidence, Judge
 from .learning import LearningLoop
@@ -323,7 +322,7 @@ class Memory:
         self._flush_events()
         row.update(fact_id=new_fact_ids(1)[0], content_hash=content_hash(row["content"]),
                    revision_count=0, kind="memory", doc_len=length,
-                   terms=list(counts.keys()), tfs=list(counts.values()), grams=list(grams), gtfs=list(grams.values()))
+                   terms=list(counts.keys()), tfs=list(counts.values()))
         self._refresh()
         doc_id, changed = self.store.insert_one(row)
         fact = Fact(**{k: row[k] for k in FACT_COLUMNS if k != "tags"}, tags=tuple(row["tags"]))
@@ -333,8 +332,8 @@ class Memory:
             {"doc_len": [row["doc_len"]], "updated": [epoch_seconds(row["updated_at"])], "revision_count": [0],
              "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
              "shared": [row["shared"]], "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]],
-             "g_doc": np.full(len(grams), doc_id), "g_gram": np.array(row["grams"], dtype=np.int64),
-             "g_tf": np.array(row["gtfs"], dtype=np.int64)},
+             "g_doc": np.full(len(grams), doc_id), "g_gram": np.fromiter(grams.keys(), np.int64, len(grams)),
+             "g_tf": np.fromiter(grams.values(), np.int64, len(grams))},
             np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         sid = row["session_id"]
@@ -455,13 +454,13 @@ class Memory:
         n = len(contents)
         if post is None:
             post = Postings.of_columns(columns)
-        terms_col, tfs_col, grams_col, gtfs_col = post.list_columns()
+        terms_col, tfs_col = post.list_columns()
         fact_ids = new_fact_ids(n)
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns.update(
             fact_id=fact_ids, content_hash=post.content_hashes or content_hashes(contents),
             revision_count=np.zeros(n, dtype=np.int32), kind=[kind] * n,
-            doc_len=post.doc_len, terms=terms_col, tfs=tfs_col, grams=grams_col, gtfs=gtfs_col,
+            doc_len=post.doc_len, terms=terms_col, tfs=tfs_col,
         )
         # each stored column as Arrow once, for the insert and for the index's rows
         arrow = {c: v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)
@@ -519,12 +518,10 @@ class Memory:
                         now=now, default_user=current.user_id)
         row = {k: v[0] for k, v in cols.items()}
         counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
-        grams = field_grams(row["content"], row["title"], row["tags"])
         self.store.revise(fact_id, {
             "content": row["content"], "content_hash": content_hash(row["content"]),
             "title": row["title"], "type": row["type"], "tags": row["tags"], "project": row["project"],
-            "terms": list(counts.keys()), "tfs": list(counts.values()), "doc_len": length,
-            "grams": list(grams), "gtfs": list(grams.values()), "updated_at": now})
+            "terms": list(counts.keys()), "tfs": list(counts.values()), "doc_len": length, "updated_at": now})
         self._sync()
         self.learning.after_showing(fact_id, "revised", current.user_id)
         return self.get(fact_id, user_id=current.user_id)
@@ -662,7 +659,7 @@ class Memory:
             mode, degraded, reason = "bm25_sql_fallback", True, self.index_error
             wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
             ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide,
-                                    qgrams=text.query_grams(query), kind=kind, type=type, shown=limit)
+                                    kind=kind, type=type)
             facts = {d: fact_of(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
             wide_memories = [m for m in self._materialise(ranked, facts, words)
                              if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
@@ -759,15 +756,15 @@ class Memory:
             events, self._pending_events = self._pending_events, []
             self.store.sessions.record_recalls(events)
 
-    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, qgrams=(), updated_after=None,
-                  kind=None, type=None, shown=None) -> Ranked:
-        """The in-process ranking, computed from the file: the same fields, filters, relevance,
-        n-gram channel (on the same pool: the best `shown` or POOL), recency, revision and age
-        gate (the context channel is skipped)."""
+    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, updated_after=None,
+                  kind=None, type=None) -> Ranked:
+        """The in-process ranking without its n-gram and context channels, computed from the
+        file: the same fields, filters, BM25 relevance, recency, revision and age gate (the file
+        keeps no 3-grams: they come from the text when an index loads)."""
         if not terms or limit <= 0:
             return Ranked.empty()
         cfg = self.config
-        hits, n, known = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project)
+        hits, n, _ = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project)
         if not hits:
             return Ranked.empty()
         if kind is not None or type is not None:
@@ -783,27 +780,12 @@ class Memory:
         rec = recency(updated, now, cfg.recency_half_life_days)
         rev = revision(revs.astype(np.float64), cfg.revision_cap)
         score = search_score(rel, rec, rev, cfg)
-        # the same pool as in process: the best by everything but the n-gram channel
-        counts, normed = ngrams.query_vector(qgrams, known)
-        wg = cfg.ngram_weight if counts else 0.0
-        if updated_after is not None:
-            keep = (updated >= updated_after) | (rel + wg >= 0.70)
-            docs, score, rel, bm25, rec, rev, updated = (a[keep] for a in (docs, score, rel, bm25, rec, rev, updated))
-        order = np.lexsort((docs, -score))
-        pool = order[:max(limit if shown is None else shown, ngrams.POOL)] if wg > 0 else order[:limit]
-        gram = np.zeros(pool.size)
-        if wg > 0 and pool.size:
-            df, rows = self.store.grams_sql(list(counts), docs[pool].tolist())
-            keys, weights, qnorm = ngrams.query_weights(counts, normed, df, n)
-            by_doc = {int(d): (g, f) for d, g, f in rows}
-            gram = ngrams.cosine_of_rows(keys, weights, qnorm, [by_doc.get(int(d), ((), ())) for d in docs[pool]])
-        kept, rel2, score2 = second_stage(docs[pool], score[pool], rel[pool], gram, updated[pool], updated_after,
-                                          cfg.model_copy(update={"ngram_weight": wg}), limit)
-        rest = order[pool.size:limit]  # beyond the pool (a wide fallback list): the n-gram part is not computed
-        top = np.concatenate([pool[kept], rest])
-        return Ranked(docs[top], np.concatenate([score2[kept], score[rest]]), np.concatenate([rel2[kept], rel[rest]]),
-                      bm25[top], np.concatenate([gram[kept], np.zeros(rest.size)]), rec[top], rev[top],
-                      np.zeros(top.size))
+        if updated_after is not None:  # the age gate
+            keep = (updated >= updated_after) | (rel >= AGE_GATE_RELEVANCE)
+            docs, score, rel, bm25, rec, rev = (a[keep] for a in (docs, score, rel, bm25, rec, rev))
+        top = np.lexsort((docs, -score))[:limit]
+        none = np.zeros(top.size)
+        return Ranked(docs[top], score[top], rel[top], bm25[top], none, rec[top], rev[top], none)
 
     @staticmethod
     def _materialise(ranked: Ranked, facts: Mapping[int, Fact], words: Mapping[int, str]) -> list[ScoredMemory]:

@@ -54,25 +54,6 @@ def query_weights(counts: Counter, normed: set[int], df, n: int) -> tuple[np.nda
     return keys[has], w, float(np.sqrt(np.sum(w[in_norm] ** 2)))
 
 
-def cosine_of_rows(keys: np.ndarray, weights: np.ndarray, qnorm: float,
-                   rows: Sequence[tuple[Sequence[int], Sequence[int]]]) -> np.ndarray:
-    """The channel for memories given as (grams, gtfs) lists: the SQL fallback's path."""
-    out = np.zeros(len(rows))
-    if not keys.size or qnorm <= 0:
-        return out
-    order = np.argsort(keys)
-    sk, sw = keys[order], weights[order]
-    for i, (grams, gtfs) in enumerate(rows):
-        g = np.asarray(grams, dtype=np.int64)
-        if not g.size:
-            continue
-        f = 1.0 + np.log(np.asarray(gtfs, dtype=np.float64))
-        pos = np.minimum(np.searchsorted(sk, g), sk.size - 1)
-        hit = sk[pos] == g
-        out[i] = float(np.dot(f[hit], sw[pos[hit]])) / (qnorm * float(np.sqrt(np.sum(f * f))))
-    return np.minimum(1.0, out)
-
-
 #: 1 + ln(tf) for the frequencies most grams have (a lookup instead of a logarithm each).
 _LNC = 1.0 + np.log(np.arange(1, 4097, dtype=np.float64))
 

@@ -144,7 +144,13 @@ DROP FUNCTION v6_ids(bigint[]);
 DROP FUNCTION v6_low_half(bigint);
 """
 
-MIGRATIONS = [_V1, _V2, _V3, _V4, _V5, _V6]
+# As the file's v7: no 3-gram lists, each kernel works them out from the text it reads.
+_V7 = """
+ALTER TABLE memories DROP CONSTRAINT IF EXISTS postings_readable;
+ALTER TABLE memories DROP COLUMN grams, DROP COLUMN gtfs;
+"""
+
+MIGRATIONS = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 
 # What guards the team's kernels, re-created on every setup (an upgrade of slm_magic may mend
 # them without a new schema version): the clock's function, the triggers, the checks.
@@ -170,10 +176,11 @@ BEGIN
     NEW.doc_id := nextval('doc_seq');
     NEW.seq := NULL;
   ELSE
-    -- new postings are a new position (other kernels count a position's terms once, when it
-    -- arrives, and take the same ones out when it retires)
-    IF NEW.doc_id IS DISTINCT FROM OLD.doc_id OR (NEW.terms, NEW.tfs, NEW.grams, NEW.gtfs, NEW.doc_len)
-        IS DISTINCT FROM (OLD.terms, OLD.tfs, OLD.grams, OLD.gtfs, OLD.doc_len) THEN
+    -- new postings or new text are a new position (other kernels count a position's terms
+    -- once, when it arrives, and take the same ones out when it retires; its 3-grams come
+    -- from its text when it arrives)
+    IF NEW.doc_id IS DISTINCT FROM OLD.doc_id OR (NEW.terms, NEW.tfs, NEW.doc_len, NEW.content, NEW.title, NEW.tags)
+        IS DISTINCT FROM (OLD.terms, OLD.tfs, OLD.doc_len, OLD.content, OLD.title, OLD.tags) THEN
       NEW.doc_id := nextval('doc_seq');
     END IF;
     IF NEW.seq IS DISTINCT FROM OLD.seq AND NEW.seq IS DISTINCT FROM coalesce(OLD.seq, OLD.doc_id) THEN
@@ -191,9 +198,8 @@ BEGIN
   END IF;
   -- a term counts once per memory in everyone's document frequencies (checked where others
   -- count it: a private memory is in its author's index only)
-  IF NEW.shared AND ((SELECT count(DISTINCT t) FROM unnest(NEW.terms) AS t) <> cardinality(NEW.terms)
-     OR (SELECT count(DISTINCT g) FROM unnest(NEW.grams) AS g) <> cardinality(NEW.grams)) THEN
-    RAISE EXCEPTION 'a memory lists each term and 3-gram once';
+  IF NEW.shared AND (SELECT count(DISTINCT t) FROM unnest(NEW.terms) AS t) <> cardinality(NEW.terms) THEN
+    RAISE EXCEPTION 'a memory lists each term once';
   END IF;
   RETURN NEW;
 END $f$;
@@ -202,8 +208,8 @@ CREATE TRIGGER guard BEFORE INSERT OR UPDATE ON memories FOR EACH ROW EXECUTE FU
 -- postings the other kernels can take in: each term with its count, counts positive
 ALTER TABLE memories DROP CONSTRAINT IF EXISTS postings_readable;
 ALTER TABLE memories ADD CONSTRAINT postings_readable CHECK (
-    cardinality(terms) = cardinality(tfs) AND cardinality(grams) = cardinality(gtfs) AND 0 < ALL (tfs)
-    AND 0 < ALL (gtfs) AND doc_len >= 0 AND revision_count >= 0 AND kind IN ('memory', 'summary_event'));
+    cardinality(terms) = cardinality(tfs) AND 0 < ALL (tfs) AND doc_len >= 0 AND revision_count >= 0
+    AND kind IN ('memory', 'summary_event'));
 -- Tombstones are the server's own record of positions that stopped being live: written by
 -- this trigger only (members cannot insert one), so each is true of a row that was there.
 CREATE OR REPLACE FUNCTION tombstone_memory() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER

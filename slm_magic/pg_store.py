@@ -129,8 +129,7 @@ def _insert_types():
 
     return {"tags": pa.list_(pa.string()), "is_core": pa.bool_(), "shared": pa.bool_(), "cell": pa.int32(),
             "created_at": pa.timestamp("us"), "updated_at": pa.timestamp("us"), "revision_count": pa.int32(),
-            "doc_len": pa.int32(), "terms": pa.list_(pa.int64()), "tfs": pa.list_(pa.int32()),
-            "grams": pa.list_(pa.int32()), "gtfs": pa.list_(pa.int32())}
+            "doc_len": pa.int32(), "terms": pa.list_(pa.int64()), "tfs": pa.list_(pa.int32())}
 
 
 def _numbered(sql: str) -> str:

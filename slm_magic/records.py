@@ -241,12 +241,13 @@ def field_counts(content: str, title: str | None = None, tags: Iterable[str] = (
 def field_grams(content: str, title: str | None = None, tags: Iterable[str] = (),
                 weights: Mapping[str, int] = FIELD_WEIGHTS) -> Counter[int]:
     """Gram hash -> weighted frequency over the text fields of one memory (the n-gram channel
-    reads text; labels are matched by BM25 only)."""
+    reads text; labels are matched by BM25 only), by hash as a batch gives them: the vector's
+    sums run in one order however it was worked out."""
     counts = text.gram_counts(content)
     for name, value in (("title", title), ("tags", " ".join(tags or ()))):
         if value and weights.get(name, 0):
             text.gram_counts(value, weights[name], counts)
-    return counts
+    return Counter(dict(sorted(counts.items())))
 
 
 def matched_fields(terms: Mapping[int, str], content: str, title: str | None, tags: Iterable[str],
@@ -308,17 +309,19 @@ class Postings:
                    *_flat(grams, np.int32))
 
     @classmethod
-    def _of_batch(cls, contents, titles, tags, projects, types) -> "Postings":
+    def _of_batch(cls, contents, titles, tags, projects, types, with_terms: bool = True) -> "Postings":
         """The same postings as `field_counts` and `field_grams` memory by memory, worked out
         for the whole batch at once as sparse products: each distinct value of each field is
         cut into words once, each distinct word is analysed once, and (memories x values) @
         (values x words) @ (words x hashes) counts what every memory holds (a bulk import's
-        largest cost)."""
+        largest cost). Without `with_terms`, the 3-grams only (the term arrays left empty)."""
         import scipy.sparse as sp
 
         n = len(contents)
         fields = {"content": contents, "title": titles, "tags": [" ".join(g) if g else None for g in tags],
                   "project": projects, "type": types}
+        if not with_terms:
+            fields = {f: v for f, v in fields.items() if f in GRAM_FIELDS}
         distinct: dict[str, int] = {}
         picks = []  # per field: (weight, memories with a value, which distinct value each has)
         for name, values in fields.items():
@@ -335,24 +338,41 @@ class Postings:
             rows, cols, weights = (np.concatenate([m[k] for m in mine]) for k in range(3))
             return sp.csr_matrix((weights, (rows, cols)), shape=(n, len(distinct)))
 
-        term_keys, per_value = _hashes_of(words, text.word_terms, said)
-        counts = chosen(fields) @ per_value
-        counts.sort_indices()  # (each memory's terms by hash, as one by one: sums in one order everywhere)
-        value_len = np.asarray(per_value.sum(axis=1)).ravel()
-        doc_len = np.zeros(n, dtype=np.int64)
-        for f, w, at, which in picks:
-            if f not in LABEL_FIELDS and at.size:
-                doc_len[at] += w * value_len[which]
+        if with_terms:
+            term_keys, per_value = _hashes_of(words, text.word_terms, said)
+            counts = chosen(fields) @ per_value
+            counts.sort_indices()  # (each memory's terms by hash, as one by one: sums in one order everywhere)
+            value_len = np.asarray(per_value.sum(axis=1)).ravel()
+            doc_len = np.zeros(n, dtype=np.int64)
+            for f, w, at, which in picks:
+                if f not in LABEL_FIELDS and at.size:
+                    doc_len[at] += w * value_len[which]
+            terms = (np.diff(counts.indptr), term_keys[counts.indices], counts.data.astype(np.int32),
+                     doc_len.astype(np.int32))
+            term_index = (term_keys, counts.indices.astype(np.int32))
+        else:
+            none = np.zeros(0, dtype=np.int32)
+            terms, term_index = (np.zeros(n, dtype=np.int32), none.astype(np.int64), none, none), (None, None)
         gram_keys, per_value = _hashes_of(words, text.word_grams, said, np.int32)
         gcounts = chosen(GRAM_FIELDS) @ per_value
         gcounts.sort_indices()
         holders = np.bincount(gcounts.indices, minlength=gram_keys.size)
         held = holders > 0  # (not the grams of words only labels have)
         gram_keys, gcounts.indices = gram_keys[held], (np.cumsum(held) - 1)[gcounts.indices]
-        return cls(np.diff(counts.indptr), term_keys[counts.indices], counts.data.astype(np.int32),
-                   doc_len.astype(np.int32), np.diff(gcounts.indptr), gram_keys[gcounts.indices],
-                   gcounts.data.astype(np.int32), term_keys, counts.indices.astype(np.int32),
-                   gram_keys, gcounts.indices.astype(np.int32), holders[held], content_hashes(contents))
+        return cls(*terms, np.diff(gcounts.indptr), gram_keys[gcounts.indices], gcounts.data.astype(np.int32),
+                   term_index[0], term_index[1], gram_keys, gcounts.indices.astype(np.int32), holders[held],
+                   content_hashes(contents) if with_terms else None)
+
+    @classmethod
+    def grams_of(cls, contents: Sequence[str], titles: Sequence[str | None], tags: Sequence[Iterable[str]]) -> "Postings":
+        """The 3-gram vectors alone (the term arrays empty): what the file does not keep, worked
+        out again from the text when an index is loaded or catches up."""
+        n = len(contents)
+        if n >= BATCH_MIN:
+            return cls._of_batch(contents, titles, tags, [None] * n, [None] * n, with_terms=False)
+        none = np.zeros(0, dtype=np.int32)
+        return cls(np.zeros(n, dtype=np.int32), none.astype(np.int64), none, np.zeros(n, dtype=np.int32),
+                   *_flat([field_grams(c, t, g or ()) for c, t, g in zip(contents, titles, tags)], np.int32))
 
     @classmethod
     def of_columns(cls, cols: Mapping[str, Sequence]) -> "Postings":
@@ -372,8 +392,14 @@ class Postings:
         return dataclasses.replace(self, terms=self.term_keys[self.term_of], grams=self.gram_keys[self.gram_of])
 
     def list_columns(self):
-        """(terms, tfs, grams, gtfs) as Arrow list columns, one list per memory."""
-        return (*_lists(self.lengths, self.terms, self.tfs), *_lists(self.glengths, self.grams, self.gtfs))
+        """(terms, tfs) as Arrow list columns, one list per memory: what the file keeps (the
+        3-grams it does not: they are the text's, worked out again by `grams_of`)."""
+        return _lists(self.lengths, self.terms, self.tfs)
+
+    def gram_lists(self):
+        """(grams, gtfs) as Arrow list columns: what the file kept from version 4 to 6 (its
+        migrations only)."""
+        return _lists(self.glengths, self.grams, self.gtfs)
 
 
 #: From this many memories a batch is analysed with arrays (`Postings._of_batch`); fewer are

@@ -19,6 +19,7 @@ import numpy as np
 from . import index_file
 from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact
+from .records import Postings
 from .rows import FactRows
 from .session_ids import is_synthetic_session
 from .store import FACT_COLUMNS, Store
@@ -180,8 +181,6 @@ class IndexReplica:
         if whole:  # a whole load: one bounded range of doc ids at a time, then the links
             vocab = store.vocabulary()
             index.set_vocabulary(vocab["term"], vocab["df"])
-            grams = store.gram_vocabulary()
-            index.grams.set_vocabulary(grams["gram"], grams["df"])
             lo, hi = store.doc_bounds()
             for start in range(lo, hi + 1, self.LOAD_CHUNK):
                 self._load_rows((start, start + self.LOAD_CHUNK - 1))
@@ -246,31 +245,24 @@ class IndexReplica:
             terms, tfs = sub.column("terms").combine_chunks(), sub.column("tfs").combine_chunks()
             parents = pc.list_parent_indices(terms).to_numpy()
             p_doc = doc_ids[fresh][parents]
-            grams, gtfs = sub.column("grams").combine_chunks(), sub.column("gtfs").combine_chunks()
             new_meta = {k: v[fresh] for k, v in meta.items()}
-            new_meta.update(g_doc=doc_ids[fresh][pc.list_parent_indices(grams).to_numpy()],
-                            g_gram=pc.list_flatten(grams).to_numpy(), g_tf=pc.list_flatten(gtfs).to_numpy())
+            new_meta.update(_grams_of(sub, doc_ids[fresh]))
             self.add(doc_ids[fresh], new_meta, p_doc,
                             pc.list_flatten(terms).to_numpy(), pc.list_flatten(tfs).to_numpy(), replaced=replaced)
         self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
         return int(meta["changed"].max())
 
     def _load_rows(self, docs: tuple[int, int]) -> None:
-        """Whole load: one range of doc ids into a fresh index (the vocabulary is already set)."""
-        import pyarrow.compute as pc
-
+        """Whole load: one range of doc ids into a fresh index (the term vocabulary is already set)."""
         store = self.store
         meta = store.index_rows(0, docs)
         if not meta["doc_id"].size:
             return
         post = store.index_postings(0, None, docs)
-        grams = store.index_grams(docs)
-        g_list = grams.column("grams").combine_chunks()
-        meta.update(g_doc=grams.column("doc_id").to_numpy()[pc.list_parent_indices(g_list).to_numpy()],
-                    g_gram=pc.list_flatten(g_list).to_numpy(),
-                    g_tf=pc.list_flatten(grams.column("gtfs").combine_chunks()).to_numpy())
+        rows = store.fact_rows(0, docs)
+        meta.update(_grams_of(rows, rows.column("doc_id").to_numpy().astype(np.int64)))
         self.add(meta["doc_id"].astype(np.int64), meta, post["doc_id"], post["term"], post["tf"], link=False)
-        self.rows.add_table(store.fact_rows(0, docs))
+        self.rows.add_table(rows)
 
     def add(self, doc_ids: np.ndarray, meta: Mapping[str, Any], p_doc: np.ndarray,
                    p_term: np.ndarray, p_tf: np.ndarray, link: bool = True,
@@ -298,8 +290,8 @@ class IndexReplica:
              "type": np.fromiter(map(TYPE_CODE.get, meta["type"], repeat(0)), dtype=np.int8, count=len(doc_ids))},
             count_df=link,
         )
-        if "g_gram" in meta:  # the n-gram channel's forward vectors
-            index.grams.add(meta["g_doc"], meta["g_gram"], meta["g_tf"], doc_ids, count_df=link,
+        if "g_gram" in meta:  # the n-gram channel's forward vectors (their frequencies counted here)
+            index.grams.add(meta["g_doc"], meta["g_gram"], meta["g_tf"], doc_ids,
                             unique=(meta["g_keys"], meta["g_of"], meta["g_holders"]) if "g_keys" in meta else None)
         if not link:
             return
@@ -366,3 +358,15 @@ class IndexReplica:
                 self.apply_changes(self.seen)
             self.seen = max(self.seen, hi)
             self.store.caught_up(self.seen)
+
+
+def _grams_of(rows, doc_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The n-gram channel's entries of stored rows (an Arrow table with content, title and
+    tags), worked out from their text: the file keeps no 3-grams (they would double its size
+    and cost a bulk import a fifth of its time), the text gives the same ones again."""
+    post = Postings.grams_of(rows.column("content").to_pylist(), rows.column("title").to_pylist(),
+                             rows.column("tags").to_pylist())
+    out = {"g_doc": np.repeat(doc_ids, post.glengths), "g_gram": post.grams, "g_tf": post.gtfs}
+    if post.gram_keys is not None:  # (a batch analysed at once: its distinct grams come with it)
+        out.update(g_keys=post.gram_keys, g_of=post.gram_of, g_holders=post.gram_holders)
+    return out

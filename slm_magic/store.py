@@ -191,7 +191,7 @@ def _v4(con: duckdb.DuckDBPyConnection) -> None:
             continue
         doc, content, title, tags, project, type_ = (list(c) for c in zip(*rows))
         post = Postings.of(content, title, tags, project, type_)
-        terms, tfs, grams, gtfs = post.list_columns()
+        (terms, tfs), (grams, gtfs) = post.list_columns(), post.gram_lists()
         con.register("_reindexed", pa.table({"doc_id": doc, "doc_len": post.doc_len, "terms": terms, "tfs": tfs,
                                              "grams": grams, "gtfs": gtfs}))
         try:
@@ -239,14 +239,21 @@ def _v6(con: duckdb.DuckDBPyConnection) -> None:
                     [list(merged), list(merged.values()), fact_id])
 
 
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+def _v7(con: duckdb.DuckDBPyConnection) -> None:
+    """No 3-gram lists: an index works them out from the text when it loads (the same ones).
+    They were more than half the file and a fifth of a bulk import's time, and the saved
+    index keeps them anyway."""
+    con.execute("ALTER TABLE memories DROP COLUMN grams; ALTER TABLE memories DROP COLUMN gtfs;")
+
+
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What a caller provides for a new memory (doc_id and changed come from the sequences).
 INSERT_COLUMNS = (
     "fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
     "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
-    "updated_at", "revision_count", "kind", "shared", "doc_len", "terms", "tfs", "grams", "gtfs",
+    "updated_at", "revision_count", "kind", "shared", "doc_len", "terms", "tfs",
 )
 FACT_COLUMNS = (
     "fact_id", "content", "user_id", "session_id", "project", "type", "title", "topic_key",
@@ -635,36 +642,10 @@ class Store:
                 f"FROM memories WHERE {where}", params
             ).fetchnumpy()
 
-    def gram_vocabulary(self) -> dict[str, np.ndarray]:
-        """Every gram hash with its document frequency, sorted by hash (the whole load)."""
-        with self.lock:
-            return self.con.execute(
-                "SELECT gram, count(*) AS df FROM (SELECT unnest(grams) AS gram FROM memories) AS s "
-                "GROUP BY gram ORDER BY gram").fetchnumpy()
-
-    def index_grams(self, docs: tuple[int, int]):
-        """(doc_id, grams, gtfs) of the memories in a doc_id range, as an Arrow table."""
-        with self.lock:
-            return self.con.sql("SELECT doc_id, grams, gtfs FROM memories WHERE doc_id BETWEEN ? AND ?",
-                                params=list(docs)).to_arrow_table()
-
-    def grams_sql(self, grams: Sequence[int], doc_ids: Sequence[int]) -> tuple[dict[int, int], list[tuple]]:
-        """For the n-gram channel without the index: the document frequency of the query's
-        grams, and (doc_id, grams, gtfs) of the memories to score."""
-        with self.lock:
-            df = dict(self.con.execute(
-                "SELECT g, count(*) FROM (SELECT unnest(grams) AS g FROM memories "
-                "WHERE grams && ?::INTEGER[]) AS s WHERE g IN (SELECT unnest(?::INTEGER[])) GROUP BY g",
-                [list(grams), list(grams)]).fetchall())
-            rows = self.con.execute(
-                "SELECT doc_id, grams, gtfs FROM memories WHERE doc_id IN (SELECT unnest(?::BIGINT[]))",
-                [list(map(int, doc_ids))]).fetchall()
-        return {int(g): int(c) for g, c in df.items()}, rows
-
     def changes(self, since: int):
         """Everything the index and the rows need about rows changed after `since`, in one
         statement (the catch-up after another process wrote): an Arrow table in insertion order."""
-        cols = self._select(dict.fromkeys([*INDEX_COLUMNS, *FACT_COLUMNS, "terms", "tfs", "grams", "gtfs"]))
+        cols = self._select(dict.fromkeys([*INDEX_COLUMNS, *FACT_COLUMNS, "terms", "tfs"]))
         with self.lock:
             return self.con.sql(f"SELECT {cols} FROM memories WHERE changed > {int(since)} ORDER BY seq").to_arrow_table()
 

@@ -100,8 +100,15 @@ def test_two_stores_of_one_process_share_the_file_and_the_last_lets_go(db_path):
     con.close()
 
 
+def bm25_only(m: Memory):
+    """What the SQL fallback computes: the in-process ranking without its n-gram channel (the
+    file keeps no 3-grams)."""
+    return m.config.model_copy(update={"ngram_weight": 0.0})
+
+
 def test_sql_fallback_agrees_with_the_index(mem):
     mem.remember_many({"content": c} for c in CORPUS)
+    with_grams, mem.config = mem.config, bm25_only(mem)
     for q in ["churn", "customer_id rows", "holiday forecast", "feature churn label", "order value outliers"]:
         full = mem.recall(q)
         replica = mem.replica
@@ -109,14 +116,17 @@ def test_sql_fallback_agrees_with_the_index(mem):
         fb = mem.recall(q)
         mem.replica = replica
         assert fb.degraded_mode and fb.retrieval_mode == "bm25_sql_fallback"
-        assert not full.degraded_mode and full.retrieval_mode == "full_bm25_tfidf"
+        assert not full.degraded_mode and full.retrieval_mode == "bm25_in_process"
         assert [r.fact_id for r in fb] == [r.fact_id for r in full]
         assert [r.score.value for r in fb] == pytest.approx([r.score.value for r in full])
+        assert all(r.tfidf == 0 for r in fb)  # (the n-gram part it did not compute, said as zero)
+    mem.config = with_grams
+    assert mem.recall("holiday forecast").retrieval_mode == "full_bm25_tfidf"
 
 
 def test_sql_fallback_returns_the_same_top_10_with_tags_titles_and_sessions(clock):
     """One definition of the fields and the score: the file's postings, ranked by DuckDB,
-    give what the in-process index gives."""
+    give what the in-process index gives without its n-gram channel."""
     import random
     from datetime import timedelta
 
@@ -131,6 +141,7 @@ def test_sql_fallback_returns_the_same_top_10_with_tags_titles_and_sessions(cloc
                        tags=rnd.sample(words, rnd.randint(0, 2)), title=rnd.choice([None, "Join audit", "Leakage"]),
                        type=rnd.choice(["discovery", "decision", "pattern"]),
                        created_at=now - timedelta(days=rnd.randint(0, 90)))
+        m.config = bm25_only(m)
         for q in ["churn join", "leakage", "timezone dedup orders", "audit", "decision threshold", "cohort drift"]:
             full = m.recall(q, limit=10)
             replica = m.replica
