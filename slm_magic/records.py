@@ -376,7 +376,10 @@ class Postings:
 
     @classmethod
     def of_columns(cls, cols: Mapping[str, Sequence]) -> "Postings":
-        """Postings of validated columns (content, title, tags, project, type)."""
+        """Postings of validated columns (content, title, tags, project, type); with a true
+        "grams_only", the 3-grams of content, title and tags alone (`grams_of`)."""
+        if cols.get("grams_only"):
+            return cls.grams_of(cols["content"], cols["title"], cols["tags"])
         return cls.of(cols["content"], cols.get("title"), cols.get("tags"), cols.get("project"), cols.get("type"))
 
     def packed(self) -> "Postings":

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import index_file
+from . import bulk, index_file
 from .index import SparseIndex
 from .models import MEMORY_TYPES, Fact
 from .records import Postings
@@ -182,8 +182,11 @@ class IndexReplica:
             vocab = store.vocabulary()
             index.set_vocabulary(vocab["term"], vocab["df"])
             lo, hi = store.doc_bounds()
-            for start in range(lo, hi + 1, self.LOAD_CHUNK):
-                self._load_rows((start, start + self.LOAD_CHUNK - 1))
+            fetched = ((docs, store.fact_rows(0, docs)) for docs in
+                       ((start, start + self.LOAD_CHUNK - 1) for start in range(lo, hi + 1, self.LOAD_CHUNK)))
+            # the next range's 3-grams are worked out in the analysis worker while this one loads
+            for (docs, rows), grams, _ in bulk.analysed(fetched, _text_of, lambda b: b[1].num_rows):
+                self._load_rows(docs, rows, grams)
             links = store.session_links()
             real = np.array([not is_synthetic_session(x) for x in links["session_id"]], dtype=bool)
             index.link_pairs(links["prev_doc"][real], links["doc_id"][real])
@@ -252,15 +255,15 @@ class IndexReplica:
         self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
         return int(meta["changed"].max())
 
-    def _load_rows(self, docs: tuple[int, int]) -> None:
-        """Whole load: one range of doc ids into a fresh index (the term vocabulary is already set)."""
+    def _load_rows(self, docs: tuple[int, int], rows, grams: Postings | None) -> None:
+        """Whole load: one range of doc ids (its rows, and their 3-grams) into a fresh index (the
+        term vocabulary is already set)."""
         store = self.store
         meta = store.index_rows(0, docs)
-        if not meta["doc_id"].size:
+        if not meta["doc_id"].size or grams is None:
             return
         post = store.index_postings(0, None, docs)
-        rows = store.fact_rows(0, docs)
-        meta.update(_grams_of(rows, rows.column("doc_id").to_numpy().astype(np.int64)))
+        meta.update(_gram_entries(grams, rows.column("doc_id").to_numpy().astype(np.int64)))
         self.add(meta["doc_id"].astype(np.int64), meta, post["doc_id"], post["term"], post["tf"], link=False)
         self.rows.add_table(rows)
 
@@ -364,8 +367,19 @@ def _grams_of(rows, doc_ids: np.ndarray) -> dict[str, np.ndarray]:
     """The n-gram channel's entries of stored rows (an Arrow table with content, title and
     tags), worked out from their text: the file keeps no 3-grams (they would double its size
     and cost a bulk import a fifth of its time), the text gives the same ones again."""
-    post = Postings.grams_of(rows.column("content").to_pylist(), rows.column("title").to_pylist(),
-                             rows.column("tags").to_pylist())
+    return _gram_entries(Postings.of_columns(_text_of((None, rows))), doc_ids)
+
+
+def _text_of(batch) -> dict[str, Any] | None:
+    """The text columns of a (doc range, rows) batch, for `Postings.of_columns` (3-grams only)."""
+    rows = batch[1]
+    if not rows.num_rows:
+        return None
+    return {"content": rows.column("content").to_pylist(), "title": rows.column("title").to_pylist(),
+            "tags": rows.column("tags").to_pylist(), "grams_only": True}
+
+
+def _gram_entries(post: Postings, doc_ids: np.ndarray) -> dict[str, np.ndarray]:
     out = {"g_doc": np.repeat(doc_ids, post.glengths), "g_gram": post.grams, "g_tf": post.gtfs}
     if post.gram_keys is not None:  # (a batch analysed at once: its distinct grams come with it)
         out.update(g_keys=post.gram_keys, g_of=post.gram_of, g_holders=post.gram_holders)

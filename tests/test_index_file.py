@@ -420,3 +420,30 @@ def test_a_save_running_when_a_memory_is_forgotten_is_not_published(db_path, clo
     assert b"orange-heron-77" not in open(idx, "rb").read()  # close saved one without it
     with Memory(db_path, clock=clock) as m:
         assert m.replica.source == "saved index" and m.recall("vault code orange heron").memories == []
+
+
+def test_a_rebuild_range_by_range_with_the_worker_answers_as_the_saved_index(db_path, clock, monkeypatch):
+    """The file keeps no 3-grams: a rebuild works them out from the text, range after range,
+    the next range's in the analysis worker while this one loads. It answers exactly as the
+    index the bulk write built and saved."""
+    from slm_magic import bulk
+
+    started = []
+    spawn = bulk.Worker.__init__
+
+    def counted(self):
+        spawn(self)
+        started.append(self)
+
+    monkeypatch.setattr(bulk.Worker, "__init__", counted)
+    monkeypatch.setattr(IndexReplica, "LOAD_CHUNK", 10_000)
+    with Memory(db_path, clock=clock) as m:
+        m.remember_many(records(25_000, seed=4))
+        m.replica.wait_saved()
+        live = answers(m)
+    with Memory(db_path, clock=clock) as m:
+        assert m.replica.source == "saved index"
+        assert_same(answers(m), live)
+    started.clear()
+    assert_same(rebuilt_answers(db_path, clock), live)
+    assert len(started) == 1  # (three ranges: the second and third analysed in the worker)
