@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 import dataclasses
@@ -368,7 +369,7 @@ class Postings:
         """The 3-gram vectors alone (the term arrays empty): what the file does not keep, worked
         out again from the text when an index is loaded or catches up."""
         n = len(contents)
-        if n >= BATCH_MIN:
+        if n >= GRAMS_BATCH_MIN or n >= BATCH_MIN and "scipy.sparse" in sys.modules:
             return cls._of_batch(contents, titles, tags, [None] * n, [None] * n, with_terms=False)
         none = np.zeros(0, dtype=np.int32)
         return cls(np.zeros(n, dtype=np.int32), none.astype(np.int64), none, np.zeros(n, dtype=np.int32),
@@ -408,6 +409,12 @@ class Postings:
 #: From this many memories a batch is analysed with arrays (`Postings._of_batch`); fewer are
 #: quicker one by one.
 BATCH_MIN = 64
+
+
+#: A new kernel that catches up with a few hundred memories written after the index it mapped
+#: works out their 3-grams one by one: importing scipy for the batch path would cost it more
+#: (about 70 ms) than it saves.
+GRAMS_BATCH_MIN = 2_000
 
 
 #: The fields the n-gram channel reads (labels are matched by BM25 only).
