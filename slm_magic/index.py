@@ -381,10 +381,6 @@ class SparseIndex:
                                  else segs[run[0]] for run in runs]
 
     # --- session links (the context channel's neighbours) --------------------------------------
-    def link_after(self, prev_doc: int, doc: int) -> None:
-        """Put `doc` right after `prev_doc` in its session's chain."""
-        self.link_run_after(prev_doc, doc, doc)
-
     def link_run_after(self, prev_doc: int, first: int, last: int) -> None:
         """Put a linked run first..last right after `prev_doc` in its session's chain."""
         nxt = int(self.docs.next[prev_doc])

@@ -764,7 +764,7 @@ class Memory:
         if not terms or limit <= 0:
             return Ranked.empty()
         cfg = self.config
-        hits, n, _ = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project)
+        hits, n = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project)
         if not hits:
             return Ranked.empty()
         if kind is not None or type is not None:

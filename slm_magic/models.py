@@ -323,7 +323,7 @@ class ScoredMemory(BaseModel):
 
 # full_bm25_tfidf: BM25 and a TF-IDF channel (n-grams, context) ran in process; bm25_in_process:
 # the TF-IDF channels are switched off by configuration (ngram_weight=0, context_weight=0);
-# bm25_sql_fallback: the index could not run (the file computes BM25 and the n-gram channel).
+# bm25_sql_fallback: the index could not run (the file computes BM25, without the n-gram channel).
 RetrievalMode = Literal["full_bm25_tfidf", "bm25_in_process", "bm25_sql_fallback"]
 
 

@@ -77,7 +77,6 @@ class GramStore:
         self.df: dict[int, int] = {}
         self.ids: dict[int, int] = {}                 # gram hash -> id
         self.keys = np.zeros(1024, dtype=np.int64)   # id -> gram hash
-        self._sorted = True                           # keys[:len(ids)] ascending (a whole load)
         self.start = np.zeros(1024, dtype=np.int64)
         self.stop = np.zeros(1024, dtype=np.int64)
         self.norm = np.zeros(1024, dtype=np.float64)
@@ -102,21 +101,13 @@ class GramStore:
         """The gram of each id (a saved index's): ids go on from there."""
         self.keys = np.array(keys, dtype=np.int64)
         self.ids = dict(zip(self.keys.tolist(), range(self.keys.size)))
-        self._sorted = False
 
     def id_list(self) -> np.ndarray:
         """keys[:number of ids]: the hash of every id, in id order."""
         return self.keys[: len(self.ids)]
 
-    def _ids_of(self, grams: np.ndarray, unique: tuple | None = None) -> np.ndarray:
-        """The ids of gram hashes, new ones numbered on (`unique`: np.unique's (values,
-        inverse) of `grams`, when the caller has it)."""
-        n = len(self.ids)
-        if self._sorted and n and unique is None:  # a whole load: every gram is in the sorted vocabulary
-            pos = np.minimum(np.searchsorted(self.keys[:n], grams), n - 1)
-            if (self.keys[:n][pos] == grams).all():
-                return pos.astype(np.int32)
-        uniq, inverse = unique if unique is not None else np.unique(grams, return_inverse=True)
+    def _ids_of(self, uniq: np.ndarray, inverse: np.ndarray) -> np.ndarray:
+        """The ids of gram hashes given as np.unique's (values, inverse), new ones numbered on."""
         ids, table = np.empty(uniq.size, dtype=np.int32), self.ids
         for i, g in enumerate(uniq.tolist()):
             got = table.get(g)
@@ -125,7 +116,6 @@ class GramStore:
                 if got >= self.keys.size:
                     self.keys = np.concatenate([self.keys, np.zeros(self.keys.size, dtype=np.int64)])
                 self.keys[got] = g
-                self._sorted = False
             ids[i] = got
         return ids[inverse]
 
@@ -155,16 +145,6 @@ class GramStore:
         grams[~old], w[~old] = self.gram_buf[new], self.w_buf[new]
         return grams, w
 
-    def set_vocabulary(self, grams: np.ndarray, df: np.ndarray) -> None:
-        """Whole-load path: every gram with its document frequency (ids in hash order)."""
-        grams = np.asarray(grams, dtype=np.int64)
-        self.df = dict(zip(grams.tolist(), np.asarray(df).tolist()))
-        if not (grams[1:] > grams[:-1]).all():
-            grams = np.sort(grams)
-        self.keys = np.concatenate([grams, np.zeros(max(1024, grams.size), dtype=np.int64)])
-        self.ids = dict(zip(grams.tolist(), range(grams.size)))
-        self._sorted = True
-
     def _grow_docs(self, n: int) -> None:
         if n > self.start.size:
             size = max(n, 2 * self.start.size)
@@ -175,11 +155,10 @@ class GramStore:
                 setattr(self, name, new)
 
     def add(self, p_doc: np.ndarray, p_gram: np.ndarray, p_tf: np.ndarray, doc_ids: np.ndarray,
-            count_df: bool = True, unique: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
-        """Add memories `doc_ids` with their (doc, gram, tf) triples (grouped by doc). Without
-        `count_df` (the whole load) the frequencies are set already. `unique`: the distinct
-        grams, sorted, each triple's index into them and how many memories hold each, when the
-        analyser gave them."""
+            unique: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+        """Add memories `doc_ids` with their (doc, gram, tf) triples (grouped by doc), counting
+        their document frequencies. `unique`: the distinct grams, sorted, each triple's index
+        into them and how many memories hold each, when the analyser gave them."""
         doc_ids = np.asarray(doc_ids, dtype=np.int64)
         if not doc_ids.size:
             return
@@ -190,14 +169,12 @@ class GramStore:
             order = np.argsort(p_doc, kind="stable")
             p_doc, p_gram, p_tf = p_doc[order], p_gram[order], np.asarray(p_tf)[order]
             unique = None if unique is None else (unique[0], unique[1][order], unique[2])
-        if count_df and p_gram.size:  # (a memory lists each of its grams once)
-            if unique is None:
-                uniq, inverse, counts = np.unique(p_gram, return_inverse=True, return_counts=True)
-                unique = (uniq, inverse, counts)
-            uniq, _, counts = unique
-            df = self.df
-            for g, c in zip(uniq.tolist(), counts.tolist()):
-                df[g] = df.get(g, 0) + c
+        if unique is None:  # (a memory lists each of its grams once)
+            unique = np.unique(p_gram, return_inverse=True, return_counts=True)
+        uniq, inverse, holders = unique
+        df = self.df
+        for g, c in zip(uniq.tolist(), holders.tolist()):
+            df[g] = df.get(g, 0) + c
         m = p_gram.size
         here = self.used - self.base_used  # where the new entries start in the growing buffers
         if here + m > self.gram_buf.size:
@@ -208,7 +185,7 @@ class GramStore:
                 new[: here] = old[: here]
                 setattr(self, name, new)
         w = lnc_weights(p_tf)
-        self.gram_buf[here: here + m] = self._ids_of(p_gram, None if unique is None else unique[:2])
+        self.gram_buf[here: here + m] = self._ids_of(uniq, inverse)
         self.w_buf[here: here + m] = w
         doc_ids_sorted = np.sort(doc_ids)
         lo = int(doc_ids_sorted[0])

@@ -123,34 +123,13 @@ CREATE INDEX memories_user ON memories (user_id);
 CREATE INDEX tombstones_changed ON tombstones (changed);
 """
 
-# 3-grams as 32-bit ids, as the file's v6: two grams of one memory that share an id become one
-# entry, their frequencies summed (ALTER ... USING takes no subquery: functions, dropped after)
+# As the file's v6: no 3-gram lists, each kernel works them out from the text it reads.
 _V6 = """
-CREATE FUNCTION v6_low_half(g bigint) RETURNS integer LANGUAGE sql IMMUTABLE AS $$
-    SELECT ((g & 4294967295) - CASE WHEN (g & 4294967295) >= 2147483648 THEN 4294967296 ELSE 0 END)::integer $$;
-CREATE FUNCTION v6_ids(grams bigint[]) RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
-    SELECT coalesce(array_agg(id ORDER BY first), '{}') FROM (
-        SELECT v6_low_half(g) AS id, min(o) AS first FROM unnest(grams) WITH ORDINALITY AS u(g, o) GROUP BY 1) AS s $$;
-CREATE FUNCTION v6_tfs(grams bigint[], tfs integer[]) RETURNS integer[] LANGUAGE sql IMMUTABLE AS $$
-    SELECT coalesce(array_agg(tf ORDER BY first), '{}') FROM (
-        SELECT v6_low_half(g) AS id, min(o) AS first, sum(t)::integer AS tf
-        FROM unnest(grams, tfs) WITH ORDINALITY AS u(g, t, o) GROUP BY 1) AS s $$;
-ALTER TABLE memories ALTER COLUMN grams DROP DEFAULT;
-ALTER TABLE memories ALTER COLUMN grams TYPE integer[] USING v6_ids(grams),
-                     ALTER COLUMN gtfs TYPE integer[] USING v6_tfs(grams, gtfs);
-ALTER TABLE memories ALTER COLUMN grams SET DEFAULT '{}';
-DROP FUNCTION v6_tfs(bigint[], integer[]);
-DROP FUNCTION v6_ids(bigint[]);
-DROP FUNCTION v6_low_half(bigint);
-"""
-
-# As the file's v7: no 3-gram lists, each kernel works them out from the text it reads.
-_V7 = """
 ALTER TABLE memories DROP CONSTRAINT IF EXISTS postings_readable;
 ALTER TABLE memories DROP COLUMN grams, DROP COLUMN gtfs;
 """
 
-MIGRATIONS = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
+MIGRATIONS = [_V1, _V2, _V3, _V4, _V5, _V6]
 
 # What guards the team's kernels, re-created on every setup (an upgrade of slm_magic may mend
 # them without a new schema version): the clock's function, the triggers, the checks.

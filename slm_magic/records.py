@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 import dataclasses
@@ -369,7 +368,7 @@ class Postings:
         """The 3-gram vectors alone (the term arrays empty): what the file does not keep, worked
         out again from the text when an index is loaded or catches up."""
         n = len(contents)
-        if n >= GRAMS_BATCH_MIN or n >= BATCH_MIN and "scipy.sparse" in sys.modules:
+        if n >= GRAMS_BATCH_MIN:
             return cls._of_batch(contents, titles, tags, [None] * n, [None] * n, with_terms=False)
         none = np.zeros(0, dtype=np.int32)
         return cls(np.zeros(n, dtype=np.int32), none.astype(np.int64), none, np.zeros(n, dtype=np.int32),
@@ -401,8 +400,8 @@ class Postings:
         return _lists(self.lengths, self.terms, self.tfs)
 
     def gram_lists(self):
-        """(grams, gtfs) as Arrow list columns: what the file kept from version 4 to 6 (its
-        migrations only)."""
+        """(grams, gtfs) as Arrow list columns: what the file kept in versions 4 and 5 (the v4
+        migration only)."""
         return _lists(self.glengths, self.grams, self.gtfs)
 
 
@@ -411,9 +410,9 @@ class Postings:
 BATCH_MIN = 64
 
 
-#: A new kernel that catches up with a few hundred memories written after the index it mapped
-#: works out their 3-grams one by one: importing scipy for the batch path would cost it more
-#: (about 70 ms) than it saves.
+#: From this many memories their 3-grams alone are worked out with arrays (`grams_of`): fewer
+#: (a new kernel catching up with what was written after the index it mapped, a small file's
+#: rebuild) are quicker one by one than importing scipy for the batch path (about 70 ms).
 GRAMS_BATCH_MIN = 2_000
 
 

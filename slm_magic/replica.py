@@ -182,10 +182,10 @@ class IndexReplica:
             vocab = store.vocabulary()
             index.set_vocabulary(vocab["term"], vocab["df"])
             lo, hi = store.doc_bounds()
-            fetched = ((docs, store.fact_rows(0, docs)) for docs in
-                       ((start, start + self.LOAD_CHUNK - 1) for start in range(lo, hi + 1, self.LOAD_CHUNK)))
+            ranges = [(start, start + self.LOAD_CHUNK - 1) for start in range(lo, hi + 1, self.LOAD_CHUNK)]
+            fetched = ((docs, store.fact_rows(0, docs)) for docs in ranges)
             # the next range's 3-grams are worked out in the analysis worker while this one loads
-            for (docs, rows), grams, _ in bulk.analysed(fetched, _text_of, lambda b: b[1].num_rows):
+            for (docs, rows), grams, _ in bulk.analysed(fetched, lambda b: _text_of(b[1]), lambda b: b[1].num_rows):
                 self._load_rows(docs, rows, grams)
             links = store.session_links()
             real = np.array([not is_synthetic_session(x) for x in links["session_id"]], dtype=bool)
@@ -367,12 +367,12 @@ def _grams_of(rows, doc_ids: np.ndarray) -> dict[str, np.ndarray]:
     """The n-gram channel's entries of stored rows (an Arrow table with content, title and
     tags), worked out from their text: the file keeps no 3-grams (they would double its size
     and cost a bulk import a fifth of its time), the text gives the same ones again."""
-    return _gram_entries(Postings.of_columns(_text_of((None, rows))), doc_ids)
+    return _gram_entries(Postings.of_columns(_text_of(rows)), doc_ids)
 
 
-def _text_of(batch) -> dict[str, Any] | None:
-    """The text columns of a (doc range, rows) batch, for `Postings.of_columns` (3-grams only)."""
-    rows = batch[1]
+def _text_of(rows) -> dict[str, Any] | None:
+    """The text columns of stored rows, for `Postings.of_columns` (3-grams only); None if
+    there are none."""
     if not rows.num_rows:
         return None
     return {"content": rows.column("content").to_pylist(), "title": rows.column("title").to_pylist(),

@@ -219,34 +219,13 @@ def _v5(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _v6(con: duckdb.DuckDBPyConnection) -> None:
-    """3-grams as 32-bit ids (text.gram_hash): the low half of the hash each was stored as. Two
-    grams of one memory that share an id become one entry, their frequencies summed (as a
-    memory written now lists them)."""
-    from collections import Counter
-
-    con.execute(
-        """
-        ALTER TABLE memories ALTER grams TYPE INTEGER[] USING list_transform(grams, lambda g:
-            CAST((g & 4294967295) - CASE WHEN (g & 4294967295) >= 2147483648 THEN 4294967296 ELSE 0 END AS INTEGER));
-        """
-    )
-    for fact_id, grams, gtfs in con.execute(
-            "SELECT fact_id, grams, gtfs FROM memories WHERE len(list_distinct(grams)) < len(grams)").fetchall():
-        merged: Counter[int] = Counter()
-        for g, tf in zip(grams, gtfs):
-            merged[g] += tf
-        con.execute("UPDATE memories SET grams = ?, gtfs = ? WHERE fact_id = ?",
-                    [list(merged), list(merged.values()), fact_id])
-
-
-def _v7(con: duckdb.DuckDBPyConnection) -> None:
     """No 3-gram lists: an index works them out from the text when it loads (the same ones).
     They were more than half the file and a fifth of a bulk import's time, and the saved
     index keeps them anyway."""
     con.execute("ALTER TABLE memories DROP COLUMN grams; ALTER TABLE memories DROP COLUMN gtfs;")
 
 
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What a caller provides for a new memory (doc_id and changed come from the sequences).
@@ -737,13 +716,12 @@ class Store:
         return {r[0]: r[1:] for r in rows}
 
     def bm25_sql(self, terms: Sequence[int], qtf: Sequence[int], k1: float, b: float,
-                 user_id: str, project: str | None) -> tuple[list[tuple[int, float, float, int]], int, set[int]]:
+                 user_id: str, project: str | None) -> tuple[list[tuple[int, float, float, int, str, str]], int]:
         """BM25 straight from the stored postings, for when the in-process index is unusable.
 
         Returns every matching memory as (doc_id, raw bm25, updated_at epoch, revision_count,
-        kind, type),
-        the number of memories and the query terms some memory has, so the caller ranks them
-        exactly as the in-process path does.
+        kind, type) and the number of memories, so the caller ranks them exactly as the
+        in-process path does.
         """
         with self.lock:
             n, avgdl = self.con.execute(
@@ -756,7 +734,7 @@ class Store:
             ).fetchall())
             idf = {t: float(np.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))) for t in terms}
             if not n or not df:
-                return [], int(n), set()
+                return [], int(n)
             filters = "(user_id = ? OR shared) AND terms && ?::BIGINT[]"
             params: list = [list(terms), [idf[t] for t in terms], list(qtf), k1, b, float(avgdl),
                             user_id, list(terms)]
@@ -780,7 +758,7 @@ class Store:
                 """,
                 params,
             ).fetchall()
-        return [(int(d), float(s), float(u), int(r), k, t) for d, s, u, r, k, t in rows], int(n), set(df)
+        return [(int(d), float(s), float(u), int(r), k, t) for d, s, u, r, k, t in rows], int(n)
 
     # --- sessions ---------------------------------------------------------------------------
     def _cached(self, key: tuple, compute):

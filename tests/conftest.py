@@ -116,13 +116,14 @@ FIFTH_VERSION_MEMORIES = [
     ("HTTPServer logs show retries at 5pm every day", None, ["ops"]),
     ("Customer churn label leaks through the cancellation date", "Leakage", ["churn"]),
     ("Use the median per cohort_ltv instead of the mean", None, []),
-    # two 3-grams whose 64-bit hashes share their low half: one 32-bit id, listed once
+    # two 3-grams whose 64-bit hashes share their low half: one 32-bit id (text.gram_hash)
     ("鞉憮愘 携炜揚 report", None, []),
 ]
 
 
-def _grams_of(content, title, tags, gram_id):
-    """A memory's 3-gram weights, worked out from the definition with `gram_id` for a gram."""
+def _grams_of(content, title, tags):
+    """A memory's 3-gram weights as version 5 stored them: worked out from the definition, each
+    gram as its 64-bit hash."""
     from slm_magic import text
 
     out = Counter()
@@ -130,15 +131,14 @@ def _grams_of(content, title, tags, gram_id):
         for term in text.analyse(value or ""):
             w = f" {term} "
             for i in range(len(w) - 2):
-                out[gram_id(w[i:i + 3])] += weight
+                out[text.term_hash(text._GRAM_MARK + w[i:i + 3])] += weight
     return out
 
 
 @pytest.fixture
 def fifth_version():
-    """Memories with identifiers, accents and tags, and their 3-gram weights worked out from the
-    definition with a given id per gram: what a version-5 store held (64-bit hashes) and what
-    version 6 holds (text.gram_hash)."""
+    """Memories with identifiers, accents and tags, and the 3-gram weights a version-5 store
+    held for each (64-bit hashes; version 6 keeps none)."""
     import types
 
     return types.SimpleNamespace(memories=FIFTH_VERSION_MEMORIES, grams_of=_grams_of)

@@ -234,19 +234,14 @@ def test_a_filled_first_version_file_upgrades_in_place_with_nothing_lost(tmp_pat
         assert new.fact_id in [m.fact_id for m in mem.recall("after the upgrade")]
 
 
-def test_a_fifth_version_file_upgrades_its_grams_and_then_lets_them_go(tmp_path, fifth_version):
-    """Version 5 stored each memory's 3-grams as 64-bit hashes, version 6 as 32-bit ids (the
-    low half, converted in SQL, two grams sharing an id merged), version 7 not at all: an
-    index works them out from the text. The upgraded file answers exactly as a file written
-    by this version."""
+def test_a_fifth_version_file_lets_its_grams_go(tmp_path, fifth_version):
+    """Version 5 stored each memory's 3-grams (64-bit hashes), version 6 does not: an index
+    works them out from the text. The upgraded file answers exactly as a file written by
+    this version."""
     import pyarrow as pa
 
-    from slm_magic import text
     from slm_magic.records import Postings, validate
     from slm_magic.store import INSERT_COLUMNS
-
-    def old_id(gram):
-        return text.term_hash(text._GRAM_MARK + gram)
 
     records = [{"content": c, "title": t, "tags": g, "project": "p", "created_at": datetime(2026, 1, 5)}
                for c, t, g in fifth_version.memories]
@@ -254,7 +249,7 @@ def test_a_fifth_version_file_upgrades_its_grams_and_then_lets_them_go(tmp_path,
     old = Store(db, upgrade_to=5)  # the project's own migration code, stopped at version 5
     columns = validate(records, now=datetime(2026, 1, 5), default_user="", offset=0)
     post = Postings.of_columns(columns)
-    grams = [fifth_version.grams_of(c, t, g, old_id) for c, t, g in fifth_version.memories]
+    grams = [fifth_version.grams_of(c, t, g) for c, t, g in fifth_version.memories]
     assert all(max(map(abs, g)) >= 2**31 for g in grams)  # 64-bit hashes, as version 5 wrote them
     terms, tfs = post.list_columns()
     columns.update(fact_id=[f"f{i}" for i in range(len(records))], content_hash=[f"h{i}" for i in range(len(records))],
@@ -270,7 +265,7 @@ def test_a_fifth_version_file_upgrades_its_grams_and_then_lets_them_go(tmp_path,
     fresh = Memory(tmp_path / "fresh.duckdb")
     fresh.remember_many(records)
     with Memory(db) as mem:
-        assert mem.store.schema_version() == SCHEMA_VERSION == 7
+        assert mem.store.schema_version() == SCHEMA_VERSION == 6
         kept = {r[0] for r in mem.store.con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE table_name = 'memories'").fetchall()}
         assert "terms" in kept and not kept & {"grams", "gtfs"}
