@@ -224,8 +224,6 @@ class IndexReplica:
 
     def _apply_delta(self, since: int, table, replaced: Mapping[int, int]) -> int:
         """Apply rows changed by someone else (one Arrow table from `Store.changes`)."""
-        import pyarrow.compute as pc
-
         if table.num_rows == 0:
             return since
         index = self.index
@@ -244,14 +242,12 @@ class IndexReplica:
             index.touched([d])
         fresh = np.flatnonzero(~known)
         if fresh.size:
-            sub = table.take(fresh)
-            terms, tfs = sub.column("terms").combine_chunks(), sub.column("tfs").combine_chunks()
-            parents = pc.list_parent_indices(terms).to_numpy()
-            p_doc = doc_ids[fresh][parents]
+            sub = table if fresh.size == table.num_rows else table.take(fresh)
+            parents, terms = _list_values(sub.column("terms"))
             new_meta = {k: v[fresh] for k, v in meta.items()}
             new_meta.update(_grams_of(sub, doc_ids[fresh]))
-            self.add(doc_ids[fresh], new_meta, p_doc,
-                            pc.list_flatten(terms).to_numpy(), pc.list_flatten(tfs).to_numpy(), replaced=replaced)
+            self.add(doc_ids[fresh], new_meta, doc_ids[fresh][parents], terms, _list_values(sub.column("tfs"))[1],
+                     replaced=replaced)
         self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
         return int(meta["changed"].max())
 
@@ -361,6 +357,15 @@ class IndexReplica:
                 self.apply_changes(self.seen)
             self.seen = max(self.seen, hi)
             self.store.caught_up(self.seen)
+
+
+def _list_values(column) -> tuple[np.ndarray, np.ndarray]:
+    """An Arrow list column's values, each with the row it belongs to, read through its offsets
+    (`pyarrow.compute` would cost a new kernel 50 ms to import for this)."""
+    lists = column.combine_chunks()
+    offsets = lists.offsets.to_numpy()
+    values = lists.values.to_numpy()[offsets[0]:offsets[-1]]
+    return np.repeat(np.arange(len(lists)), np.diff(offsets)), values
 
 
 def _grams_of(rows, doc_ids: np.ndarray) -> dict[str, np.ndarray]:

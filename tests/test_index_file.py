@@ -117,6 +117,21 @@ def test_a_new_memory_maps_the_saved_index_and_answers_as_a_rebuild(db_path, clo
     assert_same(mapped, rebuilt_answers(db_path, clock))
 
 
+def test_rows_read_a_few_or_many_at_a_time_are_the_same(db_path, clock):
+    from slm_magic.rows import FEW_ROWS
+
+    build(db_path, clock)
+    with Memory(db_path, clock=clock) as m:
+        docs = m.replica.index.docs
+        live = [d for d in range(docs.size) if docs.alive[d]]
+        many = m.rows.get(live)  # (the take kernel)
+        few = {}
+        for i in range(0, len(live), 5):  # (slices)
+            few.update(m.rows.get(live[i:i + 5]))
+    assert len(live) > FEW_ROWS and len(many) == len(live)
+    assert few == many
+
+
 def test_writes_after_the_save_are_caught_up_on_open(db_path, clock):
     ids = build(db_path, clock)
     with no_saves(), Memory(db_path, clock=clock) as other:  # another kernel writes after the save

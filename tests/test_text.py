@@ -45,6 +45,16 @@ def test_term_hash_is_stable_signed_64_bit():
     assert term_hash("churn") == term_hash.__wrapped__("churn")
 
 
+def test_latin_grams_get_exact_ids_and_others_hashed_ones_apart():
+    latin = {text.gram_hash(g) for g in (" de", "ded", "edu", "dup", "up ", "ïve", "évé", "λόγ")}
+    assert len(latin) == 8 and all(0 <= g < 2**30 for g in latin)  # packed: no two grams share one
+    cjk = [text.gram_hash(g) for g in ("東京 ", " 東京", " デー", "データ")]
+    assert len(set(cjk)) == 4 and all(-(2**31) <= g < 0 for g in cjk)  # hashed: never a packed id
+    for term in ("deduplic", "zürich", "東京", "a東b"):  # a whole term packs as gram by gram
+        w = f" {term} "
+        assert text.term_grams(term) == tuple(text.gram_hash(w[i:i + 3]) for i in range(len(w) - 2))
+
+
 def test_the_word_cache_filling_up_loses_no_word(monkeypatch):
     monkeypatch.setattr(text, "_HASHES_MAX", 5)
     monkeypatch.setattr(text, "_HASHES", {})
