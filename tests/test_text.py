@@ -50,7 +50,7 @@ def test_latin_grams_get_exact_ids_and_others_hashed_ones_apart():
     assert len(latin) == 8 and all(0 <= g < 2**30 for g in latin)  # packed: no two grams share one
     cjk = [text.gram_hash(g) for g in ("東京 ", " 東京", " デー", "データ")]
     assert len(set(cjk)) == 4 and all(-(2**31) <= g < 0 for g in cjk)  # hashed: never a packed id
-    for term in ("deduplic", "zürich", "東京", "a東b"):  # a whole term packs as gram by gram
+    for term in ("deduplic", "zürich", "東京", "a東b"):  # a term's grams, each as gram_hash gives it
         w = f" {term} "
         assert text.term_grams(term) == tuple(text.gram_hash(w[i:i + 3]) for i in range(len(w) - 2))
 
