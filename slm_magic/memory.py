@@ -76,6 +76,7 @@ class Memory:
         self._no_rows = FactRows()  # (what `rows` is while degraded: empty)
         self._working_sets: dict[str, dict[int, int]] = {}
         self._pending_events: list[tuple] = []
+        self._sharing = False  # inside `attached`, having opened the file: a long write lets it go between batches
         self.learning = LearningLoop(self)
         self.exchange = Exchange(self)
         self.sessions = SessionService(self)
@@ -369,28 +370,27 @@ class Memory:
 
         columns_of = lambda b: b if isinstance(b, dict) else None
         size_of = lambda b: len(b["content"]) if isinstance(b, dict) else 0
+        in_flight: list[Callable[[], list[str]]] = []  # the batch inserted while the next is read and analysed
+
+        def settle() -> None:
+            while in_flight:
+                ids.extend(in_flight.pop()())
+
         with self.bulk_write() as writer:
-            finish = None  # the batch being inserted while the next one is read, checked and analysed
             try:
                 for columns, post, last in bulk.analysed(prepared(), columns_of, size_of):
-                    if finish is not None:
-                        ids.extend(finish())
-                        finish = None
+                    settle()
                     if isinstance(columns, InvalidInput):
                         raise columns
                     if columns is not None:
-                        finish = self._store_later(columns, post, writer=writer)
-                    if not last and getattr(self, "_sharing", False):  # (the file is let go: nothing in flight)
-                        ids.extend(finish() if finish is not None else ())
-                        finish = None
+                        in_flight.append(self._store_later(columns, post, writer=writer))
+                    if not last and self._sharing:  # (the file is let go: nothing in flight)
+                        settle()
                         self._yield_file()
-                if finish is not None:
-                    ids.extend(finish())
-                    finish = None
-            finally:
-                if finish is not None:  # (an error after it: the batch in flight is still indexed)
-                    with contextlib.suppress(Exception):  # (its own error, if any, was raised already)
-                        finish()
+                settle()
+            finally:  # (an error after a batch was handed over: that batch is still indexed)
+                with contextlib.suppress(Exception):  # (its own error, if any, was raised already)
+                    settle()
         self._save_index_soon()
         return Remembered(ids, skipped=skipped)
 
@@ -572,12 +572,11 @@ class Memory:
 
     def _yield_file(self) -> None:
         """Between batches of a long write inside `attached`: let a waiting kernel in."""
-        if getattr(self, "_sharing", False):
-            self._flush_events()
-            self.store.disconnect()
-            time.sleep(0.25)  # longer than a waiting kernel's backoff step
-            self.store.connect()
-            self._refresh()
+        self._flush_events()
+        self.store.disconnect()
+        time.sleep(0.25)  # longer than a waiting kernel's backoff step
+        self.store.connect()
+        self._refresh()
 
     def detach(self) -> None:
         """Let go of the file between calls (see `attached`)."""

@@ -351,8 +351,7 @@ class Postings:
                      doc_len.astype(np.int32))
             term_index = (term_keys, counts.indices.astype(np.int32))
         else:
-            none = np.zeros(0, dtype=np.int32)
-            terms, term_index = (np.zeros(n, dtype=np.int32), none.astype(np.int64), none, none), (None, None)
+            terms, term_index = _no_terms(n), (None, None)
         gram_keys, per_value = _hashes_of(words, text.word_grams, said, np.int32)
         gcounts = chosen(GRAM_FIELDS) @ per_value
         gcounts.sort_indices()
@@ -370,9 +369,8 @@ class Postings:
         n = len(contents)
         if n >= GRAMS_BATCH_MIN:
             return cls._of_batch(contents, titles, tags, [None] * n, [None] * n, with_terms=False)
-        none = np.zeros(0, dtype=np.int32)
-        return cls(np.zeros(n, dtype=np.int32), none.astype(np.int64), none, np.zeros(n, dtype=np.int32),
-                   *_flat([field_grams(c, t, g or ()) for c, t, g in zip(contents, titles, tags)], np.int32))
+        return cls(*_no_terms(n), *_flat([field_grams(c, t, g or ()) for c, t, g in zip(contents, titles, tags)],
+                                         np.int32))
 
     @classmethod
     def of_columns(cls, cols: Mapping[str, Sequence]) -> "Postings":
@@ -442,6 +440,12 @@ def _flat(counts: Sequence[Counter[int]], key_type=np.int64) -> tuple[np.ndarray
     total = int(lengths.sum())
     return (lengths, np.fromiter(chain.from_iterable(map(Counter.keys, counts)), dtype=key_type, count=total),
             np.fromiter(chain.from_iterable(map(Counter.values, counts)), dtype=np.int32, count=total))
+
+
+def _no_terms(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(lengths, terms, tfs, doc_len) of `n` memories' postings without their terms (`grams_of`)."""
+    return (np.zeros(n, dtype=np.int32), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32),
+            np.zeros(n, dtype=np.int32))
 
 
 def _lists(lengths: np.ndarray, keys: np.ndarray, values: np.ndarray):

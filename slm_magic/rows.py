@@ -63,8 +63,7 @@ class FactRows:
         doc_ids = table.column("doc_id").to_numpy().astype(np.int64)
         self._ensure(int(doc_ids.max()) + 1)
         self.chunks.append(table)
-        self.chunk_of[doc_ids] = len(self.chunks) - 1
-        self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
+        self._place(len(self.chunks) - 1)
         if self.pending:
             for d in doc_ids.tolist():
                 self.pending.pop(d, None)
@@ -86,9 +85,7 @@ class FactRows:
         self.chunks[first:] = [pa.concat_tables([chunks[i] for i in run], promote_options="permissive")
                                .combine_chunks() if len(run) > 1 else chunks[run[0]] for run in runs]
         for c in range(first, len(self.chunks)):
-            doc_ids = self.chunks[c].column("doc_id").to_numpy().astype(np.int64)
-            self.chunk_of[doc_ids] = c
-            self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
+            self._place(c)
 
     def _merge(self) -> None:
         """Merge the newest chunks while they are of a similar size (amortised O(log n) copies)."""
@@ -96,9 +93,13 @@ class FactRows:
                and self.chunks[-2].num_rows + self.chunks[-1].num_rows <= MAX_MERGE_ROWS):
             merged = pa.concat_tables(self.chunks[-2:], promote_options="permissive").combine_chunks()
             self.chunks[-2:] = [merged]
-            doc_ids = merged.column("doc_id").to_numpy().astype(np.int64)
-            self.chunk_of[doc_ids] = len(self.chunks) - 1
-            self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
+            self._place(len(self.chunks) - 1)
+
+    def _place(self, c: int) -> None:
+        """Point the memories of chunk `c` at their rows in it."""
+        doc_ids = self.chunks[c].column("doc_id").to_numpy().astype(np.int64)
+        self.chunk_of[doc_ids] = c
+        self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
 
     def get(self, doc_ids: Sequence[int]) -> dict[int, Fact]:
         out: dict[int, Fact] = {}
