@@ -25,3 +25,15 @@ def open_store(address: str | os.PathLike[str] | None) -> Store:
 
         return PgStore(address)
     return Store(address)
+
+
+def missing_file(address: str | os.PathLike[str] | None) -> str | None:
+    """The memory file `address` names when there is none yet (None: it exists, or the
+    address is a server or RAM): what a command that only reads says instead of creating it."""
+    if address is None:
+        env = os.environ.get("SLM_MAGIC_DB")
+        address = env if is_url(env) else default_path()
+    if is_url(address) or str(address) == ":memory:":
+        return None
+    path = os.path.expanduser(str(address))
+    return None if os.path.exists(path) else path

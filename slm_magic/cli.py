@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .errors import SlmMagicError
+from .errors import InvalidImport, SlmMagicError
 from .memory import Memory
 from .models import MEMORY_TYPES, FeedbackRecorded, MemoryChange
 
@@ -15,7 +15,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="slm-magic", description="Long-term memory for notebooks, from the shell.")
     ap.add_argument("--db", default=None, help="memory file or postgresql:// URL (default: $SLM_MAGIC_DB or "
                                                "~/.slm_magic/memory.duckdb)")
-    ap.add_argument("--user", default="", help="whose memories")
+    ap.add_argument("--user", default=None, help="whose memories (default: $SLM_MAGIC_USER, else your login name, "
+                                                 "as in the notebooks)")
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("remember", help="store a memory (the text, or - to read it from stdin)")
     r.add_argument("text")
@@ -31,9 +32,17 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("query", nargs="+")
     q.add_argument("--limit", "-n", type=int, default=10)
     q.add_argument("--project")
-    q.add_argument("--json", action="store_true", help="one JSON object per memory")
+    out = q.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON document: the query, how it was ranked, the memories")
+    out.add_argument("--jsonl", action="store_true", help="JSON Lines: one object per memory, the same fields")
     q.add_argument("--related", action="store_true", help="also each match's session neighbours, after the matches")
     sub.add_parser("stats", help="what is stored")
+    li = sub.add_parser("list", help="every memory, newest first, a page at a time (no query needed)")
+    li.add_argument("--project")
+    li.add_argument("--type", choices=MEMORY_TYPES)
+    li.add_argument("--limit", "-n", type=int, default=20, help="how many a page")
+    li.add_argument("--page", type=int, default=1, help="which page, from 1")
+    li.add_argument("--json", action="store_true", help="one JSON document")
     e = sub.add_parser("export", help="write the memories to a .jsonl or .parquet file")
     e.add_argument("path")
     i = sub.add_parser("import", help="add the memories of an exported file")
@@ -42,8 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("close", help="close a session (default: the most recent) and summarise it")
     c.add_argument("session_id", nargs="?", default="")
     for name, what in (("pin", "make a memory core (always in a session's context)"),
-                       ("unpin", "a core memory becomes an ordinary one"), ("forget", "delete a memory for good")):
+                       ("unpin", "a core memory becomes an ordinary one")):
         sub.add_parser(name, help=f"{what}; ID may be its first 6 characters or more").add_argument("id")
+    fg = sub.add_parser("forget", help="delete a memory for good (ID: its first 6 characters or more), or all of a "
+                                       "project's, or all of yours")
+    fg.add_argument("id", nargs="?")
+    fg.add_argument("--project", help="every memory of this project")
+    fg.add_argument("--all", action="store_true", help="every memory you have")
+    fg.add_argument("--yes", "-y", action="store_true", help="no question asked (needed when not at a terminal)")
     f = sub.add_parser("feedback", help="tell the ranking a memory was useful (up) or not (down)")
     f.add_argument("id")
     f.add_argument("signal", choices=("up", "down"))
@@ -74,6 +89,93 @@ def _mcp(args: argparse.Namespace) -> int:
         return 2
 
 
+#: Commands that only read or change what is there: on a missing file they say so and create nothing.
+NEEDS_A_FILE = ("recall", "stats", "list", "export", "close", "pin", "unpin", "feedback", "forget")
+
+
+def _scored_json(m) -> dict:
+    """Every field a script reads of a recalled memory: the memory, its score's parts, why."""
+    fact = m.fact.model_dump(mode="json")
+    return {**fact, "score": m.score.model_dump(mode="json"), "strength": m.strength, "matched": m.matched,
+            "reason": m.reason, "related_to": m.related_to}
+
+
+def _recall(mem: Memory, args: argparse.Namespace) -> None:
+    if args.limit < 1:
+        raise SlmMagicError("--limit must be at least 1")
+    res = mem.recall(" ".join(args.query), limit=args.limit, project=args.project, related=args.related)
+    if args.jsonl:
+        for m in res.memories:
+            print(json.dumps(_scored_json(m), ensure_ascii=False))
+    elif args.json:
+        head = res.model_dump(mode="json", exclude={"memories"})
+        print(json.dumps({**head, "memories": [_scored_json(m) for m in res.memories]}, ensure_ascii=False, indent=2))
+    else:
+        print(res)
+
+
+def _list(mem: Memory, args: argparse.Namespace) -> None:
+    if args.limit < 1 or args.page < 1:
+        raise SlmMagicError("--limit and --page must be at least 1")
+    page = mem.browse(project=args.project, type=args.type, limit=args.limit, offset=(args.page - 1) * args.limit)
+    if args.json:
+        print(json.dumps(page.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    else:
+        print(page)
+
+
+def _forget(mem: Memory, args: argparse.Namespace) -> None:
+    if sum((args.id is not None, args.project is not None, args.all)) != 1:
+        raise SlmMagicError("forget takes one of: a memory ID, --project NAME, or --all")
+    if args.id is not None:
+        print(MemoryChange(action="forgotten", fact=mem.forget(mem.resolve_id(args.id))))
+        return
+    if not args.yes:
+        n = mem.browse(project=args.project, limit=1).total
+        what = f"of project {args.project}" if args.project is not None else "you have"
+        question = f"forget {n:,} {'memory' if n == 1 else 'memories'} {what}, for good?"
+        if not sys.stdin.isatty():
+            raise SlmMagicError(f"this would {question[:-1]}; add --yes to do it")
+        if input(f"slm-magic: {question} [y/N] ").strip().lower() not in ("y", "yes"):
+            print("slm-magic: nothing forgotten")
+            return
+    print(mem.forget_all(project=args.project))
+
+
+def _run(mem: Memory, args: argparse.Namespace) -> None:
+    """One command on the open memory; prints what a person reads."""
+    if args.command == "remember":
+        content = sys.stdin.read() if args.text == "-" else args.text
+        fact = mem.remember(content, tags=args.tags, project=args.project, type=args.type,
+                            title=args.title, topic_key=args.topic,
+                            session_id=args.session or "cli:remember", core=args.core)
+        print(fact.fact_id)
+    elif args.command == "recall":
+        _recall(mem, args)
+    elif args.command == "list":
+        _list(mem, args)
+    elif args.command == "stats":
+        print(mem.status())
+    elif args.command == "export":
+        print(mem.export(args.path))
+    elif args.command == "import":
+        try:
+            print(mem.import_file(args.path, on_invalid="skip" if args.skip_invalid else "raise"))
+        except InvalidImport as exc:
+            raise SlmMagicError(exc.naming("--skip-invalid")) from None
+    elif args.command == "close":
+        print(mem.close_session(args.session_id))
+    elif args.command in ("pin", "unpin"):
+        fact = mem.pin(mem.resolve_id(args.id), args.command == "pin")
+        print(MemoryChange(action="pinned" if args.command == "pin" else "unpinned", fact=fact))
+    elif args.command == "forget":
+        _forget(mem, args)
+    elif args.command == "feedback":
+        fact_id = mem.resolve_id(args.id)
+        mem.feedback(fact_id, args.signal)
+        print(FeedbackRecorded(fact_id=fact_id, signal=args.signal))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "mcp":
@@ -88,41 +190,14 @@ def main(argv: list[str] | None = None) -> int:
         members = f"; members: {', '.join(args.member)}" if args.member else ""
         print(f"slm-magic: team memory ready ({done}; grants and row-level security set{members})")
         return 0
+    missing = Memory.missing_file(args.db) if args.command in NEEDS_A_FILE else None
+    if missing is not None:
+        print(f"slm-magic: no memory at {missing} (nothing was created; `slm-magic remember` or "
+              "%%remember in a notebook starts one)", file=sys.stderr)
+        return 2
     try:
         with Memory(args.db, user_id=args.user) as mem:
-            if args.command == "remember":
-                content = sys.stdin.read() if args.text == "-" else args.text
-                fact = mem.remember(content, tags=args.tags, project=args.project, type=args.type,
-                                    title=args.title, topic_key=args.topic,
-                                    session_id=args.session or "cli:remember", core=args.core)
-                print(fact.fact_id)
-            elif args.command == "recall":
-                if args.limit < 1:
-                    raise SlmMagicError("--limit must be at least 1")
-                res = mem.recall(" ".join(args.query), limit=args.limit, project=args.project, related=args.related)
-                if args.json:
-                    for m in res:
-                        print(json.dumps({"fact_id": m.fact_id, "content": m.content, **m.score.model_dump(),
-                                          "matched": m.matched, "reason": m.reason}))
-                else:
-                    print(res)
-            elif args.command == "stats":
-                print(mem.status())
-            elif args.command == "export":
-                print(mem.export(args.path))
-            elif args.command == "import":
-                print(mem.import_file(args.path, on_invalid="skip" if args.skip_invalid else "raise"))
-            elif args.command == "close":
-                print(mem.close_session(args.session_id))
-            elif args.command in ("pin", "unpin", "forget"):
-                fact_id = mem.resolve_id(args.id)
-                fact = mem.forget(fact_id) if args.command == "forget" else mem.pin(fact_id, args.command == "pin")
-                print(MemoryChange(action={"pin": "pinned", "unpin": "unpinned"}.get(args.command, "forgotten"),
-                                   fact=fact))
-            elif args.command == "feedback":
-                fact_id = mem.resolve_id(args.id)
-                mem.feedback(fact_id, args.signal)
-                print(FeedbackRecorded(fact_id=fact_id, signal=args.signal))
+            _run(mem, args)
     except SlmMagicError as exc:
         print(f"slm-magic: {exc}", file=sys.stderr)
         return 2

@@ -2,7 +2,9 @@
 
 Pure functions of the engine's models, which they read by attribute (a RecallResult, a
 SessionInit, a LearningStatus, a Provenance) and never import, and no IPython: the models'
-`_repr_html_` and `__str__` call them; in a kernel the widgets show live views instead.
+`_repr_html_` and `__str__` call them; in a kernel the widgets show live views, each after
+its saved form made from these (what a saved notebook shows with no kernel, on GitHub, through
+nbconvert). A `viewer` (a user id) makes that user's own shared memories "shared by you".
 """
 
 from __future__ import annotations
@@ -12,9 +14,14 @@ import shutil
 import textwrap
 from datetime import datetime
 
-_CSS = ("<style>.slm-t{border-collapse:collapse;font-size:12px}.slm-t td,.slm-t th{padding:3px 8px;"
-        "border-bottom:1px solid #ddd;text-align:left;vertical-align:top}.slm-t td.n{text-align:right;"
-        "font-variant-numeric:tabular-nums}.slm-bar{display:inline-block;height:8px;background:#4c78a8}</style>")
+# (the class twice: JupyterLab's own table rules are one class more specific than `.slm-t td`)
+_CSS = ("<style>.slm-t.slm-t{border-collapse:collapse;font-size:12px}.slm-t.slm-t td,.slm-t.slm-t th{padding:3px 8px;"
+        "border-bottom:1px solid #ddd;text-align:left;vertical-align:top}.slm-t.slm-t td.n{text-align:right;"
+        "white-space:nowrap;font-variant-numeric:tabular-nums}</style>")
+# Inline, as GitHub and an untrusted notebook drop <style>: the bars and the text's alignment.
+_LEFT = "style='text-align:left'"
+_NUMBER = "class=n style='text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums'"
+_BAR = "display:inline-block;height:8px;background:#4c78a8;vertical-align:middle"
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:
@@ -78,7 +85,8 @@ def origin_html(prov) -> str:
             f"<pre style='margin:2px 0;padding:4px 6px;background:#f6f8fa;border-radius:3px;max-height:16em;"
             f"overflow:auto;white-space:pre-wrap'>{e(prov.code)}</pre>" if prov.code else
             "<div style='color:#777'>no code was kept with it</div>")
-    return f"<div style='font-size:12px;padding:2px 0 6px 36px'>from {where}{code}</div>"
+    return (f"<div style='font-size:12px;line-height:1.4;padding:2px 0 6px 36px;overflow-wrap:anywhere'>from {where}"
+            f"{code}</div>")
 
 
 def terminal_width() -> int:
@@ -87,13 +95,24 @@ def terminal_width() -> int:
 
 
 def wrap(text: str, width: int, indent: int = 0, *, lines: int | None = None) -> list[str]:
-    """Word-boundary wrapping, continuation lines indented; at most `lines` lines (then …)."""
+    """Word-boundary wrapping, continuation lines indented; at most `lines` lines. A text cut
+    short ends in " …" after its last whole word (only the head of a long text is read: if it
+    ends inside a word, that piece is dropped rather than shown as if it were the word)."""
     pad = " " * indent
-    out = textwrap.wrap(" ".join(text[: (lines or 40) * width].split()), width=width, initial_indent=pad,
-                        subsequent_indent=pad, break_on_hyphens=False) or [pad]
+    limit = (lines or 40) * width
+    head, cut = text[:limit], len(text) > limit
+    words = head.split()
+    if cut and words and not text[limit].isspace() and not head[-1].isspace():
+        words.pop()
+    out = textwrap.wrap(" ".join(words), width=width, initial_indent=pad, subsequent_indent=pad,
+                        break_on_hyphens=False) or [pad]
     if lines is not None and len(out) > lines:
-        out = out[:lines]
-        out[-1] = out[-1][: width - 1].rstrip() + "…"
+        out, cut = out[:lines], True
+    if cut:
+        last = out[-1]
+        while len(last) + 2 > width and " " in last.strip():
+            last = last.rstrip().rsplit(" ", 1)[0]
+        out[-1] = last[: width - 2].rstrip() + " …"  # (a single word longer than the line: cut, and marked)
     return out
 
 
@@ -101,11 +120,14 @@ def _why_text(m) -> str:
     """Why a memory is in the list, in words: how well it matched and on what."""
     if m.strength == "related":
         return f"related: {m.reason} (it does not match the question itself)"
+    if m.strength == "listed":
+        return "pinned: in every session's context" if m.fact.is_core else "one of the newest (no question was given)"
     label = {"strong": "strong match", "partial": "match", "weak": "weak match"}[m.strength]
-    return f"{label} on {m.reason}" if m.reason else label
+    reason = m.reason or ("the day asked about" if m.score.temporal else "")
+    return f"{label} on {reason}" if reason else label
 
 
-def _meta_text(f) -> str:
+def _meta_text(f, viewer: str | None = None) -> str:
     parts = [f.type]
     if f.tags:
         parts.append(", ".join(f.tags))
@@ -114,18 +136,22 @@ def _meta_text(f) -> str:
         name = (f.notebook or "").rsplit("/", 1)[-1] or "cell"
         parts.append(f"{name} [{f.cell}]" if f.cell is not None else name)
     if f.shared:
-        parts.append(author_text(f))
+        parts.append(author_text(f, viewer))
     return " · ".join(parts)
 
 
-def author_text(f) -> str:
-    """Who wrote a shared memory (every user on the memory finds it)."""
+def author_text(f, viewer: str | None = None) -> str:
+    """Who wrote a shared memory (every user on the memory finds it): "you" to its author, when
+    the reader (`viewer`, a user id) is known."""
+    if viewer is not None and f.user_id == viewer:
+        return "shared by you"
     return f"shared by {f.user_id or 'the default user'}"
 
 
-def recall_text(res, width: int | None = None) -> str:
+def recall_text(res, width: int | None = None, viewer: str | None = None) -> str:
     """The memories as a table that fits the terminal: rank, score, match, a short id, then
-    the memory wrapped at word boundaries with its type, tags, age and notebook below it."""
+    the memory wrapped at word boundaries with its type, tags, age and notebook below it.
+    `viewer`: the user reading it (their own shared memories say "shared by you")."""
     width = width or terminal_width()
     lines = wrap(f"recall {res.query!r}: {plural(len(res.memories), 'memory', 'memories')}, "
                  f"{res.elapsed_ms:.1f} ms", width)
@@ -149,7 +175,7 @@ def recall_text(res, width: int | None = None) -> str:
         lines.append(f"{i:>3}  {s.value:5.3f}  {s.relevance:5.2f}  {f.fact_id[:8]}{mark} {body[0]}")
         lines += [" " * indent + b for b in body[1:]]
         lines += wrap(_why_text(m), width, indent)
-        lines += wrap(_meta_text(f), width, indent)
+        lines += wrap(_meta_text(f, viewer), width, indent)
     lines += wrap("score: how well a memory answers (0.60 match + 0.25 recency + 0.15 revisions); match: how much "
                   "of the question it contains (strong from 0.70, weak under 0.35)", width)
     if pinned:
@@ -168,29 +194,50 @@ def marked_html(text: str, terms, style: str = "") -> str:
     return "".join(f"{mark}{html.escape(p)}</mark>" if hit else html.escape(p) for p, hit in marked(text, terms))
 
 
-def recall_html(res) -> str:
-    """The memories as an HTML table (where widgets do not render): matched words marked."""
+#: A pinned memory's mark, in words (an emoji font may be missing where the page is read).
+CORE_BADGE = ("<span class='slm-core' title='core memory: always in a session context' style='background:#fde68a;"
+              "color:#000;border-radius:3px;padding:0 4px;margin-right:4px;font-size:11px'>core</span>")
+PIN = "📌"  # the engine's mark of a pinned memory in a context block
+
+
+def memories_html(memories, viewer: str | None = None) -> str:
+    """Scored memories as an HTML table (where widgets do not render): matched words marked.
+    It scrolls sideways inside its own box in a narrow window."""
+    e = html.escape
+    rows = []
+    for i, m in enumerate(memories, 1):
+        s, f, terms = m.score, m.fact, m.query_terms
+        where = e((f.notebook or "").rsplit("/", 1)[-1]) + (f" [{f.cell}]" if f.cell is not None else "")
+        text = ((CORE_BADGE if f.is_core else "")
+                + (f"<b>{marked_html(one_line(f.title, 80), terms)}</b> · " if f.title else "")
+                + marked_html(one_line(f.content, 1000), terms))
+        rows.append(
+            f"<tr><td {_NUMBER}>{i}</td><td {_NUMBER} title='SearchScore'>{s.value:.3f} <span class=slm-sbar "
+            f"style='{_BAR};width:{60 * min(1, s.value):.0f}px'></span></td><td {_NUMBER} title='relevance'>"
+            f"{s.relevance:.2f}</td><td style='text-align:left;min-width:16em'>{text}<div style='color:#666'>"
+            f"{e(_why_text(m))}</div></td><td {_LEFT}>{e(f.type)}</td><td {_LEFT}>{e(', '.join(f.tags))}</td>"
+            f"<td {_LEFT}>{age_text(f.updated_at)}</td><td {_LEFT} title='{e(f.notebook or '')}'>{where}"
+            f"{'<br>' + e(author_text(f, viewer)) if f.shared else ''}</td>"
+            f"<td {_LEFT}><code>{e(f.fact_id[:8])}</code></td></tr>")
+    head = "<tr>" + "".join(f"<th {_LEFT}>{h}</th>" for h in ("#", "score", "match", "memory", "type", "tags", "age",
+                                                              "from", "id")) + "</tr>"
+    return f"{_CSS}<div style='overflow-x:auto'><table class=slm-t>{head}{''.join(rows)}</table></div>"
+
+
+def recall_html(res, viewer: str | None = None) -> str:
+    """A recall as HTML: what was asked, how it ran, the memories' table."""
     e = html.escape
     cap = (f"recall <b>{e(res.query)}</b> · {plural(len(res.memories), 'memory', 'memories')} · "
            f"{res.elapsed_ms:.1f} ms")
     if res.degraded_mode:
         cap += f" · <span style='color:#b00'>slower path: {e(res.degraded_reason or '')}</span>"
-    rows = []
-    for i, m in enumerate(res.memories, 1):
-        s, f, terms = m.score, m.fact, m.query_terms
-        where = e(f.notebook or "") + (f" [{f.cell}]" if f.cell is not None else "")
-        text = ((f"<b>{marked_html(one_line(f.title, 80), terms)}</b> · " if f.title else "")
-                + marked_html(one_line(f.content, 160), terms))
-        rows.append(
-            f"<tr><td class=n>{i}</td><td class=n title='SearchScore'>{s.value:.3f} <span class=slm-bar "
-            f"style='width:{60 * min(1, s.value):.0f}px'></span></td><td class=n title='relevance'>{s.relevance:.2f}"
-            f"</td><td>{text}<div style='color:#666'>{e(_why_text(m))}</div></td><td>{e(f.type)}"
-            f"{' 📌' if f.is_core else ''}</td><td>{e(', '.join(f.tags))}</td><td>{age_text(f.updated_at)}</td>"
-            f"<td>{where}{'<br>' + e(author_text(f)) if f.shared else ''}</td>"
-            f"<td><code>{e(f.fact_id[:8])}</code></td></tr>")
-    head = ("<tr><th>#</th><th>score</th><th>match</th><th>memory</th><th>type</th><th>tags</th><th>age</th>"
-            "<th>from</th><th>id</th></tr>")
-    return f"{_CSS}<div>{cap}</div><table class=slm-t>{head}{''.join(rows)}</table>"
+    if res.older_matches:
+        cap += (f"<div style='color:#555'>older than {res.age_gate_days} days: "
+                f"{plural(res.older_matches, 'matching memory', 'matching memories')} left out unless they match "
+                "the question strongly</div>")
+    if not res.memories:
+        return f"<div>{cap}</div><div><i>No memory matched.</i></div>"
+    return f"<div>{cap}</div>{memories_html(res.memories, viewer)}"
 
 
 def session_text(init, width: int | None = None) -> str:
@@ -209,24 +256,86 @@ def session_text(init, width: int | None = None) -> str:
     if gate and gate[1] and not init.nothing_stored:
         lines += wrap(f"older than {gate[0]} days: {plural(gate[1], 'matching memory', 'matching memories')} "
                       "left out unless they match the question strongly", width)
-    for raw in init.context.rstrip().splitlines():
+    for raw in init.context.rstrip().replace(PIN + " ", "(pinned) ").splitlines():  # (words: fonts lack 📌)
         bullet = raw.startswith("- ")
         lines += wrap(raw[2:] if bullet else raw, width - 2, 0) if not bullet else [
             ("- " if k == 0 else "  ") + x for k, x in enumerate(wrap(raw[2:], width - 2))]
     if any(m.is_core for m in init.memories):
-        lines.append("📌 pinned: in every session's context")
+        lines.append("(pinned): in every session's context")
     return "\n".join(lines)
 
 
-def session_html(init) -> str:
+def session_html(init, viewer: str | None = None) -> str:
+    """A session as it opens, as HTML (where widgets do not render): new or continued, the
+    banners, earlier sessions, the memories' table, and the context block (folded)."""
     e = html.escape
-    banners = ""
+    state = "new session" if init.is_new else "continued session"
+    out = (f"<div><b>{state}</b> <code>{e(init.session_id)}</code> · "
+           f"{plural(init.memory_count, 'memory', 'memories')} · {e(learning_words(init.learning))}</div>")
     if init.degraded_mode:
-        banners += "<div style='color:#b00'>degraded mode: BM25 from the SQL fallback answered</div>"
-    if init.abstained:
-        banners += f"<div style='color:#a60'>abstained: {e(init.abstention_reason or '')}</div>"
-    items = "".join(f"<li>{'📌 ' if m.is_core else ''}{e(one_line(m.content, 200))}</li>" for m in init.memories)
-    return (f"<div><b>session</b> <code>{e(init.session_id)}</code> · {init.memory_count} memories · "
-            f"{e(init.retrieval_mode)} · learning phase {init.learning.phase} ({e(init.learning.status)})</div>"
-            f"{banners}<div><b>Relevant Memory Context</b><ul>{items or '<li><i>No relevant memories yet.</i></li>'}"
-            f"</ul></div>")
+        out += f"<div style='color:#b00'>slower path: {e(mode_words(init.retrieval_mode))}</div>"
+    if init.nothing_stored:
+        out += "<div>no memories yet: what you keep with %%remember comes back here in your next sessions</div>"
+    elif init.abstained:
+        out += (f"<div style='color:#a60'>nothing here answers this session's question well: "
+                f"{e(init.abstention_reason or '')}</div>")
+    if init.message:
+        out += f"<div style='color:#444'>{e(init.message)}</div>"
+    gate = init.age_gate
+    if gate and gate[1] and not init.nothing_stored:
+        out += (f"<div style='color:#555'>older than {gate[0]} days: "
+                f"{plural(gate[1], 'matching memory', 'matching memories')} left out unless they match the question "
+                "strongly</div>")
+    if init.recent_sessions:
+        out += "<div style='color:#444'><b>earlier sessions</b>" + "".join(
+            f"<div>{s.date:%Y-%m-%d %H:%M} {e(one_line(s.summary, 160))}</div>" for s in init.recent_sessions) + "</div>"
+    if init.scored_memories:
+        out += memories_html(init.scored_memories, viewer)
+    elif init.memories:
+        out += "<ul>" + "".join(f"<li>{CORE_BADGE if m.is_core else ''}{e(one_line(m.content, 200))}</li>"
+                                for m in init.memories) + "</ul>"
+    context = e(init.context.rstrip()).replace(PIN + " ", CORE_BADGE)
+    return (f"{out}<details><summary>context block</summary><pre style='white-space:pre-wrap'>{context}</pre>"
+            "</details>")
+
+
+def _page_what(page) -> str:
+    return "memories" + (f" of project {page.project}" if page.project is not None else "") + (
+        f" of type {page.type}" if page.type is not None else "")
+
+
+def _page_head(page) -> str:
+    """Which memories a page holds and where it sits: "memories 21-40 of 57, newest first"."""
+    if not page.facts:
+        return f"no {_page_what(page)}" + (f" after the first {page.offset:,}" if page.offset else "")
+    head = f"{_page_what(page)} {page.offset + 1:,}-{page.offset + len(page.facts):,} of {page.total:,}, newest first"
+    return head + (" (--page N for the next ones)" if page.has_more else "")
+
+
+def page_text(page, width: int | None = None) -> str:
+    """A page of memories for a terminal: a short id, the memory wrapped, its type, tags, age."""
+    width = width or terminal_width()
+    lines = wrap(_page_head(page), width)
+    for f in page.facts:
+        mark = "*" if f.is_core else " "
+        body = wrap((f"{f.title}: " if f.title else "") + f.content, width - 10, lines=3)
+        lines.append(f"{f.fact_id[:8]}{mark} {body[0]}")
+        lines += [" " * 10 + b for b in body[1:]]
+        lines += wrap(_meta_text(f), width, 10)
+    if any(f.is_core for f in page.facts):
+        lines.append("* pinned: in every session's context")
+    return "\n".join(lines)
+
+
+def page_html(page) -> str:
+    """A page of memories as an HTML table: id, memory, type, tags, age, where from."""
+    e = html.escape
+    rows = "".join(
+        f"<tr><td {_LEFT}><code>{e(f.fact_id[:8])}</code></td><td style='text-align:left;min-width:16em'>"
+        f"{CORE_BADGE if f.is_core else ''}{'<b>' + e(one_line(f.title, 80)) + '</b> · ' if f.title else ''}"
+        f"{e(one_line(f.content, 1000))}</td><td {_LEFT}>{e(f.type)}</td><td {_LEFT}>{e(', '.join(f.tags))}</td>"
+        f"<td {_LEFT}>{age_text(f.updated_at)}</td><td {_LEFT}>{e((f.notebook or '').rsplit('/', 1)[-1])}"
+        f"{' [' + str(f.cell) + ']' if f.cell is not None else ''}</td></tr>" for f in page.facts)
+    head = "<tr>" + "".join(f"<th {_LEFT}>{h}</th>" for h in ("id", "memory", "type", "tags", "age", "from")) + "</tr>"
+    table = f"<div style='overflow-x:auto'><table class=slm-t>{head}{rows}</table></div>" if page.facts else ""
+    return f"{_CSS}<div>{e(_page_head(page))}</div>{table}"

@@ -1,19 +1,27 @@
 """Export and import of memories as JSON Lines or Parquet, through DuckDB's own readers and
 writers. Lossless: ids, timestamps, revision counts, core flags and provenance all travel;
 importing a file twice adds nothing the second time (rows are matched by fact_id).
+
+A file of plain notes, written by hand (only `content`, perhaps `tags` as a list or "a,b",
+`type`, `title`, `project`, `created_at`), imports too: what can be computed is (the id from
+the note itself, so a second import adds nothing; the content hash; the timestamps; `<private>`
+redaction), and a line that cannot be read is named.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from . import bulk
-from .errors import InvalidInput
+from .errors import InvalidImport, InvalidInput
 from .models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
-from .records import MAX_CONTENT_CHARS, Postings, code_kept
+from .records import MAX_CONTENT_CHARS, Postings, code_kept, content_hash, normalise_tags, redact
 
 EXPORT_COLUMNS = ("fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
                   "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
@@ -71,8 +79,14 @@ class Exchange:
         if not path.parent.is_dir():
             raise InvalidInput(f"{path.parent} is not a folder")
         stats = self.memory.store.user_stats(user)
+        # Written where only we can look, at the file's own mode, then moved into place: an
+        # export holds the memories' text, so it is never more readable than the file.
         try:
-            self.memory.store.write_export(path, fmt, user, EXPORT_COLUMNS)
+            with tempfile.TemporaryDirectory(dir=path.parent, prefix=".slm-export-") as private:
+                part = Path(private) / path.name
+                self.memory.store.write_export(part, fmt, user, EXPORT_COLUMNS)
+                os.chmod(part, self.memory.store.index_mode())
+                os.replace(part, path)
         except Exception as exc:  # noqa: BLE001 - a path we cannot write is the user's to fix
             raise InvalidInput(f"cannot write {path}: {exc}") from None
         return ExportReport(path=str(path), memories=stats["observations"], summaries=stats["summaries"])
@@ -92,7 +106,9 @@ class Exchange:
         where = "line" if fmt == "json" else "row"
         with self.memory.store.lock:
             try:
-                table = self.memory.store.read_export(path, fmt, {c: _TYPES[c] for c in EXPORT_COLUMNS})
+                # (JSON: tags as written, a list or "a,b"; read as JSON and normalised here)
+                types = {c: "JSON" if c == "tags" and fmt == "json" else _TYPES[c] for c in EXPORT_COLUMNS}
+                table = self.memory.store.read_export(path, fmt, types)
             except Exception as exc:  # noqa: BLE001 - unreadable or not ours: say so, change nothing
                 why = _bad_json_line(path) if fmt == "json" else None
                 if why is None:
@@ -100,8 +116,12 @@ class Exchange:
                 raise InvalidInput(f"{path.name}: {why}; nothing was imported") from None
             present = self.memory.store.existing_fact_ids([x for x in table.column("fact_id").to_pylist() if x])
         rows = table.to_pylist()
+        self._complete(rows)
         skipped = self._check_imported(rows, path, where, on_invalid)
         bad = {s.position for s in skipped}
+        notes = [r["fact_id"] for r in rows if r["_note"] and r["line_number"] not in bad]
+        if notes:  # (their ids are computed from the notes: a second import finds them)
+            present |= self.memory.store.existing_fact_ids(notes)
         new = [r for r in rows if r["line_number"] not in bad and r["fact_id"] not in present]
         already = sum(1 for r in rows if r["line_number"] not in bad and r["fact_id"] in present)
         total = len(new)
@@ -125,6 +145,29 @@ class Exchange:
         return ImportReport(path=str(path), memories=total - summaries, summaries=summaries,
                             already_present=already, skipped=tuple(skipped))
 
+    def _complete(self, rows: list[dict]) -> None:
+        """Fill in what a hand-written line leaves out and can be computed: a plain note (no
+        fact_id) gets its id from its user and content, its text redacted, and every row its
+        content hash, kind, type and timestamps. Tags that cannot be read are the row's `_why`."""
+        now = self.memory.now()
+        for r in rows:
+            r["_why"] = None
+            try:
+                r["tags"] = list(normalise_tags(json.loads(r["tags"]) if isinstance(r["tags"], str) else r["tags"]))
+            except (InvalidInput, ValueError) as exc:
+                r["_why"] = f"has tags that are not a list of strings or \"a,b\" ({exc})"
+            r["user_id"] = r["user_id"] or self.memory.user_id
+            r["_note"] = not r["fact_id"] and isinstance(r["content"], str) and r["content"].strip() != ""
+            if r["_note"]:
+                r["content"], r["title"] = redact(r["content"]), r["title"] and redact(r["title"])
+                r["fact_id"] = note_id(r["user_id"], r["content"])
+            if isinstance(r["content"], str) and not r["content_hash"]:
+                r["content_hash"] = content_hash(r["content"])
+            r["kind"] = r["kind"] or "memory"
+            r["type"] = r["type"] or ("summary" if r["kind"] == "summary_event" else "discovery")
+            r["created_at"] = r["created_at"] or r["updated_at"] or now
+            r["updated_at"] = r["updated_at"] or r["created_at"]
+
     @staticmethod
     def _check_imported(rows: list[dict], path: Path, where: str, on_invalid: str) -> list[Skipped]:
         """Every row's problem, named by its line (or row) in the file: the first one raises,
@@ -132,9 +175,9 @@ class Exchange:
         seen: set[str] = set()
         skipped: list[Skipped] = []
         for r in rows:
-            why = None
-            if not r["fact_id"]:
-                why = "has no fact_id (not a file written by export)"
+            why = r["_why"]
+            if why is not None:
+                pass
             elif not isinstance(r["content"], str) or not r["content"].strip():
                 why = "has no content"
             elif r["kind"] not in ("memory", "summary_event"):
@@ -151,8 +194,7 @@ class Exchange:
                 seen.add(r["fact_id"])
                 continue
             if on_invalid == "raise":
-                raise InvalidInput(f"{path.name}: {where} {r['line_number']} {why}; nothing was imported "
-                                   "(on_invalid='skip' imports the valid rows)")
+                raise InvalidImport(f"{path.name}: {where} {r['line_number']} {why}; nothing was imported")
             skipped.append(Skipped(position=int(r["line_number"]), reason=why))
         return skipped
     def _write_imported(self, rows: list[dict], post: Postings) -> None:
@@ -162,7 +204,7 @@ class Exchange:
         columns = {c: [r[c] for r in rows] for c in EXPORT_COLUMNS}
         columns["tags"] = [list(t or []) for t in columns["tags"]]
         columns["project"] = [p or "" for p in columns["project"]]
-        columns["user_id"] = [u or "" for u in columns["user_id"]]
+        columns["user_id"] = [u or self.memory.user_id for u in columns["user_id"]]
         if not self.memory.store.sees_everything:  # on a server you import as yourself: they become yours
             columns["user_id"] = [self.memory.user_id] * len(rows)
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
@@ -175,6 +217,12 @@ class Exchange:
         self.memory._flush_events()
         self.memory.store.insert_many(columns)
         self.memory._sync()
+
+
+def note_id(user_id: str, content: str) -> str:
+    """A hand-written note's id, from whose it is and what it says: importing the same notes
+    again finds them (16 hex digits, as every memory id)."""
+    return hashlib.sha256(f"{user_id}\x00{content_hash(content)}".encode()).hexdigest()[:16]
 
 
 def _analysed_columns(rows: list[dict]) -> dict[str, list]:

@@ -7,6 +7,7 @@ share one file; user mistakes become one-line `UsageError`s, never tracebacks.
 from __future__ import annotations
 
 import contextlib
+import html
 import os
 import socket
 import textwrap
@@ -18,7 +19,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Bool, Float, Integer, Unicode, observe
 from traitlets.config import Configurable
 
-from .errors import SlmMagicError
+from . import questions
+from .display import plural, terminal_width, wrap
+from .errors import InvalidImport, SlmMagicError
 from .memory import Memory
 from .models import (MEMORY_TYPES, ExportReport, FeedbackRecorded, ImportReport, MemoryChange, RecallResult,
                      SessionInit, StatusReport)
@@ -55,7 +58,8 @@ def readable_help(func):
 
 
 def _usage(exc: Exception) -> UsageError:
-    return UsageError(str(exc))
+    """An engine error as one line; an import's names this magic's option, not the API's."""
+    return UsageError(exc.naming("--skip-invalid") if isinstance(exc, InvalidImport) else str(exc))
 
 
 @magics_class
@@ -64,7 +68,8 @@ class SLMMagic(Magics, Configurable):
 
     db_path = Unicode("", help="The memory file, or a team memory's postgresql:// URL. Empty: $SLM_MAGIC_DB, else "
                       "~/.slm_magic/memory.duckdb.").tag(config=True)
-    user = Unicode("", help="Whose memories these are; users never see each other's.").tag(config=True)
+    user = Unicode("", help="Whose memories these are (empty: $SLM_MAGIC_USER, else your login name, as the "
+                   "command line and the MCP server use); users never see each other's.").tag(config=True)
     session_timeout_hours = Float(24.0, help="An idle session older than this is closed and a new one opened.").tag(
         config=True)
     limit = Integer(10, help="How many memories %recall and %slm_start show by default.").tag(config=True)
@@ -99,14 +104,17 @@ class SLMMagic(Magics, Configurable):
         self._sources = (previous, getattr(info, "raw_cell", None))
 
     @property
-    def origin(self) -> str:
-        """Whose session this is: the notebook's path where the front end says it, else this
-        one kernel or terminal IPython process."""
+    def notebook(self) -> str | None:
+        """The running notebook's path, where the front end says it (JupyterLab, VS Code)."""
         notebook = os.environ.get("JPY_SESSION_NAME") or (self.shell.user_ns.get("__vsc_ipynb_file__")
                                                            if self.shell is not None else None)
-        if notebook:
-            return str(notebook)
-        return f"{'kernel' if self.in_kernel else 'ipython'}:{socket.gethostname()}:{os.getpid()}"
+        return str(notebook) if notebook else None
+
+    @property
+    def origin(self) -> str:
+        """Whose session this is: the notebook where there is one, else this one kernel or
+        terminal IPython process."""
+        return self.notebook or f"{'kernel' if self.in_kernel else 'ipython'}:{socket.gethostname()}:{os.getpid()}"
 
     # --- the engine ---------------------------------------------------------------------------
     @observe("db_path", "user", "session_timeout_hours")
@@ -124,7 +132,7 @@ class SLMMagic(Magics, Configurable):
         if self._memory is None:
             path = self.db_path or None
             try:
-                self._memory = Memory(path, user_id=self.user, session_timeout_hours=self.session_timeout_hours)
+                self._memory = Memory(path, user_id=self.user or None, session_timeout_hours=self.session_timeout_hours)
             except SlmMagicError as exc:
                 raise _usage(exc) from None
             self._memory.detach()  # held only while a magic runs
@@ -151,7 +159,8 @@ class SLMMagic(Magics, Configurable):
         old = self.session_id
         if old is not None and mem.session_is_closed(old):
             self.session_id = mem.session_init(max_results=0, origin=self.origin).session_id
-            print(f"slm_magic: session {old} was closed elsewhere; this notebook goes on in {self.session_id}")
+            here = "this notebook" if self.notebook else "this session"
+            print(f"slm_magic: session {old} was closed elsewhere; {here} goes on in {self.session_id}")
 
     def _session(self, mem: Memory) -> str:
         """The current session, opened on the fly (and said so) if %slm_start was not run:
@@ -216,8 +225,10 @@ class SLMMagic(Magics, Configurable):
     # --- the magics ---------------------------------------------------------------------------
     @readable_help
     @magic_arguments()
-    @argument("project_path", nargs="?", default="", help="the project folder; its name seeds the query")
-    @argument("--query", "-q", default="", help="what this session is about (default: from the project path)")
+    @argument("project_path", nargs="?", default="",
+              help="the project folder; its name seeds the query (default: this notebook's name and folder)")
+    @argument("--query", "-q", nargs="+", default=[],
+              help="what this session is about (default: the project path's words; none: what is pinned and newest)")
     @argument("--max-results", "-n", type=int, default=None, help="how many memories to show")
     @argument("--max-age-days", type=int, default=None, help="age gate in days (0: off)")
     @argument("--user", "-u", default=None, help="open the memory of this user")
@@ -227,13 +238,14 @@ class SLMMagic(Magics, Configurable):
         """Open a session (or continue the one active within the timeout) and show the
         memories that matter for this project."""
         args = parse_argstring(self.slm_start, line)
+        args.query = " ".join(args.query).strip()
         if args.user is not None:
             self.user = args.user
         n = self.limit if args.max_results is None else args.max_results
         days = self.max_age_days if args.max_age_days is None else args.max_age_days
         with self._engine() as mem:
-            init = mem.session_init(project_path=args.project_path or os.getcwd() if not args.query else
-                                    args.project_path, query=args.query, max_results=n, max_age_days=days,
+            where = args.project_path or (self.notebook or os.getcwd() if not args.query else "")
+            init = mem.session_init(project_path=where, query=args.query, max_results=n, max_age_days=days,
                                     reuse=not args.new, origin=self.origin)
         self.session_id = init.session_id
         return self._mine(init, init.session_id)
@@ -280,8 +292,8 @@ class SLMMagic(Magics, Configurable):
             raise UsageError(f"--limit must be at least 1; got {limit}")
         if not query:
             if not self.in_kernel:
-                raise UsageError("%recall needs a query, e.g. %recall churn definition "
-                                 "(with no query, a notebook shows a live search box)")
+                raise UsageError("%recall needs a query, e.g. %recall churn definition (%slm_list pages "
+                                 "through every memory; in a notebook, %recall alone is a live search box)")
             from .widgets import LiveSearch
 
             with self._engine() as mem:
@@ -338,11 +350,57 @@ class SLMMagic(Magics, Configurable):
         return self._by_id("slm_unpin", line,
                            lambda mem, fid: MemoryChange(action="unpinned", fact=mem.pin(fid, False)))
 
+    @readable_help
+    @magic_arguments()
+    @argument("id", nargs="?", default=None, help="the memory's id (or its first 6 characters or more)")
+    @argument("--project", "-p", default=None, help="every memory of this project")
+    @argument("--all", action="store_true", help="every memory you have")
+    @argument("--yes", action="store_true", help="do it: without it, --project and --all only say what would go")
     @line_magic
-    def slm_forget(self, line: str) -> MemoryChange:
-        """%slm_forget ID: delete a memory for good (returns what was deleted)."""
-        return self._by_id("slm_forget", line,
-                           lambda mem, fid: MemoryChange(action="forgotten", fact=mem.forget(fid)))
+    def slm_forget(self, line: str):
+        """Delete memories for good: one by its id, or all of a project or all of yours (these
+        two say how many first and act only with --yes)."""
+        args = parse_argstring(self.slm_forget, line)
+        if sum((args.id is not None, args.project is not None, args.all)) != 1:
+            raise UsageError("%slm_forget takes one of: a memory id, --project NAME, or --all "
+                             "(e.g. %slm_forget 3f2a9c, %slm_forget --project churn --yes)")
+        if args.id is not None:
+            return self._by_id("slm_forget", args.id,
+                               lambda mem, fid: MemoryChange(action="forgotten", fact=mem.forget(fid)))
+        with self._engine() as mem:
+            if args.yes:
+                return mem.forget_all(project=args.project)
+            n = mem.browse(project=args.project, limit=1).total
+        what = f"of project {args.project}" if args.project is not None else "you have"
+        print(f"slm_magic: this would forget {plural(n, 'memory', 'memories')} {what}, for good; "
+              f"add --yes to do it")
+        return None
+
+    @readable_help
+    @magic_arguments()
+    @argument("--project", "-p", default=None, help="only memories of this project")
+    @argument("--type", default=None, choices=MEMORY_TYPES, help="only memories of this type")
+    @argument("--limit", "-n", type=int, default=None, help="how many a page (default: SLMMagic.limit)")
+    @argument("--page", type=int, default=1, help="which page, from 1")
+    @line_magic
+    def slm_list(self, line: str):
+        """Every memory, newest first, a page at a time (no query needed)."""
+        args = parse_argstring(self.slm_list, line)
+        limit = self.limit if args.limit is None else args.limit
+        if limit < 1 or args.page < 1:
+            raise UsageError(f"--limit and --page must be at least 1; got {limit} and {args.page}")
+        with self._engine() as mem:
+            return mem.browse(project=args.project, type=args.type, limit=limit, offset=(args.page - 1) * limit)
+
+    @line_magic
+    def slm_help(self, line: str) -> MagicsHelp:
+        """Every slm_magic magic, one line each (`%recall?` shows one magic's options)."""
+        return MagicsHelp()
+
+    @line_magic("slm")
+    def slm_alias(self, line: str) -> MagicsHelp:
+        """%slm: the same as %slm_help."""
+        return self.slm_help(line)
 
     @line_magic
     def slm_feedback(self, line: str) -> FeedbackRecorded:
@@ -382,9 +440,43 @@ class SLMMagic(Magics, Configurable):
             return mem.import_file(args.path, on_invalid="skip" if args.skip_invalid else "raise")
 
 
+class MagicsHelp:
+    """What `%slm_help` returns: every magic of the extension, one line each."""
+
+    ROWS = (
+        ("%slm_start [PATH] [--query Q]", "open (or continue) this notebook's session and show what matters"),
+        ("%%remember [--tags a,b] [--type T]", "keep the cell's text, with its notebook and cell"),
+        ("%recall QUERY", "the memories that answer QUERY, best first (no query: a search box)"),
+        ("%slm_list [--project P] [--page N]", "every memory, newest first, a page at a time"),
+        ("%slm_close [--summary S]", "close the session into searchable summaries"),
+        ("%slm_status", "the file, the user, the session, counts, the learning phase"),
+        ("%slm_pin ID, %slm_unpin ID", "keep a memory in every session's context, or stop"),
+        ("%slm_forget ID|--project P|--all", "delete for good (--project and --all ask for --yes)"),
+        ("%slm_feedback ID up|down", "tell the ranking whether a memory helped"),
+        ("%slm_export PATH, %slm_import PATH", ".jsonl or .parquet, every field kept"),
+        ("%slm_help, %slm", "this list; %NAME? shows one magic's options"),
+    )
+
+    def __str__(self) -> str:
+        width = terminal_width()
+        lines = ["slm_magic magics:"]
+        for name, what in self.ROWS:
+            lines += [name] + wrap(what, width, 4)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><td style='text-align:left'><code>{html.escape(n)}</code></td>"
+                       f"<td style='text-align:left'>{html.escape(w)}</td></tr>" for n, w in self.ROWS)
+        return f"<div>slm_magic magics:</div><table style='font-size:12px'>{rows}</table>"
+
+
 def load_ipython_extension(ipython) -> None:
     magics = SLMMagic(shell=ipython)
     ipython.register_magics(magics)
+    questions.install(ipython)
     if magics.in_kernel:  # results show as widgets; a terminal keeps the text tables
         shown = ipython.display_formatter.ipython_display_formatter
         shown.for_type(RecallResult, magics.show_recall)
@@ -396,6 +488,7 @@ def unload_ipython_extension(ipython) -> None:
     shown = ipython.display_formatter.ipython_display_formatter
     for kind in (RecallResult, SessionInit):
         shown.type_printers.pop(kind, None)
+    questions.uninstall(ipython)
     if magics is not None:
         magics.close()
         try:

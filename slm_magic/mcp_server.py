@@ -30,10 +30,13 @@ INSTRUCTIONS = """\
 Long-term memory shared with the user's Jupyter notebooks (slm_magic): what you remember here
 the user finds with %recall in a notebook, and what they remember there you find with recall.
 Lifecycle: call session_init once when a piece of work starts; pass its session_id unchanged to
-every recall, remember and feedback call; call close_session with it when the work is done.
+every recall, remember and feedback call (left out, this server's session is used: the one
+session_init opened, or one opened on first need); call close_session when the work is done.
 recall before answering from memory; remember results, decisions and definitions worth keeping.
 The mem_* tools are the same memory as per-user observations (mem_session_start, mem_save,
-mem_search, ...). A long content is clipped in lists; mem_get_observation returns it whole.
+mem_search, ...), of the same user as the notebooks. list_memories pages through everything
+without a query. forget and forget_all delete for good: only when the user asks.
+A long content is clipped in lists; mem_get_observation returns it whole.
 """
 
 #: How long shutting down waits for a running call before closing the file anyway.
@@ -47,10 +50,16 @@ def build_server(memory: Memory, lock: threading.Lock | None = None) -> MCPServe
     server = MCPServer(name="slm-magic", title="slm_magic notebook memory", instructions=INSTRUCTIONS,
                        version=__version__, log_level="WARNING")
     for tool in mcp_tools.TOOLS:
-        read_only = tool.__name__ in mcp_tools.READ_ONLY
-        server.add_tool(_served(tool, memory, lock), name=tool.__name__,
-                        annotations=ToolAnnotations(read_only_hint=read_only, destructive_hint=False))
+        server.add_tool(_served(tool, memory, lock), name=tool.__name__, annotations=annotations(tool.__name__))
     return server
+
+
+def annotations(name: str) -> ToolAnnotations:
+    """What a client may show or ask before a call: read-only, or a change; a deletion for
+    good (destructive); safe to repeat (idempotent). Nothing here reaches outside the memory."""
+    read_only = name in mcp_tools.READ_ONLY
+    return ToolAnnotations(read_only_hint=read_only, destructive_hint=name in mcp_tools.DESTRUCTIVE,
+                           idempotent_hint=read_only or name in mcp_tools.IDEMPOTENT, open_world_hint=False)
 
 
 def _served(tool: Callable[..., dict[str, Any]], memory: Memory, lock: threading.Lock) -> Callable[..., Any]:
@@ -74,10 +83,11 @@ def _served(tool: Callable[..., dict[str, Any]], memory: Memory, lock: threading
     return call
 
 
-def serve(path: str | os.PathLike[str] | None = None, *, user_id: str = "") -> int:
+def serve(path: str | os.PathLike[str] | None = None, *, user_id: str | None = None) -> int:
     """Open the memory (an unusable file fails here, before serving), then serve on stdio
-    until the client goes away; the file is let go after every call and closed at the end."""
-    memory = Memory(path, user_id=user_id)
+    until the client goes away; the file is let go after every call and closed at the end.
+    `user_id` None (or empty: no --user given) is the notebooks' default user (`Memory`'s)."""
+    memory = Memory(path, user_id=user_id or None)
     memory.detach()
     lock = threading.Lock()
     # A client that stops its server with SIGTERM still gets the pending showings written.

@@ -7,12 +7,18 @@ descriptions, are the tool's input schema, and its docstring is what the assista
 argument or an unknown id raises the engine's own `SlmMagicError`, with the message a magic
 would show. A memory may hold up to 10 MB: lists clip each content (and say so);
 `mem_get_observation` returns it whole.
+
+Whose memory: the server's user (`Memory.user_id`: `--user`, else the same default identity the
+notebooks use), for every tool of both APIs. Which session: the one the caller names (a
+made-up id is an error, never silently a session of its own), else this server's session, the
+one its last `session_init` opened or one opened on first need, as a magic does.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import weakref
 from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema
@@ -21,6 +27,7 @@ from pydantic_core import to_jsonable_python
 from .errors import InvalidInput
 from .memory import Memory
 from .models import MEMORY_TYPES, Fact, ScoredMemory
+from .session_ids import is_synthetic_session
 
 #: Characters of a memory's content shown in a list (recall, session_init, mem_timeline).
 CONTENT_CHARS = 2_000
@@ -36,10 +43,13 @@ def _enum(values: tuple[str, ...], *, optional: bool = False) -> dict[str, Any]:
     return {"enum": [*values, None] if optional else list(values)}
 
 
-SessionId = Annotated[str, Field(description="The session_id that session_init returned, unchanged.")]
+SessionId = Annotated[str | None, Field(
+    description="The session_id that session_init returned, unchanged (default: this server's session, "
+                "opened on first need).")]
 FactId = Annotated[str, Field(description="A memory's fact_id, or a unique prefix of at least 6 characters.")]
 UserId = Annotated[str | None, Field(
-    description="Whose observations (API B is per user); default: the user the server was started for (--user).")]
+    description="Whose observations (API B is per user); default: the server's user, the same one as the "
+                "user's notebooks.")]
 ObservationId = Annotated[str, Field(
     description="An observation's id (a fact_id), or a unique prefix of at least 6 characters.")]
 _TYPE_LIST = WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string", "enum": list(ANY_TYPES)}},
@@ -56,19 +66,20 @@ def _clipped(content: str) -> dict[str, Any]:
     return {"content": content[:CONTENT_CHARS] + "…", "content_truncated": True, "content_chars": len(content)}
 
 
-def _fact(fact: Fact) -> dict[str, Any]:
+def _fact(fact: Fact, me: str) -> dict[str, Any]:
     """A stored memory, every field but its owner, content clipped; a shared one names its
-    author (`shared_by`)."""
+    author (`shared_by`), or says it is the caller's own ("you", `shared_by_you`)."""
+    mine = fact.user_id == me
     return {"fact_id": fact.fact_id, **_clipped(fact.content),
             **fact.model_dump(mode="json", exclude={"fact_id", "content", "user_id"}),
-            **({"shared_by": fact.user_id} if fact.shared else {})}
+            **({"shared_by": "you" if mine else fact.user_id, "shared_by_you": mine} if fact.shared else {})}
 
 
-def _scored(m: ScoredMemory) -> dict[str, Any]:
+def _scored(m: ScoredMemory, me: str) -> dict[str, Any]:
     """A recalled memory: the fact, its score and the score's parts (to 4 decimals: an assistant
     reads them, and pays for each digit), and whatever else the engine says about the match
     (fields it adds to ScoredMemory pass through)."""
-    fact = _fact(m.fact)
+    fact = _fact(m.fact, me)
     head = {k: fact.pop(k) for k in ("fact_id", "content", "content_truncated", "content_chars") if k in fact}
     parts = {k: round(v, 4) for k, v in m.score.model_dump(exclude={"value"}).items()}
     return {**head, "score": round(m.score.value, 4), "score_parts": parts,
@@ -92,10 +103,50 @@ def origin() -> str:
 
 
 def _user(mem: Memory, user_id: str | None) -> str:
+    """Whose observations: the one asked for, else the server's user (the notebooks' too)."""
     user = mem.user_id if user_id is None else user_id
     if not isinstance(user, str) or not user.strip():
-        raise InvalidInput("user_id must be a non-empty string: pass user_id, or start the server with --user NAME")
+        raise InvalidInput(f"user_id must be a non-empty string; leave it out for the server's user, {mem.user_id!r}")
     return user
+
+
+# --- which session -----------------------------------------------------------------------------
+#: This server's session per Memory served: the one its session_init opened, or one opened on
+#: first need by a call that named none (a process serves one Memory; tests serve several).
+_SERVER_SESSION: "weakref.WeakKeyDictionary[Memory, str]" = weakref.WeakKeyDictionary()
+
+
+def _server_session(mem: Memory) -> tuple[str, str]:
+    """This server's live session and a line saying it was used (and whether it was opened)."""
+    sid = _SERVER_SESSION.get(mem)
+    if sid is not None and not mem.session_is_closed(sid):
+        return sid, f"no session_id given: this server's session {sid} was used; pass it as session_id"
+    sid = mem.session_init(max_results=0, origin=origin()).session_id
+    _SERVER_SESSION[mem] = sid
+    return sid, f"no session_id given: opened this server's session {sid}; pass it as session_id from now on"
+
+
+def _known_session(mem: Memory, session_id: Any) -> str:
+    """A session id the caller gave, checked: one that was never opened is an error (a made-up
+    id would otherwise be taken silently, and nothing would be of that session)."""
+    if not isinstance(session_id, str):
+        raise InvalidInput(f"session_id must be a string, not {type(session_id).__name__}")
+    sid = session_id.strip()
+    if not is_synthetic_session(sid) and not mem.session_known(sid):
+        raise InvalidInput(f"no session with id {sid!r}: pass the session_id that session_init returned, "
+                           "or leave session_id out to use this server's session")
+    return sid
+
+
+def _session(mem: Memory, session_id: str | None) -> tuple[str, str | None]:
+    """The session a call runs in, and a note for the answer when the server chose it."""
+    if session_id is None or (isinstance(session_id, str) and not session_id.strip()):
+        return _server_session(mem)
+    return _known_session(mem, session_id), None
+
+
+def _noted(answer: dict[str, Any], note: str | None) -> dict[str, Any]:
+    return {**answer, "note": note} if note else answer
 
 
 # --- API A: the session lifecycle --------------------------------------------------------------
@@ -114,11 +165,13 @@ def session_init(
     for the project, with a ready-to-paste markdown `context`. Pass that session_id unchanged to
     every recall, remember and feedback call of this work, and call close_session with it when
     the work is done; never call session_init twice for the same work (a new id breaks the
-    session's learning) and never make up an id. If `abstained` is true the memories do not
+    session's learning) and never make up an id (an unknown one is refused). A call that gives no
+    session_id runs in the session this call opened. If `abstained` is true the memories do not
     answer the query: say so rather than present them as settled; `degraded_mode` true means
     only a BM25 fallback ran."""
     init = mem.session_init(project_path=project_path, query=query, max_results=max_results,
                             max_age_days=max_age_days, origin=origin())
+    _SERVER_SESSION[mem] = init.session_id  # a call that names no session runs in this one
     out = init.model_dump(mode="json")
     out["memories"] = [_listed(m) for m in out["memories"]]
     out["core_memory"] = [_listed(m) for m in out["core_memory"]]
@@ -128,7 +181,7 @@ def session_init(
 def recall(
     mem: Memory,
     query: Annotated[str, Field(description="What to look for, in words.")],
-    session_id: SessionId,
+    session_id: SessionId = None,
     limit: Annotated[int, Field(description="How many memories, at most.", json_schema_extra={"minimum": 0})] = 10,
     project: Annotated[str | None, Field(description="Only memories of this project.")] = None,
     type: Annotated[str | None, Field(description="Only memories of this type.",
@@ -143,19 +196,21 @@ def recall(
     first, each with its score and the score's parts (`relevance` says how well it matches), the
     query words it matched by field (`matched`), tags, type, project and dates. Only memories that
     match the query come back, unless `related`. A content over 2,000 characters is clipped
-    (`content_truncated`): mem_get_observation returns it whole."""
-    res = mem.recall(query, session_id=session_id, limit=limit, project=project, type=type, max_age_days=max_age_days,
+    (`content_truncated`): mem_get_observation returns it whole. Without a session_id, this
+    server's session is used (the answer's `note` says which)."""
+    sid, note = _session(mem, session_id)
+    res = mem.recall(query, session_id=sid, limit=limit, project=project, type=type, max_age_days=max_age_days,
                      related=related)
     head = res.model_dump(mode="json", exclude={"memories"})
     head["elapsed_ms"] = round(head["elapsed_ms"], 2)
-    return {**head, "memory_count": len(res),
-            "memories": [_scored(m) for m in res]}
+    return _noted({**head, "session_id": sid, "memory_count": len(res),
+                   "memories": [_scored(m, mem.user_id) for m in res]}, note)
 
 
 def remember(
     mem: Memory,
     content: Annotated[str, Field(description="The memory: a finding, a decision, a definition, in full sentences.")],
-    session_id: SessionId,
+    session_id: SessionId = None,
     tags: Tags = None,
     project: Annotated[str | None, Field(description="The project it belongs to.")] = None,
     type: Annotated[str | None, Field(description="The kind of memory (default: discovery).",
@@ -171,21 +226,32 @@ def remember(
     """Store a memory that the user (in their notebook) and later sessions will find: results,
     decisions and their reasons, definitions, pitfalls; not the conversation. Text inside
     <private>…</private> is stored as [REDACTED]; a topic_key already used revises that memory
-    (`action` "revised")."""
-    fact = mem.remember(content, session_id=session_id, tags=tags, project=project, type=type, title=title,
+    (`action` "revised"). Without a session_id, this server's session is used."""
+    sid, note = _session(mem, session_id)
+    fact = mem.remember(content, session_id=sid, tags=tags, project=project, type=type, title=title,
                         topic_key=topic_key, core=core, share=share, source=SOURCE)
-    return {"success": True, "action": "revised" if fact.revision_count else "remembered", **_fact(fact)}
+    return _noted({"success": True, "action": "revised" if fact.revision_count else "remembered",
+                   **_fact(fact, mem.user_id)}, note)
 
 
 def close_session(
     mem: Memory,
-    session_id: Annotated[str, Field(description="The session_id from session_init (empty: the user's most recent "
-                                                 "session, which may be the notebook's: give the id).")] = "",
+    session_id: Annotated[str, Field(
+        description="The session_id from session_init (empty: this server's session).")] = "",
 ) -> dict[str, Any]:
     """Close a session when its work is done: its memories are summarised, one searchable
     summary per thing they touched, so "what did we do in that session" has an answer later.
     Not a cleanup step before session_init; 0 summary events is normal for a quiet session."""
-    return mem.close_session(session_id).model_dump(mode="json")
+    if isinstance(session_id, str) and not session_id.strip():
+        sid = _SERVER_SESSION.get(mem)
+        if sid is None:  # (the engine's "most recent session" could be a notebook's: never by omission)
+            raise InvalidInput("this server has opened no session: give the session_id to close")
+    else:
+        sid = _known_session(mem, session_id)
+    out = mem.close_session(sid).model_dump(mode="json")
+    if _SERVER_SESSION.get(mem) == sid:
+        del _SERVER_SESSION[mem]  # the next call that names none opens a new one
+    return out
 
 
 # --- API B: observations per user --------------------------------------------------------------
@@ -285,7 +351,8 @@ def feedback(
     """Tell the ranking whether a recalled memory was useful: signals train the per-user
     re-ranking (phase 2 from 50 signals, a learned model from 200)."""
     fid = mem.resolve_id(fact_id)
-    signal_id = mem.feedback(fid, signal, session_id=session_id, query=query)
+    sid = None if session_id is None or not str(session_id).strip() else _known_session(mem, session_id)
+    signal_id = mem.feedback(fid, signal, session_id=sid, query=query)
     return {"success": True, "fact_id": fid, "signal": signal, "signal_id": signal_id,
             "learning": mem.learning_status().model_dump(mode="json")}
 
@@ -298,11 +365,90 @@ def pin(
     """Pin a memory as core (every session_init brings it, whatever the query), or unpin it.
     Keep core memories few: standing decisions, definitions, the user's preferences."""
     fact = mem.pin(mem.resolve_id(fact_id), core)
-    return {"success": True, "action": "pinned" if core else "unpinned", **_fact(fact)}
+    return {"success": True, "action": "pinned" if core else "unpinned", **_fact(fact, mem.user_id)}
+
+
+# --- every memory, and forgetting --------------------------------------------------------------
+def list_memories(
+    mem: Memory,
+    project: Annotated[str | None, Field(description="Only memories of this project.")] = None,
+    type: Annotated[str | None, Field(description="Only memories of this type.",
+                                      json_schema_extra=_enum(MEMORY_TYPES, optional=True))] = None,
+    limit: Annotated[int, Field(description="How many memories in this page.", json_schema_extra={"minimum": 1})] = 20,
+    offset: Annotated[int, Field(description="How many to skip: the previous page's next_offset.",
+                                 json_schema_extra={"minimum": 0})] = 0,
+) -> dict[str, Any]:
+    """Every stored memory (yours, and those shared with you), newest first, a page at a time,
+    without a query: to see what is there, or to find one to forget. `total` counts them all;
+    `next_offset` is the offset of the next page (null on the last one)."""
+    page = mem.browse(project=project, type=type, limit=limit, offset=offset)
+    shown = page.offset + len(page.facts)
+    return {"total": page.total, "offset": page.offset, "limit": page.limit,
+            "next_offset": shown if shown < page.total else None,
+            "memories": [_fact(f, mem.user_id) for f in page.facts]}
+
+
+def forget(mem: Memory, fact_id: FactId) -> dict[str, Any]:
+    """Delete one memory for good (its text and its place in every index): only when the user
+    asks, or a memory is wrong and replaced. A memory someone shared with you is
+    theirs to forget."""
+    fid = mem.resolve_id(fact_id)
+    if mem.get(fid) is None:  # readable (shared with us), not ours
+        author = getattr(mem.readable(fid), "user_id", None)
+        raise InvalidInput(f"memory {fid} is {author}'s, shared with you: only its author can forget it")
+    fact = mem.forget(fid)
+    return {"success": True, "action": "forgotten", **_fact(fact, mem.user_id)}
+
+
+def _own_memories(mem: Memory, project: str | None) -> int:
+    """How many memories forget_all would delete: the user's own (not those others shared)."""
+    if project is None:
+        return int(mem.mem_stats(mem.user_id)["observations"])
+    n, offset = 0, 0
+    while True:
+        page = mem.browse(project=project, limit=mem.BROWSE_MAX, offset=offset)
+        n += sum(f.user_id == mem.user_id for f in page.facts)
+        offset += len(page.facts)
+        if not page.facts or offset >= page.total:
+            return n
+
+
+def forget_all(
+    mem: Memory,
+    project: Annotated[str | None, Field(description="Only this project's memories (leave out: every memory "
+                                                     "of yours).")] = None,
+    confirm: Annotated[bool, Field(description="true: yes, delete them for good. Without it nothing is deleted "
+                                               "and the tool error says how many would be.")] = False,
+) -> dict[str, Any]:
+    """Delete every memory of a project, or every memory of yours, for good, with the session
+    summaries written about them: only when the user asked for exactly that. Memories others
+    shared with you stay (they are theirs). It needs confirm: true; without it nothing is
+    deleted, and the error says how many memories it would delete."""
+    if project is not None and (not isinstance(project, str) or not project.strip()):
+        raise InvalidInput("project must be a non-empty string, or left out for every memory of yours")
+    if confirm is not True:
+        n = _own_memories(mem, project)
+        many = f"{n} memor{'y' if n == 1 else 'ies'}"
+        if project is not None:
+            what = f"the {many} of project {project!r}"
+        else:
+            what = "your 1 memory" if n == 1 else f"all {many} of yours"
+        raise InvalidInput(f"forget_all would delete {what} for good; nothing was deleted. Only if the user asked "
+                           "for that, call it again with confirm: true")
+    report = mem.forget_all(project=project)
+    return {"success": True, "action": "forgotten", "forgotten": report.count,
+            "summaries_forgotten": report.summaries, "project": report.project}
 
 
 #: Every tool, in the order an assistant meets them.
 TOOLS = (session_init, recall, remember, close_session, mem_session_start, mem_save, mem_search,
-         mem_session_summary, mem_session_end, mem_get_observation, mem_timeline, mem_stats, feedback, pin)
+         mem_session_summary, mem_session_end, mem_get_observation, mem_timeline, mem_stats, feedback, pin,
+         list_memories, forget, forget_all)
 #: Tools that change nothing (recall is not one: it records what a session was shown).
-READ_ONLY = frozenset({"mem_search", "mem_get_observation", "mem_timeline", "mem_stats"})
+READ_ONLY = frozenset({"mem_search", "mem_get_observation", "mem_timeline", "mem_stats", "list_memories"})
+#: Tools that delete what cannot be had back. (The others add, or change what can be changed
+#: back: a pin, a session's end; a topic_key revises the memory the caller named by it, which
+#: keeps its id and counts the revision.)
+DESTRUCTIVE = frozenset({"forget", "forget_all"})
+#: Tools that, called again with the same arguments, change nothing more.
+IDEMPOTENT = frozenset({"pin", "forget", "forget_all"})

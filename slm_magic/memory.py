@@ -19,25 +19,26 @@ import numpy as np
 
 from . import bulk, text
 from .errors import InvalidInput, StoreError, type_name
+from .identity import default_user
 from .index import SparseIndex
-from .models import (CloseSessionResult, ExportReport, Fact, ImportReport, LearningStatus, Observation,
-                     ObservationCompact, Provenance, RecallResult, Remembered, SaveResult, ScoredMemory, SearchScore,
-                     Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
+from .models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
+                     MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
+                     ScoredMemory, SearchScore, Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
 from .reranker import CANDIDATES
-from .ranking import (AGE_GATE_RELEVANCE, Ranked, RankingConfig, WorkingSet, bm25_relevance, fuse, rank_index,
-                      rank_related, recency, revision, search_score)
+from .ranking import (AGE_GATE_RELEVANCE, Ranked, RankingConfig, WorkingSet, bm25_relevance, days_first, fuse,
+                      rank_days, rank_index, rank_related, recency, revision, search_score)
 from .exchange import Exchange
 from .calibration import AnswerCalibration, AnswerConfidence, Judge
 from .learning import LearningLoop
 from .observations import ApiB
 from .session_ids import is_synthetic_session
-from .sessions import SessionService
+from .sessions import SessionService, day_key
 from .temporal import temporal_terms
 from .replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
 from .rows import FactRows, fact_of
 from .records import (Postings, content_hash, content_hashes, epoch_seconds, field_counts, field_grams, new_fact_ids,
                       to_utc_naive, validate)
-from .backends import is_url, open_store
+from .backends import is_url, missing_file, open_store
 from .store import FACT_COLUMNS, INSERT_COLUMNS, STORAGE_FAILURES, utcnow
 
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
@@ -49,19 +50,26 @@ class Memory:
     """Long-term memory on one DuckDB file.
 
     `Memory(path)` opens (or creates) the file; ``":memory:"`` keeps everything in RAM;
-    ``None`` uses $SLM_MAGIC_DB or ~/.slm_magic/memory.duckdb.
+    ``None`` uses $SLM_MAGIC_DB or ~/.slm_magic/memory.duckdb. `user_id` None (or "") is
+    `identity.default_user()` ($SLM_MAGIC_USER, else the login name) on a file and the login
+    role on a server: one person is one user on every face. A file written when the default
+    user was "" is upgraded so that those memories are the default user's (store._v7).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, user_id: str = "",
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, user_id: str | None = None,
                  clock: Callable[[], datetime] | None = None, session_timeout_hours: float = 24.0,
                  judge: Judge | None = None, abstain_below: float = 0.5, **ranking: Any):
         self.config = RankingConfig(**ranking)
         if not isinstance(session_timeout_hours, (int, float)) or session_timeout_hours <= 0:
             raise InvalidInput(f"session_timeout_hours must be a positive number; got {session_timeout_hours!r}")
         self.session_timeout_hours = float(session_timeout_hours)
+        if user_id is not None and not isinstance(user_id, str):
+            raise InvalidInput(f"user_id must be a string, not {type_name(user_id)}")
         self._clock = clock or utcnow
         self.store = open_store(path)
         login = self.store.login_user
+        if not user_id:  # nobody said (or said ""): the server's login role, else this person's default name
+            user_id = login if login is not None and not self.store.sees_everything else default_user()
         if login is not None and user_id != login and not self.store.sees_everything:
             if user_id:  # on a server you are who you connect as: row-level security says so too
                 self.store.close()
@@ -94,6 +102,11 @@ class Memory:
         if not is_url(url):
             raise InvalidInput(f"a team memory needs a postgresql:// URL, not {url!r}")
         return setup(url, list(members))
+
+    @staticmethod
+    def missing_file(address: str | os.PathLike[str] | None = None) -> str | None:
+        """The file `Memory(address)` would create, when there is none yet (else None)."""
+        return missing_file(address)
 
     @property
     def path(self) -> str:
@@ -547,6 +560,24 @@ class Memory:
             self.replica.drop_saved()  # its text must not stay in the saved index
         return fact
 
+    def forget_all(self, *, project: str | None = None) -> ForgetReport:
+        """Delete for good every memory of this user (only those of `project`, if given): their
+        own, shared ones included, never another user's. The session summaries go with them:
+        those written under the project, or, with no project, every summary event of the user
+        and the summary lines of their sessions (nothing would be left to summarise). Signals
+        and recall showings of what went are deleted with it (the learning counts what is
+        left); the index drops them at once and the saved index, which holds their text, is
+        removed and saved again. Returns how many memories and summaries went."""
+        if project is not None and not isinstance(project, str):
+            raise InvalidInput(f"project must be a string or None, not {type_name(project)}")
+        self._flush_events()  # (showings not written yet may name what is about to go)
+        memories, summaries = self.store.forget_all(self.user_id, project)
+        self._working_sets.clear()  # (read again from the file when next needed)
+        self._sync()
+        if memories + summaries and self.replica is not None and self.store.index_stem is not None:
+            self.replica.drop_saved()  # its text must not stay in the saved index
+        return ForgetReport(count=memories, project=project, summaries=summaries)
+
     @contextlib.contextmanager
     def attached(self):
         """Hold the file only inside this block (several kernels can then share it): opened
@@ -620,7 +651,8 @@ class Memory:
         user = self.user_id if user_id is None else str(user_id)
         now_dt = self.now()
         updated_after = epoch_seconds(now_dt) - max_age_days * 86_400 if max_age_days else None
-        terms, qtf, qlen, kind = self._analyse_query(query, now_dt, kind)
+        terms, qtf, qlen, kind, days = self._analyse_query(query, now_dt, kind)
+        days = days if kind in (None, "summary_event") and type in (None, "summary") and limit else []
         words = text.term_words(query)
         now = epoch_seconds(now_dt)
         tracked = bool(session_id) and not is_synthetic_session(session_id) and not self.session_is_closed(session_id)
@@ -646,6 +678,9 @@ class Memory:
                                         type_code=None if type is None else _TYPE_CODE[type])
                     if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
                         ranked = learner.rerank(ranked, cs, index, limit)
+                    if days:  # the temporal channel: that day's sessions first
+                        ranked = days_first(rank_days(index, cs, self.config, self._day_docs(user, days, project),
+                                                      now=now, working_set=ws), ranked, self.config, limit)
                     if related:
                         ranked = ranked.then_related(*rank_related(
                             index, ranked.doc_ids, self.config, now=now, user=user_code, project=project_code,
@@ -656,23 +691,9 @@ class Memory:
                 ranked = None
         if ranked is None:
             mode, degraded, reason = "bm25_sql_fallback", True, self.index_error
-            wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
-            ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide,
-                                    kind=kind, type=type)
-            facts = {d: fact_of(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
-            wide_memories = [m for m in self._materialise(ranked, facts, words)
-                             if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
-            older = [m for m in wide_memories
-                     if updated_after is not None and epoch_seconds(m.fact.updated_at) < updated_after]
-            memories = [m for m in wide_memories if not (
-                updated_after is not None and epoch_seconds(m.fact.updated_at) < updated_after
-                and m.relevance < 0.70)][:limit]
-            ranked.older_matches = len(older)
-            keep_ids = {m.fact_id for m in memories}
-            order = [i for i, d in enumerate(ranked.doc_ids.tolist()) if facts.get(d) and facts[d].fact_id in keep_ids]
-            ranked = Ranked(*(a[order] for a in (ranked.doc_ids, ranked.score, ranked.relevance, ranked.bm25,
-                                                 ranked.tfidf, ranked.recency, ranked.revision, ranked.working_set)),
-                            older_matches=ranked.older_matches)
+            ranked, memories = self._recall_sql(terms, qtf, qlen, words, now=now, user=user, project=project,
+                                                limit=limit, updated_after=updated_after, kind=kind, type=type,
+                                                days=days)
         doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
         if tracked and memories:
             self._note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories], now_dt,
@@ -681,11 +702,36 @@ class Memory:
                               degraded_mode=degraded,
                               degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000,
                               age_gate_days=max_age_days or None,
-                              older_matches=ranked.older_matches if max_age_days else 0)
+                              older_matches=ranked.older_matches if max_age_days else 0, viewer=user)
         return result
 
+    def _recall_sql(self, terms, qtf, qlen, words, *, now, user, project, limit, updated_after, kind, type,
+                    days) -> tuple[Ranked, list[ScoredMemory]]:
+        """`recall` from the file when the in-process index cannot run: the same filters, age
+        gate and temporal channel; (the rows shown, their memories)."""
+        wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
+        day_docs = self._day_docs(user, days, project) if days else []
+        ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide,
+                                kind=kind, type=type, always=day_docs)
+        if day_docs:  # the temporal channel, as in process
+            ranked = days_first(ranked.subset(np.isin(ranked.doc_ids, day_docs)), ranked, self.config,
+                                wide + len(day_docs))
+        facts = {d: fact_of(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
+        wide_memories = [m for m in self._materialise(ranked, facts, words)
+                         if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
+        older = [m for m in wide_memories
+                 if updated_after is not None and epoch_seconds(m.fact.updated_at) < updated_after]
+        memories = [m for m in wide_memories if not (
+            updated_after is not None and epoch_seconds(m.fact.updated_at) < updated_after
+            and m.relevance < AGE_GATE_RELEVANCE)][:limit]
+        keep_ids = {m.fact_id for m in memories}
+        order = [i for i, d in enumerate(ranked.doc_ids.tolist()) if facts.get(d) and facts[d].fact_id in keep_ids]
+        shown = ranked.subset(np.array(order, dtype=np.int64))
+        shown.older_matches = len(older)
+        return shown, memories
+
     def _analyse_query(self, query: str, now_dt: datetime, kind: str | None):
-        """(terms, their counts, length, kind to keep) of a query. Dates it speaks of
+        """(terms, their counts, length, kind to keep, day terms) of a query. Dates it speaks of
         ("yesterday", "last Tuesday") become the day terms session summaries carry (the temporal
         channel); "auto" keeps summaries only for questions about days or sessions."""
         expanded = query.replace("\x00", "")
@@ -698,7 +744,11 @@ class Memory:
             kind = None if days or _ASKS_ABOUT_SESSIONS.search(query) else "memory"
         counts = text.query_counts(expanded, self._known_terms)
         qtf = list(counts.values())
-        return list(counts.keys()), qtf, sum(qtf), kind
+        return list(counts.keys()), qtf, sum(qtf), kind, days
+
+    def _day_docs(self, user: str, days: list[str], project: str | None) -> list[int]:
+        """Index positions of the user's whole-session summaries of these days (YYYYMMDD)."""
+        return self.store.sessions.day_summaries(user, [day_key(d) for d in days], project)
 
     def _known_terms(self, hashes: list[int]) -> set[int]:
         """Which of these terms some memory holds (the index's vocabulary, else the file's)."""
@@ -711,7 +761,7 @@ class Memory:
         """The default fusion's best k for a query (no session, no learning), with the channel
         scores they came from: what the learned ranker is trained on."""
         now_dt = self.now()
-        terms, qtf, qlen, kind = self._analyse_query(query, now_dt, "auto")
+        terms, qtf, qlen, kind, _ = self._analyse_query(query, now_dt, "auto")
         index = self.index
         user_code = index.lookup_code("user", user)
         project_code = None if project is None else index.lookup_code("project", project)
@@ -756,10 +806,12 @@ class Memory:
             self.store.sessions.record_recalls(events)
 
     def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, updated_after=None,
-                  kind=None, type=None) -> Ranked:
+                  kind=None, type=None, always=()) -> Ranked:
         """The in-process ranking without its n-gram and context channels, computed from the
         file: the same fields, filters, BM25 relevance, recency, revision and age gate (the file
-        keeps no 3-grams: they come from the text when an index loads)."""
+        keeps no 3-grams: they come from the text when an index loads). The matches among
+        `always` (a day's session summaries) come too, after the best `limit`, whatever their
+        age: the temporal channel places them."""
         if not terms or limit <= 0:
             return Ranked.empty()
         cfg = self.config
@@ -780,9 +832,12 @@ class Memory:
         rev = revision(revs.astype(np.float64), cfg.revision_cap)
         score = search_score(rel, rec, rev, cfg)
         if updated_after is not None:  # the age gate
-            keep = (updated >= updated_after) | (rel >= AGE_GATE_RELEVANCE)
+            keep = (updated >= updated_after) | (rel >= AGE_GATE_RELEVANCE) | np.isin(docs, list(always))
             docs, score, rel, bm25, rec, rev = (a[keep] for a in (docs, score, rel, bm25, rec, rev))
         top = np.lexsort((docs, -score))[:limit]
+        if len(always):
+            extra = np.flatnonzero(np.isin(docs, list(always)))
+            top = np.concatenate([top, extra[~np.isin(extra, top)]])
         none = np.zeros(top.size)
         return Ranked(docs[top], score[top], rel[top], bm25[top], none, rec[top], rev[top], none)
 
@@ -801,7 +856,8 @@ class Memory:
                 tfidf=float(ranked.tfidf[i]), recency=float(ranked.recency[i]), revision=float(ranked.revision[i]),
                 working_set=float(ranked.working_set[i]),
                 context=0.0 if ranked.context is None else float(ranked.context[i]),
-                learned=0.0 if ranked.learned is None else float(ranked.learned[i])),
+                learned=0.0 if ranked.learned is None else float(ranked.learned[i]),
+                temporal=0.0 if ranked.temporal is None else float(ranked.temporal[i])),
                 related_to=near or None, query_words=words))
         return out
 
@@ -850,6 +906,34 @@ class Memory:
             raise InvalidInput(f"{text!r} is the start of several ids: {', '.join(found[:5])}{more}; "
                                "give more characters")
         return found[0]
+
+    BROWSE_MAX = 10_000  # the most memories one page may hold
+
+    def browse(self, *, project: str | None = None, type: str | None = None, limit: int = 20,
+               offset: int = 0) -> MemoryPage:
+        """Every memory this user may read (their own and those shared with them), newest (last
+        updated) first, one page at a time: for looking through them without a question.
+        `project` and `type` keep only those; `offset` skips that many."""
+        if project is not None and not isinstance(project, str):
+            raise InvalidInput(f"project must be a string or None, not {type_name(project)}")
+        if type is not None and (not isinstance(type, str) or type not in MEMORY_TYPES):
+            raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}; got {type!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= self.BROWSE_MAX:
+            raise InvalidInput(f"limit must be an integer from 1 to {self.BROWSE_MAX:,}; got {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInput(f"offset must be a non-negative integer; got {offset!r}")
+        rows, total = self.store.browse_rows(self.user_id, project, type, limit, offset)
+        return MemoryPage(facts=[fact_of(r) for r in rows], total=total, offset=offset, limit=limit,
+                          project=project, type=type)
+
+    def session_known(self, session_id: str) -> bool:
+        """Whether this user ever opened a session with this id (`session_init` or
+        `mem_session_start`, here or in any other process): a made-up or mistyped id is not,
+        and a face can say so instead of taking it silently."""
+        if not isinstance(session_id, str):
+            raise InvalidInput(f"session_id must be a string, not {type_name(session_id)}")
+        sid = session_id.strip()
+        return bool(sid) and self.store.sessions.session_known(sid, self.user_id)
 
     def session_is_closed(self, session_id: str) -> bool:
         """Whether a session was ended, here or by any other kernel or process."""

@@ -179,10 +179,84 @@ class ImportReport(Readable, BaseModel):
         return out
 
 
+#: The widest a one-line acknowledgement gets ("remembered …", "pinned …"): it says what
+#: happened, not the whole memory, and fits a standard 80-column terminal whatever width the
+#: terminal reports (a pipe or a kernel's stdout reports 100).
+LINE_MAX = 80
+#: An id as the tables show it (the first 8 of its 16 characters; any 6 or more are accepted).
+SHORT_ID = 8
+
+
 def _fact_line(f: "Fact", lead: str = "") -> str:
-    """`lead`, the id and type, then as much of the text as fits one terminal line."""
-    start = f"{lead}{f.fact_id} [{f.type}{', core' if f.is_core else ''}] "
-    return start + one_line(f.content, max(20, terminal_width() - len(start) - 1))
+    """`lead`, the short id and type, then as much of the text as fits one line (clipped
+    with "…"), never wider than LINE_MAX columns."""
+    start = f"{lead}{f.fact_id[:SHORT_ID]} [{f.type}{', core' if f.is_core else ''}] "
+    width = min(terminal_width(), LINE_MAX)
+    return start + one_line(f.content, max(10, width - len(start)))
+
+
+class MemoryPage(BaseModel):
+    """What `Memory.browse` returns: one page of every memory a user may read (their own and
+    those shared with them), newest first, and where the page sits in the whole."""
+
+    model_config = ConfigDict(frozen=True)
+
+    facts: list[Fact] = Field(default_factory=list)
+    total: int        # how many memories there are in all (with these filters)
+    offset: int       # how many come before this page
+    limit: int        # the most a page holds
+    project: str | None = None
+    type: str | None = None
+
+    @property
+    def has_more(self) -> bool:
+        """Whether another page follows this one."""
+        return self.offset + len(self.facts) < self.total
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+    def __iter__(self):  # type: ignore[override]
+        return iter(self.facts)
+
+    def __getitem__(self, i: int) -> Fact:
+        return self.facts[i]
+
+    def __str__(self) -> str:
+        from .display import page_text
+
+        return page_text(self)
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:
+        p.text(str(self))
+
+    def _repr_html_(self) -> str:
+        from .display import page_html
+
+        return page_html(self)
+
+
+class ForgetReport(Readable, BaseModel):
+    """What `Memory.forget_all` deleted for good: the memories (of one project, or all of
+    them) and the session summaries that went with them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    count: int                  # memories forgotten
+    project: str | None = None  # None: every memory of the user
+    summaries: int = 0          # session summaries forgotten with them
+
+    def __str__(self) -> str:
+        """One line, never wider than LINE_MAX (a long project name is clipped with "…")."""
+        if not self.count and not self.summaries:
+            head, tail = "forgot nothing: you had no memories", ""
+        else:
+            head = f"forgot {plural(self.count, 'memory', 'memories')}"
+            tail = f" and {plural(self.summaries, 'session summary', 'session summaries')}" if self.summaries else ""
+        if self.project is None:
+            return f"{head}{tail}" if not self.count and not self.summaries else f"{head}{tail}: all you had"
+        lead = f"{head} in project " if not self.count and not self.summaries else f"{head} of project "
+        return lead + one_line(self.project, max(8, LINE_MAX - 1 - len(lead) - len(tail))) + tail
 
 
 class StatusReport(Readable, BaseModel):
@@ -219,7 +293,8 @@ class SearchScore(BaseModel):
     """SearchScore = 0.60·relevance + 0.25·recency + 0.15·revision, with its parts.
 
     `bm25` and `tfidf` (the character n-gram channel) make up `relevance`, with `context` (the
-    session context channel, 0 unless switched on); all values are in [0, 1].
+    session context channel, 0 unless switched on) and `temporal` (1 for a whole-session summary
+    of a day the question names); all values are in [0, 1].
     Not comparable with ContextScore: a different formula on a different scale.
     """
 
@@ -234,6 +309,9 @@ class SearchScore(BaseModel):
     working_set: float = 0.0  # the session boost (capped), added on top; 0 outside a session
     context: float = 0.0      # the context channel's part of relevance (off by default)
     learned: float = 0.0      # from the learning loop (phase 2 prior or phase 3 model), either sign
+    # The temporal channel's part of relevance: 1 for a whole-session summary of a day the
+    # question names ("what did I do today"), which relevance then fuses to at least 0.80.
+    temporal: float = 0.0
 
     def contributions(self) -> dict[str, float]:
         """How much each part adds to `value` (weight × part, at the documented weights):
@@ -281,10 +359,13 @@ class ScoredMemory(BaseModel):
     def strength(self) -> str:
         """How well it matches, in words: "strong" at relevance 0.70 or more (what passes the
         age gate), "weak" under 0.35 (about one common word), else "partial"; "related" for a
-        memory that matched nothing itself."""
+        memory that matched nothing itself; "listed" for one shown without a question (a
+        session opened with none: what is pinned and newest)."""
         if self.related_to is not None:
             return "related"
         r = self.score.relevance
+        if not self.query_words and r == 0:
+            return "listed"
         return "strong" if r >= 0.70 else "partial" if r >= 0.35 else "weak"
 
     # The parts by name, so `m.bm25` reads like the breakdown it is.
@@ -343,18 +424,20 @@ class RecallResult(BaseModel):
     # are shown only if their relevance reaches 0.70).
     age_gate_days: int | None = None
     older_matches: int = 0
+    # Who asked: their own shared memories read "shared by you" in the text and HTML.
+    viewer: str | None = Field(None, exclude=True, repr=False)
 
     def __len__(self) -> int:
         return len(self.memories)
 
     def __str__(self) -> str:
-        return recall_text(self)
+        return recall_text(self, viewer=self.viewer)
 
     def _repr_pretty_(self, p, cycle: bool) -> None:  # IPython in a terminal
         p.text(str(self))
 
     def _repr_html_(self) -> str:
-        return recall_html(self)
+        return recall_html(self, self.viewer)
 
     def __iter__(self):  # type: ignore[override]
         return iter(self.memories)
@@ -429,6 +512,12 @@ class SessionInit(BaseModel):
     is_new: bool = Field(True, exclude=True)
     age_gate: tuple[int, int] | None = Field(None, exclude=True)
     nothing_stored: bool = Field(False, exclude=True)
+    # No question was given and the path named nothing (an "Untitled.ipynb" in "work"): the
+    # memories are what is pinned and what is newest, not matches, and `message` says so.
+    opened_without_question: bool = Field(False, exclude=True)
+    query: str = Field("", exclude=True)  # the question the memories answer (given, or from the path)
+    message: str | None = Field(None, exclude=True)  # one plain line for the views, when there is one
+    viewer: str | None = Field(None, exclude=True, repr=False)  # whose session (their shares: "shared by you")
 
     def __str__(self) -> str:
         return session_text(self)
@@ -437,7 +526,7 @@ class SessionInit(BaseModel):
         p.text(str(self))
 
     def _repr_html_(self) -> str:
-        return session_html(self)
+        return session_html(self, self.viewer)
 
 
 class CloseSessionResult(Readable, BaseModel):

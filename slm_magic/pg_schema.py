@@ -1,7 +1,11 @@
 """The schema on PostgreSQL, and the administrator's setup of a team's memory.
 
-The versions are those of `store.MIGRATIONS`, in PostgreSQL's SQL: a database and a file at
-version N hold the same tables and columns. Four things exist only here:
+Versions 1 to 6 are those of `store.MIGRATIONS`, in PostgreSQL's SQL: a database and a file at
+those versions hold the same tables and columns. From version 7 the server's schema has versions
+of its own (`VERSION`), for what only a server needs: 7 keys each showing of a recall
+(`recall_events.showing_id`), so a statement run again after a lost connection (the store
+retries it) counts it once; a file is written by one process that never retries a committed
+statement, and needs no key. Five things exist only here:
 
 - `change_clock`, one row taken by `take_stamps(k)`: change stamps in commit order. A
   sequence hands stamps out when a row is written, not when it commits, so a reader catching
@@ -12,6 +16,10 @@ version N hold the same tables and columns. Four things exist only here:
 - Row-level security, forced on every table: a person reads and writes their own rows, and
   reads the memories (and their tombstones) the others shared. Not even raw SQL as that person
   reads more.
+- A time limit on an idle transaction for every member (`IDLE_IN_TRANSACTION_S`): a
+  transaction left open in a psql or a notebook (holding the clock, or a memory's row) is
+  ended by the server before a teammate's kernel, which waits `Store.LOCK_WAIT_S` (30 s) for a
+  lock, gives up. A kernel's own long reads (a snapshot) lift it for themselves.
 - Triggers that decide what others' kernels trust: a memory's index position (from the
   sequence), its stamp (one the clock handed out), and its tombstones (written by the server
   when a position stops being live). A member's own SQL cannot corrupt a teammate's index.
@@ -129,7 +137,20 @@ ALTER TABLE memories DROP CONSTRAINT IF EXISTS postings_readable;
 ALTER TABLE memories DROP COLUMN grams, DROP COLUMN gtfs;
 """
 
-MIGRATIONS = [_V1, _V2, _V3, _V4, _V5, _V6]
+# The server's own from here (see above): a key per showing, given before the first try.
+_V7 = """
+ALTER TABLE recall_events ADD COLUMN showing_id text;
+CREATE UNIQUE INDEX recall_events_showing ON recall_events (showing_id);
+"""
+
+MIGRATIONS = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
+#: The schema version of a team's database (a file's is `store.SCHEMA_VERSION`).
+VERSION = len(MIGRATIONS)
+
+#: Seconds a member's transaction may sit idle before the server ends its session: less than
+#: the 30 s a kernel waits for a lock (`Store.LOCK_WAIT_S`), so a transaction someone left open
+#: is gone before a teammate's write gives up waiting for it.
+IDLE_IN_TRANSACTION_S = 20
 
 # What guards the team's kernels, re-created on every setup (an upgrade of slm_magic may mend
 # them without a new schema version): the clock's function, the triggers, the checks.
@@ -222,6 +243,20 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _idle_limit(seconds: int) -> str:
+    """Every member of the team (those named now and those of earlier setups) gets the limit
+    on an idle transaction, in this database only: their other databases keep their own."""
+    return f"""DO $f$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT m.rolname FROM pg_auth_members a JOIN pg_roles m ON m.oid = a.member
+           JOIN pg_roles t ON t.oid = a.roleid WHERE t.rolname = '{TEAM}' LOOP
+    EXECUTE format('ALTER ROLE %I IN DATABASE %I SET idle_in_transaction_session_timeout = %L',
+                   r.rolname, current_database(), '{int(seconds)}s');
+  END LOOP;
+END $f$"""
+
+
 def setup_statements(version: int, target: int, members: list[str], existing_roles: set[str]) -> list[str]:
     """The statements that take a database from `version` to `target` and (again) set the
     roles, grants and policies, for `members` too. Run by a superuser (or a role with
@@ -257,6 +292,7 @@ def setup_statements(version: int, target: int, members: list[str], existing_rol
             f"GRANT EXECUTE ON FUNCTION take_stamps(integer), analyze_memories() TO {TEAM}"]
     out += ["DROP POLICY IF EXISTS derived ON tombstones",  # (the trigger writes them, as the owner)
             f"CREATE POLICY derived ON tombstones FOR INSERT TO {OWNER} WITH CHECK (true)"]
+    out.append(_idle_limit(IDLE_IN_TRANSACTION_S))
     for t in TABLES:
         out += [f"ALTER TABLE {t} ENABLE ROW LEVEL SECURITY",
                 f"ALTER TABLE {t} FORCE ROW LEVEL SECURITY",  # the owner too

@@ -17,15 +17,19 @@ as on a file; what differs is below this module:
   person their own rows and the shared ones.
 - A lost connection (the server restarted) is reconnected, with backoff, for up to
   `RECONNECT_S`; the statement or the whole write transaction then runs again. Memories,
-  sessions, signals, models and outcomes are keyed before the first try, so a write whose
-  commit the server made but never confirmed is found, not written twice (a recall's
-  showings carry no key: such a retry can count one twice). One line says it happened.
+  sessions, signals, models, outcomes and each showing of a recall are keyed before the first
+  try, so a write whose commit the server made but never confirmed is found, not written
+  twice. One line says it happened.
+- A member's transaction left idle is ended by the server (pg-setup sets
+  `idle_in_transaction_session_timeout` for every member); a kernel's own snapshot reads,
+  which may pause between statements while it builds its index, lift it for themselves.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import secrets
 import threading
 import time
 from collections.abc import Sequence
@@ -37,7 +41,10 @@ from . import pg_schema
 from .errors import StoreError
 from .session_store import SessionStore
 from .signal_store import SignalStore
-from .store import INSERT_COLUMNS, SCHEMA_VERSION, Store
+from .store import INSERT_COLUMNS, Store
+
+#: The schema version this slm_magic gives a team's database (its own numbers from 7 on).
+SCHEMA_VERSION = pg_schema.VERSION
 
 _locks: dict[str, threading.RLock] = {}
 _locks_lock = threading.Lock()
@@ -138,6 +145,24 @@ def _numbered(sql: str) -> str:
     return parts[0] + "".join(f"${i}{p}" for i, p in enumerate(parts[1:], 1))
 
 
+class PgSessionStore(SessionStore):
+    """The sessions repository on a server: as on a file, but each showing of a recall gets a
+    key before the first try, so the same batch sent again (after a lost connection whose
+    commit the server made) is counted once."""
+
+    def record_recalls(self, events: list[tuple]) -> None:
+        """(session_id, fact_id, doc_id, query, rank, shown_at, project filter) rows, in one
+        statement; each with a key of its own (a batch key and its place in the batch)."""
+        batch = secrets.token_hex(8)
+        keys = [f"{batch}-{i}" for i in range(len(events))]
+        cols = [list(c) for c in zip(*events)]
+        self.db._meta("INSERT INTO recall_events (showing_id, session_id, fact_id, doc_id, query, rank, created_at, "
+                      "project, user_id) SELECT e.*, (SELECT user_id FROM sessions s WHERE s.session_id = e.sid) "
+                      "FROM (SELECT unnest(?::text[]), unnest(?::text[]) AS sid, unnest(?::text[]), "
+                      "unnest(?::bigint[]), unnest(?::text[]), unnest(?::integer[]), unnest(?::timestamp[]), "
+                      "unnest(?::text[])) AS e ON CONFLICT (showing_id) DO NOTHING", [keys, *cols])
+
+
 class PgConnection:
     """The part of DuckDB's connection API the repositories use (`execute(sql, params)` with
     `?` parameters, `sql(...).to_arrow_table()`), on the store's psycopg connection."""
@@ -161,9 +186,12 @@ class PgStore(Store):
     NEXT_STAMP = "take_stamps(1)"
     STAMPS_IN_COMMIT_ORDER = True
     RECONNECT_S = 60.0
+    #: A snapshot read locks no row (it stalls no writer), and a kernel may pause between its
+    #: statements while it builds its index from them: the members' idle limit is not for it.
+    NO_IDLE_LIMIT = "SET LOCAL idle_in_transaction_session_timeout = 0"
 
     def __init__(self, url: str, *, upgrade_to: int | None = None):  # noqa: ARG002 - migrations: pg-setup
-        self.sessions = SessionStore(self)
+        self.sessions = PgSessionStore(self)
         self.signals = SignalStore(self)
         self.url = url
         self.path = shown_url(url)
@@ -370,6 +398,7 @@ class PgStore(Store):
 
         def in_snapshot(con):
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            con.execute(self.NO_IDLE_LIMIT)
             return work()
         return self.run(in_snapshot, transaction=True)
 
@@ -391,6 +420,7 @@ class PgStore(Store):
             cur.execute(f"SET lock_timeout = '{self.LOCK_WAIT_S:.0f}s'")
             if snapshot:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                cur.execute(self.NO_IDLE_LIMIT)
             self._arrow = cur
             try:
                 yield cur
@@ -503,6 +533,31 @@ class PgStore(Store):
     def delete(self, fact_id: str) -> bool:
         """The server writes the tombstone (of the row actually deleted)."""
         return bool(self.con.execute("DELETE FROM memories WHERE fact_id = ? RETURNING doc_id", [fact_id]).fetchall())
+
+    def forget_all(self, user_id: str, project: str | None) -> tuple[int, int]:
+        """As on a file, in one transaction, but the server writes the tombstones (the trigger,
+        one per row deleted: a member cannot write one). Row-level security keeps it to this
+        role's own rows whatever `user_id` says. A retry after a commit the server made but
+        never confirmed finds nothing left, and reports what the first try deleted."""
+        where, params = "user_id = ?", [user_id]
+        if project is not None:
+            where += " AND project = ?"
+            params.append(project)
+        first: list[list[str]] = []
+
+        def work(con) -> list[str]:
+            for table in ("feedback", "recall_events", "summary_events"):
+                self.fetch(con, f"DELETE FROM {table} WHERE fact_id IN (SELECT fact_id FROM memories "
+                                f"WHERE {where})", params)
+            kinds = [k for (k,) in self.fetch(con, f"DELETE FROM memories WHERE {where} RETURNING kind", params).rows]
+            if project is None:
+                self.fetch(con, "UPDATE sessions SET summary = NULL, is_auto_generated = false "
+                                "WHERE user_id = ? AND summary IS NOT NULL", [user_id])
+            if not first:
+                first.append(kinds)
+            return kinds or first[0]
+        kinds = self.run(work, transaction=True)
+        return kinds.count("memory"), kinds.count("summary_event")
 
     # --- exchange: files are read and written by the local DuckDB ----------------------------------
     def write_export(self, path, fmt: str, user_id: str, columns: Sequence[str]) -> None:

@@ -74,13 +74,15 @@ class Ranked:
     learned: np.ndarray | None = None  # the learning loop's part, already inside `score`
     related_to: np.ndarray | None = None  # per row: 0 for a match, else the rank of the match it is beside
     context: np.ndarray | None = None     # the context channel's part (in `relevance`), when it is on
+    temporal: np.ndarray | None = None    # the temporal channel's part (in `relevance`): 1 for a day's session
 
     def take(self, order: np.ndarray, *, score: np.ndarray, learned: np.ndarray) -> "Ranked":
         """The rows `order` picks, with new scores and their learned parts."""
         return Ranked(self.doc_ids[order], score, self.relevance[order], self.bm25[order], self.tfidf[order],
                       self.recency[order], self.revision[order], self.working_set[order],
                       older_matches=self.older_matches, learned=learned,
-                      context=None if self.context is None else self.context[order])
+                      context=None if self.context is None else self.context[order],
+                      temporal=None if self.temporal is None else self.temporal[order])
 
     def then_related(self, near: "Ranked", of: np.ndarray) -> "Ranked":
         """These matches followed by related memories `near` (beside matches `of`)."""
@@ -90,8 +92,17 @@ class Ranked:
                ("doc_ids", "score", "relevance", "bm25", "tfidf", "recency", "revision", "working_set")]
         learned = None if self.learned is None else np.concatenate([self.learned, np.zeros(near.doc_ids.size)])
         context = None if self.context is None else np.concatenate([self.context, np.zeros(near.doc_ids.size)])
-        return Ranked(*cat, older_matches=self.older_matches, learned=learned, context=context,
+        temporal = None if self.temporal is None else np.concatenate([self.temporal, np.zeros(near.doc_ids.size)])
+        return Ranked(*cat, older_matches=self.older_matches, learned=learned, context=context, temporal=temporal,
                       related_to=np.concatenate([np.zeros(self.doc_ids.size, np.int64), of]))
+
+    def subset(self, rows: np.ndarray) -> "Ranked":
+        """The rows `rows` selects (a mask or positions), every part with them."""
+        opt = {f: None if getattr(self, f) is None else getattr(self, f)[rows]
+               for f in ("learned", "related_to", "context", "temporal")}
+        return Ranked(*(getattr(self, f)[rows] for f in ("doc_ids", "score", "relevance", "bm25", "tfidf",
+                                                         "recency", "revision", "working_set")),
+                      older_matches=self.older_matches, **opt)
 
     @classmethod
     def empty(cls) -> "Ranked":
@@ -150,6 +161,62 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
         own = _eligible(t, np.flatnonzero(cs.bm25[: t.size] != 0), user, project, kind, type_code)
         ranked.older_matches = int(np.count_nonzero(t.updated[own] < updated_after))
     return ranked
+
+
+#: The temporal channel's weight. A question naming a day ("what did I do today", "last
+#: Tuesday", "2026-06-16") is answered by that day's whole-session summaries: they carry the
+#: day in their own fields, so they match the question, and their relevance is fused with this
+#: channel as a noisy-or, 1 − (1 − lexical)(1 − DAY_WEIGHT): at least 0.80, a strong match.
+DAY_WEIGHT = 0.8
+
+
+def rank_days(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: np.ndarray, *, now: float,
+              working_set: WorkingSet | None = None) -> Ranked:
+    """The whole-session summaries of the days a question names (`docs`, live ones kept), with
+    their lexical parts as `rank_index` scores them (BM25 and the n-gram channel), best first;
+    `days_first` adds the temporal channel."""
+    t = index.docs
+    docs = np.asarray(docs, dtype=np.int64)
+    docs = docs[(docs >= 0) & (docs < t.size)]
+    docs = docs[t.alive[docs]]
+    if not docs.size or cs.bm25 is None:
+        return Ranked.empty()
+    bm25 = bm25_relevance(cs.bm25[docs], cs.idf_max)
+    wg = cfg.ngram_weight if cs.grams[0].size else 0.0
+    gram = index.grams.cosine(docs, *cs.grams) if wg > 0 else np.zeros(docs.size)
+    rel = 1.0 - (1.0 - bm25) * (1.0 - wg * gram)
+    rec = np.minimum(1.0, index.recency_base[docs] * index.recency_scale(now, cfg.recency_half_life_days))
+    rev = np.minimum(t.revision[docs], cfg.revision_cap) * (1.0 / cfg.revision_cap)
+    ws = working_set.lookup(docs) if working_set is not None else np.zeros(docs.size)
+    return Ranked(docs, search_score(rel, rec, rev, cfg) + ws, rel, bm25, gram, rec, rev, ws)
+
+
+def days_first(days: Ranked, rest: Ranked, cfg: RankingConfig, limit: int) -> Ranked:
+    """A day's session summaries (`days`, lexical parts only) first, their relevance fused with
+    the temporal channel, best first among themselves; then the other matches (`rest`) in
+    their order, without those; at most `limit`. With no day summary, `rest` unchanged."""
+    if not days.doc_ids.size or limit <= 0:
+        return rest
+    rel = 1.0 - (1.0 - days.relevance) * (1.0 - DAY_WEIGHT)
+    score = days.score + cfg.w_relevance * (rel - days.relevance)
+    first = np.lexsort((days.doc_ids, -score))
+    others = np.flatnonzero(~np.isin(rest.doc_ids, days.doc_ids))
+    n_day, n_rest = first.size, others.size
+
+    def joined(mine: np.ndarray | None, theirs: np.ndarray | None) -> np.ndarray:
+        a = np.zeros(n_day) if mine is None else mine[first]
+        b = np.zeros(n_rest) if theirs is None else theirs[others]
+        return np.concatenate([a, b])[:limit]
+
+    def optional(theirs: np.ndarray | None) -> np.ndarray | None:
+        return None if theirs is None else joined(None, theirs)
+
+    return Ranked(np.concatenate([days.doc_ids[first], rest.doc_ids[others]])[:limit].astype(np.int64),
+                  joined(score, rest.score), joined(rel, rest.relevance), joined(days.bm25, rest.bm25),
+                  joined(days.tfidf, rest.tfidf), joined(days.recency, rest.recency),
+                  joined(days.revision, rest.revision), joined(days.working_set, rest.working_set),
+                  older_matches=rest.older_matches, learned=optional(rest.learned),
+                  context=optional(rest.context), temporal=joined(np.ones(days.doc_ids.size), None))
 
 
 def rank_related(index: SparseIndex, matches: np.ndarray, cfg: RankingConfig, *, now: float, user: int,

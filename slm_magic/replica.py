@@ -233,8 +233,10 @@ class IndexReplica:
         doc_ids = meta["doc_id"].astype(np.int64)
         alive = index.docs.alive
         known = np.array([d < index.docs.size and alive[d] for d in doc_ids.tolist()], dtype=bool)
+        users = index.codes_of("user", meta["user_id"].tolist())
         for i in np.flatnonzero(known).tolist():  # metadata can change without new content
             d = int(doc_ids[i])
+            index.docs.user[d] = users[i]  # (the empty user's rows, adopted by the default user)
             index.docs.updated[d] = meta["updated"][i]
             index.docs.revision[d] = meta["revision_count"][i]
             index.docs.core[d] = meta["is_core"][i]

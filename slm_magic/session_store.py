@@ -52,6 +52,27 @@ class SessionStore:
                                     [session_id]).fetchall()
         return bool(rows and rows[0][0])
 
+    def session_known(self, session_id: str, user_id: str) -> bool:
+        """Whether this user ever opened a session with this id (by either API)."""
+        with self.db.lock:
+            return bool(self.db.con.execute("SELECT count(*) FROM sessions WHERE session_id = ? AND user_id = ?",
+                                            [session_id, user_id]).fetchall()[0][0])
+
+    def day_summaries(self, user_id: str, key_prefixes: list[str], project: str | None = None) -> list[int]:
+        """Index positions of the user's whole-session summaries whose topic key starts with
+        one of `key_prefixes` (one per day: `sessions.day_key`), of one project if given."""
+        if not key_prefixes:
+            return []
+        where = " OR ".join(["starts_with(topic_key, ?)"] * len(key_prefixes))
+        params = [user_id, *key_prefixes]
+        if project is not None:
+            where = f"({where}) AND project = ?"
+            params.append(project)
+        with self.db.lock:
+            return [int(d) for (d,) in self.db.con.execute(
+                "SELECT doc_id FROM memories WHERE user_id = ? AND kind = 'summary_event' AND topic_key IS NOT NULL "
+                f"AND ({where}) ORDER BY doc_id", params).fetchall()]
+
     def set_session_summary(self, session_id: str, summary: str) -> None:
         self.db._meta("UPDATE sessions SET summary = ? WHERE session_id = ?", [summary, session_id])
 

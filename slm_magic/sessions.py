@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from collections import defaultdict
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from datetime import date, datetime, timedelta
 from pathlib import PurePath
 from typing import Any
 
 from .calibration import RELEVANCE_FLOOR, AnswerConfidence
-from .display import one_line
+from .display import one_line, plural
 from .errors import InvalidInput
 from .models import (CloseSessionResult, Fact, RecallResult, ScoredMemory, SearchScore,
                      SessionInit, SessionMemory, SessionSummaryCompact)
@@ -28,29 +28,54 @@ from .temporal import day_term
 
 
 AGE_GATE_RELEVANCE = 0.70       # an old memory survives the age gate only this relevant
+# Folder and file names that say nothing about what a session is for (a notebook's own name is
+# "Untitled3.ipynb" until it is given one); digits and single letters say nothing either.
 _GENERIC_DIRS = frozenset("home users user root projects project src code work repos repo git dev "
-                          "documents desktop notebooks tmp var opt mnt".split())
+                          "documents desktop notebooks notebook tmp temp var opt mnt untitled copy ipynb py "
+                          "jupyter lab content downloads private folders workspace workspaces".split())
+_HOMES = frozenset(("home", "users"))  # the folder after one of these is a person's name
 _IDENTIFIER = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]+|"
                          r"[A-Za-z_]\w*\.[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\b")
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]{2,})\b")
 _SUMMARY_SNIPPETS = 3
+_WHOLE_SNIPPETS = 6             # what a whole-session summary quotes of the session's memories
 RECENT_SESSIONS = 5             # summaries of earlier sessions shown when one opens
 _NOT_NAMES = frozenset("january february march april may june july august september october november december "
                        "monday tuesday wednesday thursday friday saturday sunday the this that these those "
                        "then there when what which while after before".split())
 
 
-def query_from_path(project_path: str) -> str:
-    """The words of a project folder: its name first, then the meaningful folders above it."""
+def query_from_path(project_path: str, ignore: Iterable[str] = ()) -> str:
+    """The words of a project folder or a notebook's path: its name first, then the meaningful
+    folders above it. Only words about something: generic names ("Untitled", "work",
+    "notebooks", "tmp", …), digits, single letters, the folder after home/ or Users/ and the
+    names in `ignore` (the user's) are left out, so a path may have no words at all."""
     if not project_path:
         return ""
     parts = [p for p in PurePath(project_path.replace("\\", "/")).parts if p not in ("/", "~", ".", "..")]
+    skip = {n.lower() for n in ignore if n} | {parts[i + 1].lower() for i, p in enumerate(parts[:-1])
+                                                if p.lower() in _HOMES}
     words: list[str] = []
     for part in reversed(parts):
+        if part.lower() in skip:
+            continue
         for w in re.split(r"[\W_]+", part):
-            if w and w.lower() not in _GENERIC_DIRS and w.lower() not in (x.lower() for x in words):
+            bare = w.lower().rstrip("0123456789")  # ("Untitled3" is "Untitled")
+            if len(w) < 2 or w.isdigit() or bare in _GENERIC_DIRS or w.lower() in skip:
+                continue
+            if w.lower() not in (x.lower() for x in words):
                 words.append(w)
     return " ".join(words)
+
+
+#: The topic key that marks a day's whole-session summary: `day_key(day) + session_id`.
+def day_key(day: date | str) -> str:
+    """The start of the topic key of every whole-session summary of `day` (a date, or its
+    YYYYMMDD day term): what a question about that day looks up."""
+    return f"session-day:{day if isinstance(day, str) else day_term(day)}:"
+
+
+WHOLE_SESSION = "*"  # the summary_events entity of a whole-session summary (no entity is one character)
 
 
 def entities_of(fact: Fact) -> list[str]:
@@ -72,6 +97,29 @@ def entities_of(fact: Fact) -> list[str]:
     return out[:8]
 
 
+def _check_init(project_path, query, max_results, max_age_days, origin) -> None:
+    if origin is not None and not isinstance(origin, str):
+        raise InvalidInput(f"origin must be a string, not {type(origin).__name__}")
+    for name, value in (("project_path", project_path), ("query", query)):
+        if not isinstance(value, str):
+            raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
+    for name, value in (("max_results", max_results), ("max_age_days", max_age_days)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInput(f"{name} must be a non-negative integer; got {value!r}")
+
+
+def _without_question(any_newest: bool, max_age_days: int) -> str:
+    """What a session opened without a question shows, in one plain line."""
+    within = f" (updated in the last {plural(max_age_days, 'day')})" if max_age_days else ""
+    if any_newest:
+        return (f"No question was given: these are your pinned and newest memories{within}, not answers "
+                "to a question. Give a query to search them all.")
+    if max_age_days:
+        return (f"No question was given, and no memory was updated in the last {plural(max_age_days, 'day')}: "
+                "give a query to search them all.")
+    return "No question was given: these are your pinned memories. Give a query to search them all."
+
+
 class SessionService:
     """A part of `Memory` (held as `memory.sessions`): API A's lifecycle, `session_init` with
     its context and `close_session` with its summary events, as SuperLocalMemory names them."""
@@ -86,28 +134,23 @@ class SessionService:
 
         Memories last updated more than `max_age_days` ago are left out unless their relevance
         is at least 0.70 (`max_age_days=0` keeps everything); pinned core memories always come.
+        With no query, one is made of the words of `project_path` (a folder, or a notebook's
+        path) if it has any; with none there either, the session shows what is pinned and the
+        newest memories and says so (`opened_without_question`, `message`): it does not abstain.
         `origin` names who opens it (a notebook's path, one terminal IPython). With `reuse`, the
         open session of the same user and origin, active within `session_timeout_hours`, goes on
         instead of a new one (what `%slm_start` does: a restarted kernel continues its notebook's
         session, and another notebook has its own).
         """
-        if origin is not None and not isinstance(origin, str):
-            raise InvalidInput(f"origin must be a string, not {type(origin).__name__}")
-        for name, value in (("project_path", project_path), ("query", query)):
-            if not isinstance(value, str):
-                raise InvalidInput(f"{name} must be a string, not {type(value).__name__}")
-        for name, value in (("max_results", max_results), ("max_age_days", max_age_days)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidInput(f"{name} must be a non-negative integer; got {value!r}")
+        _check_init(project_path, query, max_results, max_age_days, origin)
         now = self.memory.now()
         session_id = self.live_session(self.memory.user_id, "slm", now, origin=origin, by_origin=True) if reuse else None
         is_new = session_id is None
+        path_words = query_from_path(project_path, self._names())
+        q = query.strip() or path_words
         if is_new:
-            project = query_from_path(project_path).split(" ")[0] if project_path else ""
-            session_id = self.open(self.memory.user_id, "slm", now, project=project, origin=origin)
+            session_id = self.open(self.memory.user_id, "slm", now, project=path_words.split(" ")[0], origin=origin)
             self.memory._working_sets[session_id] = {}  # new: nothing shown yet, no need to ask the file
-        q = query.strip() or query_from_path(project_path)
-
         res: RecallResult | None = None
         kept: list[ScoredMemory] = []
         if q and max_results:
@@ -118,26 +161,79 @@ class SessionService:
                                      session_id=session_id if is_new else None)
             kept = list(res.memories)
         core = [ScoredMemory(fact=f, score=self._static_score(f, now)) for f in self.core_memories()]
-        shown = {m.fact_id for m in kept}
-        scored = kept + [c for c in core if c.fact_id not in shown]
+        if q:
+            shown = {m.fact_id for m in kept}
+            scored = kept + [c for c in core if c.fact_id not in shown]
+        else:  # no question: what is pinned, then what is newest
+            scored = core + self._newest(max_results, max_age_days, now, exclude={c.fact_id for c in core})
         merged = [SessionMemory(fact_id=m.fact_id, content=m.content, score=m.score.value, is_core=m.fact.is_core)
                   for m in scored]
         core_items = [SessionMemory(fact_id=m.fact_id, content=m.content, score=m.score.value, is_core=True)
                       for m in core]
-        dates = {m.fact_id: m.fact.updated_at for m in scored}
+        nothing_stored = not scored and self.memory.store.user_stats(self.memory.user_id)["observations"] == 0
+        conf, reason = self._answered(q, res, nothing_stored, max_age_days)
+        message = (None if q or nothing_stored or not max_results else
+                   _without_question(len(scored) > len(core), max_age_days))
+        return SessionInit(
+            success=True, session_id=session_id, viewer=self.memory.user_id,
+            context=render_context(merged, {m.fact_id: m.fact.updated_at for m in scored}, note=message),
+            memories=merged, memory_count=len(merged), core_memory=core_items,
+            degraded_mode=res.degraded_mode if res else self.memory.index is None,
+            retrieval_mode=res.retrieval_mode if res else self._mode(),
+            calibration_status=conf.calibration_status, calibration_id=conf.calibration_id,
+            answer_confidence=conf.answer_confidence, abstained=conf.abstained, abstention_reason=reason,
+            learning=self.memory.learning_status(),
+            scored_memories=scored, is_new=is_new, nothing_stored=nothing_stored,
+            age_gate=(max_age_days, res.older_matches) if res is not None and max_age_days else None,
+            recent_sessions=self.recent_summaries(self.memory.user_id, RECENT_SESSIONS, exclude=session_id),
+            opened_without_question=not q, query=q, message=message,
+        )
 
+    def _mode(self) -> str:
+        """The retrieval mode a recall would run in now (said when none ran)."""
+        if self.memory.index is None:
+            return "bm25_sql_fallback"
+        return "full_bm25_tfidf" if self.memory.config.tfidf_on else "bm25_in_process"
+
+    def _names(self) -> set[str]:
+        """The person's names, which a path holds (/home/ana/…) without being about anything."""
+        from pathlib import Path
+
+        from .identity import default_user
+
+        return {self.memory.user_id, default_user(), Path.home().name}
+
+    def _newest(self, n: int, max_age_days: int, now: datetime, exclude: set[str]) -> list[ScoredMemory]:
+        """With no question: the user's newest memories (own and shared with them), up to `n`,
+        none older than the age gate (with nothing asked, nothing is relevant enough to pass it)."""
+        if n <= 0:
+            return []
+        oldest = now - timedelta(days=max_age_days) if max_age_days else None
+        out = []
+        for f in self.memory.browse(limit=min(n + len(exclude), 10_000)).facts:
+            if oldest is not None and f.updated_at < oldest:
+                break
+            if f.fact_id not in exclude:
+                out.append(ScoredMemory(fact=f, score=self._static_score(f, now)))
+            if len(out) == n:
+                break
+        return out
+
+    def _answered(self, q: str, res: RecallResult | None, nothing_stored: bool,
+                  max_age_days: int) -> tuple[AnswerConfidence, str | None]:
+        """Whether the session's recall answered its question, and if not why, in words. With
+        no question nothing is abstained from (there was nothing to answer)."""
         if res is not None:
             conf = self.memory.answer_confidence(res)
             self.memory.calibration.judge_recall(q, res)
         else:
             conf = AnswerConfidence(calibration_status="uncalibrated", calibration_id=None, answer_confidence=None,
-                                    abstained=True, abstention_reason=None)
+                                    abstained=bool(q) or nothing_stored, abstention_reason=None)
         reason = conf.abstention_reason
-        nothing_stored = not kept and not core and self.memory.store.user_stats(self.memory.user_id)["observations"] == 0
         if nothing_stored:
             reason = "no memories yet: %%remember (or remember()) keeps the first one"
         elif not q:
-            reason = "no query: give a query or a project path"
+            reason = None
         elif res is None:
             reason = "max_results is 0: no memory was looked up"
         elif conf.abstained and not res.memories and res.older_matches:
@@ -146,21 +242,7 @@ class SessionService:
                       f"only weakly (the age gate: relevance below {AGE_GATE_RELEVANCE:.2f})")
         elif conf.abstained and conf.calibration_status == "uncalibrated" and res.memories:
             reason = f"no memory within the age gate reaches relevance {RELEVANCE_FLOOR}"
-        init = SessionInit(
-            success=True, session_id=session_id, context=render_context(merged, dates),
-            memories=merged, memory_count=len(merged), core_memory=core_items,
-            degraded_mode=res.degraded_mode if res else self.memory.index is None,
-            retrieval_mode=res.retrieval_mode if res else
-            ("bm25_sql_fallback" if self.memory.index is None else
-             "full_bm25_tfidf" if self.memory.config.tfidf_on else "bm25_in_process"),
-            calibration_status=conf.calibration_status, calibration_id=conf.calibration_id,
-            answer_confidence=conf.answer_confidence, abstained=conf.abstained, abstention_reason=reason,
-            learning=self.memory.learning_status(),
-            scored_memories=scored, is_new=is_new, nothing_stored=nothing_stored,
-            age_gate=(max_age_days, res.older_matches) if res is not None and max_age_days else None,
-            recent_sessions=self.recent_summaries(self.memory.user_id, RECENT_SESSIONS, exclude=session_id),
-        )
-        return init
+        return conf, reason
 
     def live_session(self, user: str, api: str, now: datetime, *, origin: str | None = None,
                      by_origin: bool = False, known: str | None = None,
@@ -270,6 +352,9 @@ class SessionService:
                             "title": f"Session {started:%Y-%m-%d}: {labels[key]}", "created_at": self.memory.now(),
                             "user_id": self.memory.user_id})
             entities.append(key)
+        if facts and WHOLE_SESSION not in done:
+            records.append(self._whole_session(sid, started, facts, [labels[k] for k in groups]))
+            entities.append(WHOLE_SESSION)
         if records:
             ids = self.write_summaries(records)
             self.memory.store.sessions.add_summary_events(sid, list(zip(entities, ids)), self.memory.now())
@@ -283,15 +368,33 @@ class SessionService:
         self.end(sid, self.memory.now(), summary=summary.strip() if summary else None, auto=auto)
         return CloseSessionResult(success=True, session_id=sid, summary_events_created=len(records))
 
+    def _whole_session(self, sid: str, started: datetime, facts: list[Fact], touched: list[str]) -> dict[str, Any]:
+        """The one summary of a whole session, beside the per-entity ones: its day, every entity
+        it touched and what was kept; what "what did I do today" brings first (its topic key
+        starts with the day's `day_key`)."""
+        quoted = "; ".join(one_line(f.content, 120) for f in facts[:_WHOLE_SNIPPETS])
+        more = f" (+{len(facts) - _WHOLE_SNIPPETS} more)" if len(facts) > _WHOLE_SNIPPETS else ""
+        n = plural(len(facts), "memory", "memories")
+        content = (f"{n}, touching {', '.join(touched) or 'nothing named'}: {quoted}{more} (session {sid}, "
+                   f"{started:%A %d %B %Y}, {started:%Y-%m-%d}, day {day_term(started)})")
+        project = Counter(f.project for f in facts).most_common(1)[0][0]
+        return {"content": content, "session_id": sid, "project": project,
+                "title": f"The session of {started:%A %d %B %Y}",
+                "topic_key": day_key(started) + sid, "created_at": self.memory.now(),
+                "user_id": self.memory.user_id}
+
     def session_facts(self, session_id: str, *, user_id: str | None = None) -> list[Fact]:
         """The memories written in a session (not its summaries), oldest first."""
         user = self.memory.user_id if user_id is None else user_id
         return [fact_of(r) for r in self.memory.store.session_rows(session_id, user)]
 
 
-def render_context(memories: list[SessionMemory], dates: dict[str, datetime]) -> str:
-    """The ready-to-paste markdown block: one bullet per memory with its date."""
+def render_context(memories: list[SessionMemory], dates: dict[str, datetime], note: str | None = None) -> str:
+    """The ready-to-paste markdown block: one bullet per memory with its date (after `note`,
+    in italics, when there is one: what the list is, if not answers to a question)."""
     lines = ["# Relevant Memory Context", ""]
+    if note:
+        lines += [f"_{note}_", ""]
     if not memories:
         lines.append("_No relevant memories yet._")
     for m in memories:

@@ -225,7 +225,30 @@ def _v6(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE memories DROP COLUMN grams; ALTER TABLE memories DROP COLUMN gtfs;")
 
 
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+#: Every table with a user_id column: whose each row is.
+USER_TABLES = ("memories", "tombstones", "sessions", "feedback", "summary_events", "recall_events", "models",
+               "outcomes")
+
+
+def _v7(con: duckdb.DuckDBPyConnection) -> None:
+    """One person, one name (issue 25): until now a memory written without a user belonged to
+    the empty user "", and every face now defaults to `identity.default_user()` instead. So
+    the rows of "" become that user's, in every table, and stay the person's who wrote them.
+
+    The name is the one in force when the file is upgraded ($SLM_MAGIC_USER, else the login
+    name): the first slm_magic of this version to open the file decides. Rows already under
+    that name are merged with them (nothing is overwritten: every table is keyed by its own
+    ids). Another name later (a different $SLM_MAGIC_USER) finds them under this one,
+    `Memory(path, user_id=<it>)` or `--user <it>`; nothing is dropped. A saved index names
+    the schema version it was made for, so one from before (holding "") is rebuilt."""
+    from .identity import default_user
+
+    user = default_user()
+    for table in USER_TABLES:
+        con.execute(f"UPDATE {table} SET user_id = ? WHERE user_id = ''", [user])
+
+
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What a caller provides for a new memory (doc_id and changed come from the sequences).
@@ -408,6 +431,29 @@ class Store:
                 except Exception:
                     con.execute("ROLLBACK")
                     raise
+            if target_version >= 7:
+                self._adopt_unowned(con)
+
+    def _adopt_unowned(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Rows of the empty user written since the upgrade (`_v7`) by a kernel still running an
+        older slm_magic, which knows no default user: the default user's too, so none is left
+        behind. Two existence checks when there are none (the usual case); the memories' stamps
+        move, so every process's index catches up with whose they are."""
+        if not con.execute("SELECT EXISTS (SELECT 1 FROM memories WHERE user_id = '') "
+                           "OR EXISTS (SELECT 1 FROM sessions WHERE user_id = '')").fetchall()[0][0]:
+            return
+        from .identity import default_user
+
+        user = default_user()
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute("UPDATE memories SET user_id = ?, changed = nextval('change_seq') WHERE user_id = ''", [user])
+            for table in USER_TABLES[1:]:
+                con.execute(f"UPDATE {table} SET user_id = ? WHERE user_id = ''", [user])
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
 
     def last_memory(self) -> tuple[int, str] | None:
         """(doc id, fact id) of the memory at the highest index position, if any."""
@@ -689,6 +735,53 @@ class Store:
                 self.con.execute("ROLLBACK")
                 raise
         return bool(rows)
+
+    def forget_all(self, user_id: str, project: str | None) -> tuple[int, int]:
+        """Delete for good every row of a user (of one project, if given), memories and session
+        summaries alike, in one transaction: their index positions tombstoned (other processes
+        drop them too), the signals, showings and summary links naming them gone with them; with
+        no project the user's sessions lose their summary lines as well (the sessions stay
+        known, and closed). Returns (memories, session summaries) deleted."""
+        where, params = "user_id = ?", [user_id]
+        if project is not None:
+            where += " AND project = ?"
+            params.append(project)
+        with self.lock:
+            self._cache.clear()
+            self.con.execute("BEGIN TRANSACTION")
+            try:
+                for table in ("feedback", "recall_events", "summary_events"):
+                    self.con.execute(f"DELETE FROM {table} WHERE fact_id IN (SELECT fact_id FROM memories "
+                                     f"WHERE {where})", params)
+                self.con.execute("INSERT INTO tombstones (doc_id, new_doc_id, terms, user_id, shared) "
+                                 f"SELECT doc_id, NULL, terms, user_id, shared FROM memories WHERE {where}", params)
+                kinds = [k for (k,) in self.con.execute(f"DELETE FROM memories WHERE {where} RETURNING kind",
+                                                        params).fetchall()]
+                if project is None:
+                    self.con.execute("UPDATE sessions SET summary = NULL, is_auto_generated = false "
+                                     "WHERE user_id = ? AND summary IS NOT NULL", [user_id])
+                self.con.execute("COMMIT")
+            except Exception:
+                self.con.execute("ROLLBACK")
+                raise
+        return kinds.count("memory"), kinds.count("summary_event")
+
+    def browse_rows(self, user_id: str, project: str | None, type_: str | None, limit: int,
+                    offset: int) -> tuple[list[tuple], int]:
+        """One page of the memories a user may read (their own and the shared ones), newest
+        (last updated) first, and how many there are in all."""
+        where, params = "(user_id = ? OR shared) AND kind = 'memory'", [user_id]
+        for column, value in (("project", project), ("type", type_)):
+            if value is not None:
+                where += f" AND {column} = ?"
+                params.append(value)
+        with self.lock:
+            total = self.con.execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchall()[0][0]
+            rows = self.con.execute(
+                f"SELECT {', '.join(FACT_COLUMNS)} FROM memories WHERE {where} "
+                "ORDER BY updated_at DESC, coalesce(seq, doc_id) DESC LIMIT ? OFFSET ?",
+                [*params, limit, offset]).fetchall()
+        return rows, int(total)
 
     def find_live(self, user_id: str, *, topic_key: str | None = None, content_hash: str | None = None):
         """fact_id of the user's memory with this topic key (or this normalised content)."""

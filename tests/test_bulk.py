@@ -67,7 +67,7 @@ def test_a_worker_that_dies_costs_speed_only(workers, db_path, monkeypatch):
     with Memory(db_path) as m:
         ids = m.remember_many(records, batch_size=100)
         assert len(workers) == 1 and len(ids) == 300 and len(set(ids)) == 300
-        assert m.store.user_stats("")["observations"] == 300
+        assert m.store.user_stats(m.user_id)["observations"] == 300
         hit = m.recall("df_orders_v2", limit=500).memories
         assert {h.fact_id for h in hit} == {i for i, r in zip(ids, records) if "df_orders_v2" in r["content"]}
 
@@ -78,7 +78,7 @@ def test_an_invalid_batch_stops_the_import_where_it_stood(workers, db_path):
     with Memory(db_path) as m:
         with pytest.raises(Exception, match="record 210"):
             m.remember_many(records, batch_size=100)
-        assert m.store.user_stats("")["observations"] == 200  # the batches before it, not the one after
+        assert m.store.user_stats(m.user_id)["observations"] == 200  # the batches before it, not the one after
 
 
 SCRIPT = textwrap.dedent("""
@@ -113,11 +113,11 @@ def test_reading_ahead_changes_nothing_a_caller_sees(workers, db_path):
     with Memory(db_path) as m:
         with pytest.raises(RuntimeError, match="the source broke"):
             m.remember_many(broken_source(), batch_size=2)
-        assert m.store.user_stats("")["observations"] == 4  # both full batches, as without read-ahead
+        assert m.store.user_stats(m.user_id)["observations"] == 4  # both full batches, as without read-ahead
         bad_first = [{"content": ""}] + [{"content": f"x {i}"} for i in range(5)]
         with pytest.raises(Exception, match="content is empty"):
             m.remember_many(bad_first, batch_size=2)
-        assert m.store.user_stats("")["observations"] == 4
+        assert m.store.user_stats(m.user_id)["observations"] == 4
 
 
 def test_a_bulk_write_leaves_duckdb_as_it_found_it(db_path, tmp_path):
@@ -160,7 +160,7 @@ def test_a_batch_is_written_while_the_next_is_read_and_an_error_stops_both(worke
         with pytest.raises(StoreError, match="disk is full"):
             m.remember_many([{"content": f"later {i} on churn"} for i in range(300)], batch_size=100)
         assert calls == [100, 100]  # the third batch was read, never written
-        assert m.store.user_stats("")["observations"] == 104
+        assert m.store.user_stats(m.user_id)["observations"] == 104
         assert m.index.n_live == 104 and len(m.recall("later", limit=200).memories) == 100
 
 

@@ -72,7 +72,7 @@ def test_cli(tmp_path):
     assert added.returncode == 0
     fid = added.stdout.strip()
     got = run("recall", "join", "rows", "--json")
-    assert got.returncode == 0 and json.loads(got.stdout.splitlines()[0])["fact_id"] == fid
+    assert got.returncode == 0 and json.loads(got.stdout)["memories"][0]["fact_id"] == fid
     assert "memories: 1" in run("stats").stdout
     out = tmp_path / "x.jsonl"
     assert run("export", str(out)).returncode == 0 and out.exists()

@@ -395,6 +395,27 @@ def test_a_forgotten_memory_leaves_the_saved_index_at_once(db_path, clock):
     assert_same(got, rebuilt_answers(db_path, clock))
 
 
+def test_forgetting_a_whole_project_leaves_the_saved_index_at_once(db_path, clock):
+    """forget_all (issue 25, point 12) as forget: the text of what went leaves the saved index,
+    and the next kernel maps one that answers as a rebuild does."""
+    build(db_path, clock)
+    idx = index_file.path_for(str(db_path))
+    with Memory(db_path, clock=clock) as m:
+        for i in range(3):
+            m.remember(f"the client's password hint {i} is blue-walrus-42", project="vault")
+        m.save_index()
+        assert b"blue-walrus-42" in open(idx, "rb").read()
+        assert m.forget_all(project="vault").count == 3
+        m.replica.wait_saved()
+        assert m.replica.save_error is None
+        assert b"blue-walrus-42" not in open(idx, "rb").read()  # saved again, without them
+    with Memory(db_path, clock=clock) as m:
+        assert m.replica.source == "saved index"
+        assert m.recall("blue walrus password").memories == []
+        got = answers(m)
+    assert_same(got, rebuilt_answers(db_path, clock))
+
+
 def test_an_index_of_a_newer_version_is_left_for_it(db_path, clock):
     build(db_path, clock)
     idx = index_file.path_for(str(db_path))

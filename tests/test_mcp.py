@@ -26,7 +26,7 @@ from slm_magic.models import MEMORY_TYPES  # noqa: E402
 
 TOOLS = {"session_init", "recall", "remember", "close_session", "mem_session_start", "mem_save", "mem_search",
          "mem_session_summary", "mem_session_end", "mem_get_observation", "mem_timeline", "mem_stats", "feedback",
-         "pin"}
+         "pin", "list_memories", "forget", "forget_all"}
 SESSION_INIT_KEYS = {"success", "session_id", "context", "memories", "memory_count", "core_memory", "degraded_mode",
                      "retrieval_mode", "calibration_status", "calibration_id", "answer_confidence", "abstained",
                      "abstention_reason", "learning"}
@@ -77,11 +77,12 @@ async def test_lists_every_tool_with_its_schema_subprocess(tmp_path):
     assert set(tools) == TOOLS
     required = {name: set(t.input_schema.get("required", ())) for name, t in tools.items()}
     assert required == {
-        "session_init": set(), "recall": {"query", "session_id"}, "remember": {"content", "session_id"},
+        "session_init": set(), "recall": {"query"}, "remember": {"content"},
         "close_session": set(), "mem_session_start": set(), "mem_save": {"content", "type", "title"},
         "mem_search": {"query"}, "mem_session_summary": {"summary"}, "mem_session_end": {"summary"},
         "mem_get_observation": {"observation_id"}, "mem_timeline": {"observation_id"}, "mem_stats": set(),
-        "feedback": {"fact_id", "signal"}, "pin": {"fact_id"}}
+        "feedback": {"fact_id", "signal"}, "pin": {"fact_id"}, "list_memories": set(), "forget": {"fact_id"},
+        "forget_all": set()}
 
     def prop(tool: str, name: str) -> dict:
         return tools[tool].input_schema["properties"][name]
@@ -91,7 +92,8 @@ async def test_lists_every_tool_with_its_schema_subprocess(tmp_path):
         "project_path": ("string", ""), "query": ("string", ""), "max_results": ("integer", 10),
         "max_age_days": ("integer", 30)}
     assert prop("recall", "limit")["type"] == "integer" and prop("recall", "limit")["default"] == 10
-    assert prop("recall", "query")["type"] == prop("recall", "session_id")["type"] == "string"
+    assert prop("recall", "query")["type"] == "string"
+    assert {t["type"] for t in prop("recall", "session_id")["anyOf"]} == {"string", "null"}  # default: the server's
     assert {s["type"] for s in prop("remember", "tags")["anyOf"]} == {"string", "array", "null"}
     assert set(MEMORY_TYPES) < set(prop("remember", "type")["enum"])
     assert prop("mem_save", "type")["enum"] == list(MEMORY_TYPES)
@@ -104,7 +106,9 @@ async def test_lists_every_tool_with_its_schema_subprocess(tmp_path):
     lifecycle = tools["session_init"].description
     assert "once" in lifecycle and "session_id" in lifecycle and "close_session" in lifecycle
     assert {n for n, t in tools.items() if t.annotations.read_only_hint} == {
-        "mem_search", "mem_get_observation", "mem_timeline", "mem_stats"}
+        "mem_search", "mem_get_observation", "mem_timeline", "mem_stats", "list_memories"}
+    assert {n for n, t in tools.items() if t.annotations.destructive_hint} == {"forget", "forget_all"}
+    assert all(t.annotations.open_world_hint is False for t in tools.values())
 
 
 # --- the lifecycle -----------------------------------------------------------------------------
@@ -205,8 +209,10 @@ async def test_bad_arguments_are_tool_errors_and_the_server_goes_on_subprocess(t
         assert "signal must be one of up, down; got 'sideways'" in await fails(session, "feedback", fact_id=fid,
                                                                                signal="sideways")
         assert "content is empty" in await fails(session, "remember", content="   ", session_id=sid)
-        assert "user_id must be a non-empty string" in await fails(session, "mem_stats")  # no --user, none given
-        assert "session_id" in await fails(session, "recall", query="feature store")  # a required argument missing
+        assert "user_id must be a non-empty string" in await fails(session, "mem_stats", user_id=" ")
+        assert "no session with id 'slm-20990101-00000000'" in await fails(
+            session, "recall", query="feature store", session_id="slm-20990101-00000000")
+        assert "Field required" in await fails(session, "recall")  # a required argument missing
         assert "Unknown tool" in await fails(session, "forget_everything")
         res = await call(session, "recall", query="feature store refresh", session_id=sid)  # still serving
         assert res["memories"][0]["content"] == "The feature store refreshes at 02:00 UTC."
@@ -349,8 +355,7 @@ class RawClient:
             return json.loads(self.proc.stdout.readline())["result"]
 
     def remember(self, content: str, *, wait: bool = True):
-        res = self.request("tools/call", {"name": "remember", "arguments": {"content": content,
-                                                                          "session_id": "test:raw"}}, wait=wait)
+        res = self.request("tools/call", {"name": "remember", "arguments": {"content": content}}, wait=wait)
         return res and res["structuredContent"]["fact_id"]
 
 
@@ -420,8 +425,13 @@ async def test_an_assistant_on_the_team_memory_subprocess(team_db, tmp_path):
         sid = (await call(session, "session_init", project_path="team"))["session_id"]
         got = await call(session, "recall", query="salary churn client", session_id=sid)
         assert [(m["fact_id"], m["shared_by"]) for m in got["memories"]] == [(shared.fact_id, "alice")]
-        await call(session, "remember", content="bob: churn is computed in the nightly job", session_id=sid,
-                   share=True)
+        mine = await call(session, "remember", content="bob: churn is computed in the nightly job", session_id=sid,
+                          share=True)
+        assert (mine["shared_by"], mine["shared_by_you"]) == ("you", True)  # bob's own, not "shared by bob"
+        both = await call(session, "recall", query="churn client nightly job", session_id=sid)
+        assert {m["fact_id"]: m["shared_by"] for m in both["memories"]} == {shared.fact_id: "alice",
+                                                                           mine["fact_id"]: "you"}
         assert "no memory with id" in await fails(session, "pin", fact_id=shared.fact_id)  # read, never owned
+        assert "alice's, shared with you" in await fails(session, "forget", fact_id=shared.fact_id)
     with Memory(team_db["alice"]) as alice:
         assert [m.fact.user_id for m in alice.recall("churn nightly job")][:1] == ["bob"]

@@ -291,3 +291,123 @@ def test_one_file_spelt_two_ways_is_one_file(db_path, monkeypatch):
     with Memory(db_path) as a, Memory(db_path.name) as b:  # absolute, then relative: shared, no conflict
         fact = a.remember("spelt two ways, stored once")
         assert b.get(fact.fact_id) == fact and a.path == b.path == str(db_path)
+
+
+# --- every memory without a query, forgetting many, known sessions (issue 25, point 12) ----------
+
+def test_browse_pages_every_readable_memory_newest_first(db_path, clock):
+    from datetime import datetime, timedelta
+
+    from slm_magic.models import MemoryPage
+
+    with Memory(db_path, user_id="ana", clock=clock) as ana, Memory(db_path, user_id="bob", clock=clock) as bob:
+        start = clock.now
+        mine = []
+        for i, c in enumerate(CORPUS):
+            clock.now = start + timedelta(minutes=i)
+            mine.append(ana.remember(c, project="churn" if i % 2 else "sales", type="decision" if i < 3 else None))
+        clock.now = start + timedelta(hours=1)
+        shared = bob.remember("bob's shared finding on churn", share=True)
+        bob.remember("bob's private note")
+        ana.remember("a session summary is not a memory", session_id="s1")
+        ana.close_session("s1")
+        ana._refresh()
+        page = ana.browse(limit=4)
+        assert isinstance(page, MemoryPage) and (page.total, page.offset, page.limit) == (10, 0, 4)
+        note = ana.browse(limit=1)[0]  # (written after bob's, at the same time: the later write first)
+        assert note.content == "a session summary is not a memory"
+        assert [f.fact_id for f in page] == [note.fact_id, shared.fact_id, mine[7].fact_id, mine[6].fact_id]
+        assert page.has_more and all(f.kind == "memory" for f in page)
+        rest = ana.browse(limit=4, offset=8)
+        assert [f.fact_id for f in rest] == [mine[1].fact_id, mine[0].fact_id] and not rest.has_more
+        assert ana.browse(offset=50).facts == [] and ana.browse(offset=50).total == 10
+        churn = ana.browse(project="churn")
+        assert churn.total == 4 and {f.project for f in churn} == {"churn"} and churn.project == "churn"
+        assert [f.fact_id for f in ana.browse(type="decision")] == [mine[2].fact_id, mine[1].fact_id, mine[0].fact_id]
+        assert "bob's private note" not in {f.content for f in ana.browse(limit=100)}
+        assert str(page) and shared.fact_id[:8] in str(page)
+        clock.now = datetime(2026, 6, 2)
+        ana.revise(mine[0].fact_id, content="the join on customer_id drops 3% of rows (revised)")
+        assert ana.browse(limit=1)[0].fact_id == mine[0].fact_id  # revised: the newest now
+    with Memory(":memory:") as m:
+        for bad in ({"limit": 0}, {"limit": 10_001}, {"limit": True}, {"offset": -1}, {"type": "summary"},
+                    {"project": 3}):
+            with pytest.raises(InvalidInput):
+                m.browse(**bad)
+
+
+def test_forget_all_of_a_project_takes_only_its_own_memories(db_path, clock):
+    with Memory(db_path, user_id="ana", clock=clock) as ana, Memory(db_path, user_id="bob", clock=clock) as bob:
+        sid = ana.session_init(query="churn").session_id
+        gone = [ana.remember(f"churn finding {i} about tenure", project="churn", session_id=sid) for i in range(3)]
+        kept = ana.remember("sales forecast with prophet about tenure", project="sales")
+        theirs = bob.remember("bob's churn finding about tenure", project="churn", share=True)
+        ana.feedback(gone[0].fact_id, "up", query="tenure")
+        ana.recall("tenure", session_id=sid)
+        ana.close_session(sid)
+        ana._refresh()
+        report = ana.forget_all(project="churn")
+        assert (report.count, report.project) == (3, "churn") and report.summaries > 0
+        assert str(report).startswith("forgot 3 memories of project churn") and len(str(report)) < 80
+        assert [f.fact_id for f in ana.browse()] == [theirs.fact_id, kept.fact_id]
+        assert {m.fact_id for m in ana.recall("tenure", kind=None, limit=20)} == {theirs.fact_id, kept.fact_id}
+        assert ana.feedback_count() == 0  # the signals on what went, went with it
+        assert ana.store.con.execute("SELECT count(*) FROM recall_events WHERE fact_id IN (?, ?, ?)",
+                                     [g.fact_id for g in gone]).fetchall() == [(0,)]
+        assert bob.get(theirs.fact_id) is not None
+    with Memory(db_path, user_id="ana", clock=clock) as again:  # another process sees the same
+        assert again.count() == 1 and again.recall("churn finding").memories[0].fact_id == theirs.fact_id
+
+
+def test_forget_all_takes_everything_of_the_user_and_nothing_of_others(db_path, clock):
+    with Memory(db_path, user_id="ana", clock=clock) as ana, Memory(db_path, user_id="bob", clock=clock) as bob:
+        sid = ana.session_init(query="x").session_id
+        ana.remember_many([{"content": c, "session_id": sid, "project": "p"} for c in CORPUS])
+        ana.remember("pinned seed note", core=True, share=True)
+        ana.close_session(sid)
+        bobs = bob.remember("bob's own churn note")
+        report = ana.forget_all()
+        assert (report.count, report.project) == (len(CORPUS) + 1, None) and report.summaries >= 1
+        assert str(report).startswith(f"forgot {len(CORPUS) + 1} memories and ") and len(str(report)) < 80
+        assert ana.count() == 0 and ana.browse().total == 0 and ana.core_memories() == []
+        assert ana.recall("churn customer_id", kind=None).memories == []
+        assert ana.session_init().recent_sessions == []  # the sessions' summary lines went too
+        assert ana.session_known(sid)  # (the session itself is still known, and closed)
+        bob._refresh()
+        assert bob.count() == 1 and bob.recall("churn note")[0].fact_id == bobs.fact_id
+        assert str(ana.forget_all()) == "forgot nothing: you had no memories"
+        long = ana.forget_all(project="a project name far longer than anyone would type at a prompt, really")
+        assert str(long).startswith("forgot nothing: you had no memories in project a project") and len(str(long)) < 80
+        with pytest.raises(InvalidInput):
+            bob.forget_all(project=["p"])
+        assert bob.count() == 1
+
+
+def test_session_known_says_whether_this_user_opened_it(mem):
+    a = mem.session_init().session_id
+    b = mem.mem_session_start(mem.user_id).session_id
+    assert mem.session_known(a) and mem.session_known(b) and mem.session_known(f" {a} ")
+    assert not mem.session_known("slm-20260601-deadbeef") and not mem.session_known("")
+    mem.remember("a note under a made-up session", session_id="slm-20260601-cafecafe")
+    assert not mem.session_known("slm-20260601-cafecafe")  # remembering under an id opens nothing
+    with Memory(":memory:", user_id="bob") as bob:
+        assert not bob.session_known(a)
+    with pytest.raises(InvalidInput):
+        mem.session_known(None)
+
+
+# --- one-line acknowledgements fit 80 columns (issue 25, point 10) -----------------------------
+
+@pytest.mark.parametrize("columns", ["80", "100"])
+def test_remembered_pinned_forgotten_lines_fit_80_columns(mem, monkeypatch, columns):
+    from slm_magic.models import MemoryChange
+
+    monkeypatch.setenv("COLUMNS", columns)  # (a kernel's or a pipe's stdout reports 100)
+    fact = mem.pin(mem.remember("The left join of orders on customer_id drops 3% of rows: 412 customers have "
+                                "no account, and the churn model never sees them.", type="preference").fact_id)
+    for action in ("remembered", "revised", "pinned", "unpinned", "forgotten"):
+        line = str(MemoryChange(action=action, fact=fact))
+        assert len(line) <= 80 and line.endswith("…"), line
+        assert line.startswith(f"{action} {fact.fact_id[:8]} [preference, core] The left join")
+    short = str(MemoryChange(action="remembered", fact=mem.remember("seed 42")))
+    assert short.endswith("] seed 42") and "…" not in short

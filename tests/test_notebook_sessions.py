@@ -89,11 +89,11 @@ def test_the_console_takes_a_prefix_too(tmp_path):
     run = lambda *a: subprocess.run([sys.executable, "-m", "slm_magic.cli", "--db", str(tmp_path / "memory.duckdb"),  # noqa: E731
                                      *a], capture_output=True, text=True)
     got = run("pin", "abcdef00")
-    assert got.returncode == 0 and got.stdout.startswith("pinned abcdef0011223344")
+    assert got.returncode == 0 and got.stdout.startswith("pinned abcdef00 [")  # (the short id)
     amb = run("forget", "abcdef")
     assert amb.returncode == 2 and "several ids" in amb.stderr and "Traceback" not in amb.stderr
     assert run("feedback", "abcdef99", "down").returncode == 0
-    assert run("forget", "abcdef99").stdout.startswith("forgotten abcdef9911223344")
+    assert run("forget", "abcdef99").stdout.startswith("forgotten abcdef99 [")
 
 
 def _reload(shell):

@@ -20,6 +20,13 @@ def test_quickstart_runs_and_remembers_and_recalls(tmp_path):
     recall_out = next(t for t in outputs_text(executed) if t.startswith("recall 'why was a feature dropped'"))
     assert recall_out.splitlines()[2].split()[-1] != "" and "tenure_days" in recall_out.splitlines()[2]
     assert "core_memories: 1" in text and "closed session slm-" in text and "Result(" not in text
+    from slm_magic.identity import default_user
+
+    assert f"user_id: {default_user()}\n" in text  # (issue 25: it read "user_id: " with nothing after it)
+    # the demo's last question: the day's session first, a strong match naming what it touched
+    today = next(t for t in outputs_text(executed) if "recall 'what did I do today'" in t)
+    first = today[today.index("recall 'what did I do today'"):today.index("weak match")]
+    assert "The session of" in first and "4 memories, touching #join" in first and "strong match" in first
     # the results were shown as widgets, whose state the notebook keeps
     views = [o.data["application/vnd.jupyter.widget-view+json"]["model_id"] for c in nb.cells
              if c.cell_type == "code" for o in c.outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
@@ -63,7 +70,7 @@ def test_data_science_session_comes_back_in_a_fresh_kernel(tmp_path):
     # and the first session's summary in the timeline
     start = next(t for t in texts[restart:] if t.startswith("new session slm-"))
     assert "answers this session's question well" not in start
-    assert "📌 Decided with the clinic" in start and "mean perimeter" in start
+    assert "(pinned) Decided with the clinic" in start and "mean perimeter" in start
     recall = next(t for t in texts[restart:] if t.startswith("recall 'why drop mean perimeter'"))
     assert "mean radius, mean perimeter and mean area" in recall.splitlines()[2]
     assert "Pilot: logistic regression without scaling" in second  # old, but what was asked

@@ -14,7 +14,7 @@ import pytest
 
 from slm_magic import Memory
 from slm_magic.errors import StoreError
-from slm_magic.store import SCHEMA_VERSION
+from slm_magic.pg_store import SCHEMA_VERSION  # (a team database's own version)
 
 QUERIES = ["churn definition", "join drops rows", "which table is in UTC", "seed", "t17 column",
            "what did we decide about the model", "session summary"]
@@ -516,6 +516,7 @@ def test_a_fifth_version_team_database_lets_its_grams_go(team_db, clock, tmp_pat
             con.execute("UPDATE memories SET grams = %s, gtfs = %s WHERE fact_id = %s",
                         [list(old), list(old.values()), fid])
         con.execute("ALTER TABLE memories ENABLE TRIGGER USER")
+        con.execute("ALTER TABLE recall_events DROP COLUMN showing_id")  # (version 7's)
         con.execute("DELETE FROM schema_version WHERE version > 5")
     assert Memory.setup_team(team_db["admin"], ["alice", "bob"]) == (5, SCHEMA_VERSION)
     with psycopg.connect(team_db["admin"], autocommit=True) as con:
@@ -530,3 +531,98 @@ def test_a_fifth_version_team_database_lets_its_grams_go(team_db, clock, tmp_pat
             want = [(m.content, round(m.tfidf, 9), round(m.relevance, 9)) for m in fresh.recall(query).memories]
             assert got == want and any(t > 0 for _, t, _ in got), query
     fresh.close()
+
+
+def test_a_members_forgotten_transaction_cannot_stall_the_team(team_db, clock, monkeypatch):
+    """pg-setup limits how long a member's transaction may sit idle: one left open in a psql
+    (here holding the team's clock, which every write takes) is ended by the server, and a
+    teammate's write that waited for it goes through instead of failing."""
+    from slm_magic import pg_schema, pg_store
+
+    with psycopg.connect(team_db["bob"]) as con:  # every member's session has the limit
+        assert con.execute("SHOW idle_in_transaction_session_timeout").fetchone()[0] == \
+            f"{pg_schema.IDLE_IN_TRANSACTION_S}s"
+    assert pg_schema.IDLE_IN_TRANSACTION_S < pg_store.PgStore.LOCK_WAIT_S  # ended before a kernel gives up
+    monkeypatch.setattr(pg_schema, "IDLE_IN_TRANSACTION_S", 1)  # (the test's own, so it waits 1 s, not 20)
+    assert pg_store.setup(team_db["admin"], ["alice", "bob"]) == (SCHEMA_VERSION, SCHEMA_VERSION)  # setup again
+    with Memory(team_db["bob"], clock=clock) as bob:
+        for bulk in (False, True):  # a kernel's own snapshot reads are not held to it
+            got = bob.store.consistent(lambda: bob.store.con.execute(
+                "SELECT current_setting('idle_in_transaction_session_timeout')").fetchall(), bulk=bulk)
+            assert [tuple(r) for r in got] == [("0",)]
+        forgotten = psycopg.connect(team_db["alice"])  # (not autocommit: the first statement opens a transaction)
+        try:
+            forgotten.execute("SELECT slm.take_stamps(1)")  # the clock's row, locked, and nobody commits
+            fact = bob.remember("bob writes while alice's transaction is left open")  # waits, then goes through
+            with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):
+                forgotten.execute("SELECT 1")
+        finally:
+            forgotten.close()
+        assert [m.fact_id for m in bob.recall("left open")] == [fact.fact_id]
+    with psycopg.connect(team_db["admin"]) as con:  # in this database only: the roles' other databases keep theirs
+        settings = con.execute("SELECT r.rolname, s.setdatabase = 0, s.setconfig FROM pg_db_role_setting s "
+                               "JOIN pg_roles r ON r.oid = s.setrole WHERE r.rolname IN ('alice', 'bob') AND "
+                               "s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))"
+                               ).fetchall()
+    assert sorted(settings) == [("alice", False, ["idle_in_transaction_session_timeout=1s"]),
+                                ("bob", False, ["idle_in_transaction_session_timeout=1s"])]
+
+
+def test_a_retried_write_of_a_recalls_showings_counts_them_once(team_db, clock):
+    """The connection is lost after the server committed a recall's showings: the store sends
+    the same batch again, and each showing is there once (the working set counts it once)."""
+    from slm_magic import pg_store
+
+    with Memory(team_db["alice"], clock=clock) as alice:
+        sid = alice.session_init(query="").session_id
+        a = alice.remember("the churn table double counts trial users", session_id=sid)
+        b = alice.remember("trial users churn more in the first week", session_id=sid)
+        alice.recall("churn trial users", session_id=sid)  # two showings, written with the next write
+        real, sent = alice.store.fetch, []
+
+        def committed_then_lost(con, sql, params):
+            got = real(con, sql, params)
+            if "INSERT INTO recall_events" in sql:
+                sent.append(list(params))
+                if len(sent) == 1:
+                    raise pg_store._Unreachable(alice.store.path, "server closed the connection unexpectedly")
+            return got
+        alice.store.fetch = committed_then_lost
+        alice.remember("a third note, which writes the showings")
+        alice.store.fetch = real
+        assert len(sent) == 2 and sent[0] == sent[1]  # the same batch, with its keys, sent twice
+        assert any("reconnected after" in n for n in alice.take_notices())
+    with psycopg.connect(team_db["admin"]) as con:
+        rows = con.execute("SELECT fact_id, count(*), count(DISTINCT showing_id) FROM slm.recall_events "
+                           "WHERE session_id = %s GROUP BY fact_id", [sid]).fetchall()
+    assert sorted(rows) == sorted([(a.fact_id, 1, 1), (b.fact_id, 1, 1)])
+    with Memory(team_db["alice"], clock=clock) as again:  # a new kernel reads the working set from the server
+        parts = {m.fact_id: m.score.working_set for m in again.recall("churn trial users", session_id=sid)}
+    assert parts == {a.fact_id: pytest.approx(0.03), b.fact_id: pytest.approx(0.03)}  # one showing each, not two
+
+
+def test_forgetting_all_of_a_project_or_everything_on_the_server(team_db, clock):
+    """`forget_all` as a member: their own rows only (never a teammate's), the tombstones
+    written by the server, and a teammate's kernel that had a shared one drops it."""
+    with Memory(team_db["alice"], clock=clock) as alice, Memory(team_db["bob"], clock=clock) as bob:
+        sid = alice.session_init(query="").session_id
+        shared = alice.remember("alpha: the orders table is in UTC", project="alpha", share=True, session_id=sid)
+        alice.remember("alpha: the refunds join drops rows", project="alpha", session_id=sid)
+        kept = alice.remember("beta: the churn label is 30 days", project="beta", session_id=sid)
+        alice.recall("orders refunds", session_id=sid)
+        alice.close_session(sid)
+        bobs = bob.remember("alpha: bob's own note on the orders table", project="alpha", share=True)
+        assert shared.fact_id in {m.fact_id for m in bob.recall("orders table")}
+        page = alice.browse(project="alpha")
+        assert page.total == 3 and bobs.fact_id in {f.fact_id for f in page}  # hers and what bob shared
+        report = alice.forget_all(project="alpha")
+        assert report.count == 2 and report.project == "alpha"
+        assert alice.browse(project="alpha").total == 1  # bob's shared one is his: it stays
+        assert [m.fact_id for m in bob.recall("orders table")] == [bobs.fact_id]  # his kernel dropped alice's
+        assert [m.fact_id for m in alice.recall("churn label")] == [kept.fact_id]
+        everything = alice.forget_all()
+        assert everything.count == 1 and alice.count() == 0
+        assert [m.fact_id for m in alice.recall("churn label orders", kind=None)] == [bobs.fact_id]
+    with psycopg.connect(team_db["admin"]) as con:
+        assert con.execute("SELECT user_id, count(*) FROM slm.memories GROUP BY user_id").fetchall() == [("bob", 1)]
+        assert con.execute("SELECT count(*) FROM slm.recall_events WHERE user_id = 'alice'").fetchone()[0] == 0

@@ -24,7 +24,7 @@ def test_session_init_returns_exactly_the_documented_fields(mem):
 
 def test_query_is_derived_from_the_project_path(mem):
     assert query_from_path("~/projects/churn-model") == "churn model"
-    assert query_from_path("/home/ana/work/telco_churn/notebooks") == "telco churn ana"
+    assert query_from_path("/home/ana/work/telco_churn/notebooks") == "telco churn"  # ana: a person, not a topic
     mem.remember("the churn model uses a 90 day window")
     mem.remember("sales forecast with prophet")
     init = mem.session_init(project_path="~/projects/churn-model")
@@ -146,8 +146,8 @@ def test_close_session_writes_one_summary_per_entity_once(mem, clock):
     closed = mem.close_session()  # no id: the most recent session
     assert closed.success and closed.session_id == sid
     events = mem.store.sessions.summarised_entities(sid)
-    assert sorted(events) == ["#data-quality", "customer_id"]
-    assert closed.summary_events_created == 2
+    assert sorted(events) == ["#data-quality", "*", "customer_id"]  # (*: the whole session's summary)
+    assert closed.summary_events_created == 3
     again = mem.close_session(sid)
     assert again.summary_events_created == 0 and again.success
 
@@ -185,3 +185,46 @@ def test_working_set_survives_a_new_kernel(db_path, clock):
         again = {r.fact_id: r.working_set for r in m.recall("churn model", session_id=sid, limit=5)}
     assert all(again[f] > 0 for f in shown)
     assert sum(1 for v in again.values() if v > 0) == len(shown)
+
+
+# --- a session opened without a question (issue 25, point 11) ----------------------------------
+
+def test_a_path_without_words_gives_no_question():
+    for path in ("/home/ana/work/Untitled.ipynb", "/home/ana/notebooks/Untitled3.ipynb", "/tmp/work/2024/",
+                 "C:\\Users\\ana\\Documents\\Untitled-Copy1.ipynb", "~/work", "/mnt/zed/notebooks/x.ipynb"):
+        assert query_from_path(path, ignore={"zed"}) == "", path
+    assert query_from_path("/home/ana/work/churn/eda_leakage.ipynb") == "eda leakage churn"
+    assert query_from_path("/srv/zed/df_orders_v2", ignore={"zed"}) == "df orders v2 srv"
+
+
+def test_a_session_opened_without_a_question_shows_what_is_pinned_and_newest(mem, clock):
+    clock.now = datetime(2026, 4, 1)
+    old = mem.remember("a note from april on the sales forecast")
+    clock.now = datetime(2026, 5, 30)
+    pinned = mem.remember("always fix the random seed to 42", core=True)
+    clock.now = datetime(2026, 6, 1)
+    newer = [mem.remember(f"finding {i} on the churn model") for i in range(3)]
+    init = mem.session_init(max_results=2)  # notebook B, %slm_start: no question, no path
+    assert init.opened_without_question and init.query == ""
+    assert not init.abstained and init.abstention_reason is None  # it does not abstain
+    assert [m.fact_id for m in init.memories] == [pinned.fact_id, newer[2].fact_id, newer[1].fact_id]
+    assert old.fact_id not in {m.fact_id for m in init.memories}  # (older than the age gate)
+    assert "No question was given" in init.message and init.message in " ".join(init.context.split())
+    assert set(init.model_dump()) == DOCUMENTED  # the new fields stay out of the documented shape
+    untitled = mem.session_init(project_path="/home/ana/work/Untitled.ipynb", max_age_days=0, max_results=10)
+    assert untitled.opened_without_question and not untitled.abstained
+    assert old.fact_id in {m.fact_id for m in untitled.memories} and untitled.memory_count == 5
+
+
+def test_a_notebook_whose_name_has_words_asks_them(mem):
+    mem.remember("the leakage check on the churn features found tenure_days")
+    mem.remember("sales forecast with prophet")
+    init = mem.session_init(project_path="/home/ana/work/churn/leakage.ipynb")
+    assert not init.opened_without_question and init.query == "leakage churn" and init.message is None
+    assert [m.content for m in init.memories] == ["the leakage check on the churn features found tenure_days"]
+
+
+def test_a_session_without_a_question_on_an_empty_memory_says_there_is_nothing(mem):
+    init = mem.session_init()
+    assert init.opened_without_question and init.nothing_stored and init.abstained
+    assert init.abstention_reason.startswith("no memories yet") and init.memory_count == 0

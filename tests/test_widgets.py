@@ -118,7 +118,12 @@ def test_an_engine_error_is_shown_in_the_view_not_raised(filled):
         filled.forget(res.memories[0].fact_id)  # gone behind the view's back
     view = MemoriesView.of(res, memory=filled)
     view.rows[0].up.click()
-    assert "no memory with id" in view.status.value and view.rows[0].signal is None
+    assert "this memory was forgotten" in view.status.value and view.rows[0].signal is None
+    with filled.attached():
+        other = MemoriesView.of(filled.recall("churn definition login"), memory=filled)
+    other.rows[0].feedback("sideways")  # an error about something else is shown as the engine says it
+    assert "forgotten" not in other.status.value and "sideways" in other.status.value
+    assert not other.rows[0].forgotten
 
 
 def test_a_view_without_a_memory_is_read_only(filled):
@@ -288,3 +293,187 @@ def test_the_terminal_table_says_why_each_memory_matched(mem):
     text = str(mem.recall("feature dropped", related=True))
     assert "match on content: feature, dropped" in text
     assert "related: same session as #1 (it does not match the question itself)" in text
+
+
+# --- a saved notebook (issue 25, 1) -------------------------------------------------------------
+@pytest.fixture
+def shell():
+    """A real InteractiveShell, so that `display` publishes (as in a kernel) and can be captured."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    yield InteractiveShell.instance(config=config)
+    InteractiveShell.clear_instance()
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def words_of(page: str) -> str:
+    """An HTML page's text (the marks of matched words taken out)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def shown(obj) -> list:
+    """What displaying `obj` publishes, output by output (data, and whether it is an update)."""
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as cap:
+        display(obj)
+    return cap.outputs
+
+
+def test_a_view_is_shown_as_its_saved_form_then_the_live_view(shell, filled):
+    """First the result's HTML and text table (what a reopened notebook, nbconvert and GitHub
+    show), then the widget, whose own text is one short line (not the table a second time)."""
+    with filled.attached():
+        res = filled.recall("why was a feature dropped")
+        init = filled.session_init(query="churn label leakage")
+    for view, text, words in ((MemoriesView.of(res, memory=filled), str(res), "Dropped the tenure_days feature"),
+                              (ContextView(init, memory=filled), str(init), "tenure_days")):
+        saved, live = shown(view)
+        assert WIDGET_VIEW not in saved.data and saved.data["text/plain"] == text
+        page = saved.data["text/html"]
+        assert "class='slm-static'" in page and words in words_of(page) and "<style>" in page
+        assert ".slm-live" in page  # the rule that hides it under a live view
+        assert live.data[WIDGET_VIEW]["model_id"] == view.model_id and "slm-live" in view._dom_classes
+        assert "\n" not in live.data["text/plain"] and len(live.data["text/plain"]) <= 80
+        assert "VBox(" not in live.data["text/plain"]
+
+
+def test_a_live_search_saves_what_it_last_found(shell, filled):
+    search = LiveSearch(filled, limit=3)
+    first, live = shown(search)
+    assert "live search" in first.data["text/plain"] and "slm-static" in first.data["text/html"]
+    assert live.data[WIDGET_VIEW]["model_id"] == search.model_id
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as cap:
+        search.box.value = "tenure_days"  # (no event loop: searched at once)
+    (update,) = cap.outputs
+    assert update.update and update.transient["display_id"] == first.transient["display_id"]
+    assert "Dropped the tenure_days feature" in words_of(update.data["text/html"])
+    assert "recall 'tenure_days'" in update.data["text/plain"]
+    row = search.view.rows[0]
+    with capture_output() as cap:  # forgotten here: the saved form leaves it out
+        row.forget.click()
+        row.actions.children[1].click()
+    (update,) = cap.outputs
+    assert update.update and "Dropped the tenure_days feature" not in words_of(update.data["text/html"])
+    assert "Dropped the tenure_days" not in update.data["text/plain"]
+
+
+def test_a_pinned_memory_is_marked_in_words_not_an_emoji(filled):
+    from slm_magic.display import recall_html, session_html, session_text
+
+    with filled.attached():
+        fid = filled.recall("tenure_days")[0].fact_id
+        filled.pin(fid)
+        res = filled.recall("tenure_days")
+        init = filled.session_init(query="tenure_days")
+    for page in (recall_html(res), session_html(init)):
+        assert "📌" not in page and "class='slm-core'" in page and ">core<" in page
+    assert "pinned" in session_text(init)
+    context = ContextView(init, memory=filled).context_block.outputs[0]["data"]["text/markdown"]
+    assert "📌" not in context and "fa-thumb-tack" in context and "Dropped the tenure_days feature" in context
+
+
+# --- narrow windows, long memories (issue 25, 4) ------------------------------------------------
+def test_a_long_memory_is_kept_whole_in_its_row_and_opens_in_place(mem):
+    long = " ".join(f"step{i} of the cleaning pipeline drops a few rows" for i in range(60))  # ~3,000 characters
+    mem.remember(long)
+    row = MemoriesView.of(mem.recall("cleaning pipeline"), memory=mem).rows[0]
+    assert "step59 of the cleaning pipeline drops a few rows" in words_of(row.text.value)  # the end, to read
+    assert "slm-more" in row.text.value and "classList.toggle('slm-open')" in row.text.value
+
+
+# --- a memory forgotten elsewhere (issue 25, 5) -------------------------------------------------
+def test_a_memory_forgotten_elsewhere_says_so_and_its_row_greys_out(filled):
+    with filled.attached():
+        res = filled.recall("tenure_days leak")
+    here, there = MemoriesView.of(res, memory=filled), MemoriesView.of(res, memory=filled)
+    fid = res[0].fact_id
+    with filled.attached():
+        filled.forget(fid)  # behind both views' backs (another kernel, %slm_forget)
+    here.rows[0].up.click()
+    assert "this memory was forgotten" in here.status.value and "no memory with id" not in here.status.value
+    row = here.rows[0]
+    assert row.forgotten and "line-through" in row.text.value
+    assert all(b.disabled for b in (row.up, row.down, row.pin, row.forget, row.origin_button))
+    there.rows[0].origin_button.click()  # where from: the same
+    assert "this memory was forgotten" in there.status.value and there.rows[0].forgotten
+
+
+def test_forgetting_in_one_output_greys_the_memory_in_the_others(filled):
+    with filled.attached():
+        res = filled.recall("churn definition login")
+    here, there = MemoriesView.of(res, memory=filled), MemoriesView.of(res, memory=filled)
+    assert len(res) >= 2
+    here.rows[0].forget.click()
+    here.rows[0].actions.children[1].click()  # "forget"
+    row = there.rows[0]
+    assert row.forgotten and "line-through" in row.text.value and row.up.disabled
+    assert not there.rows[1].forgotten and not there.rows[1].up.disabled
+
+
+# --- a terminal's recall rows (issue 25, 10) ----------------------------------------------------
+def _row_body(lines: list[str], rank: int) -> list[str]:
+    """The memory text of row `rank` of a recall table (the column from character 29)."""
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"{rank:>3}  "))
+    body = [lines[at][29:]]
+    for line in lines[at + 1:]:
+        if re.match(r" {29}(strong match|match|weak match|related)", line):
+            return body
+        body.append(line[29:])
+    return body
+
+
+@pytest.mark.parametrize("shift", range(12))
+def test_at_80_columns_a_recall_row_is_cut_between_words_and_says_so(mem, shift):
+    from slm_magic.display import recall_text
+
+    words = ("the monthly churn rate is computed on the other months of the warehouse snapshot "
+             "and every month without a login counts").split()
+    content = " ".join(["x" * (shift + 1), *words * 4])
+    mem.remember(content)
+    lines = recall_text(mem.recall("churn warehouse snapshot"), width=80).splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    body = _row_body(lines, 1)
+    assert body[-1].endswith("…"), body  # cut, and it says so
+    shown = " ".join(body).removesuffix("…").split()
+    assert shown == content.split()[:len(shown)]  # whole words, from the start, none cut
+
+
+def test_wrap_marks_a_cut_and_leaves_a_text_that_fits_alone():
+    from slm_magic.display import wrap
+
+    assert wrap("a short line", 40, lines=3) == ["a short line"]
+    cut = wrap("alpha beta gamma delta epsilon zeta eta theta", 12, 2, lines=2)
+    assert cut == ["  alpha beta", "  gamma …"] and all(len(x) <= 12 for x in cut)
+
+
+# --- "shared by you" ----------------------------------------------------------------------------
+def test_a_memory_you_shared_says_shared_by_you(db_path, clock):
+    from slm_magic.display import author_text, recall_html, recall_text, session_html
+
+    with Memory(db_path, user_id="alice", clock=clock) as alice:
+        alice.remember("churn means no login for 30 days, says the client", tags="churn", share=True)
+        mine = alice.recall("churn login")
+        init = alice.session_init(query="churn login")
+        row = MemoriesView.of(mine, memory=alice).rows[0]
+        assert "shared by you" in row.meta.value and "shared by alice" not in row.meta.value
+        assert "shared by you" in ContextView(init, memory=alice).memories.rows[0].meta.value
+        assert not row.pin.disabled and not row.forget.disabled  # hers to pin and forget
+    fact = mine[0].fact
+    assert author_text(fact, viewer="alice") == "shared by you" and author_text(fact) == "shared by alice"
+    assert "shared by you" in recall_text(mine, viewer="alice") and "shared by you" in recall_html(mine, viewer="alice")
+    assert "shared by you" in session_html(init, viewer="alice")
+    with Memory(db_path, user_id="bob", clock=clock) as bob:
+        theirs = bob.recall("churn login")
+        row = MemoriesView.of(theirs, memory=bob).rows[0]
+        assert "shared by alice" in row.meta.value and "shared by you" not in row.meta.value
+        assert row.pin.disabled and row.forget.disabled
+        assert "shared by alice" in recall_text(theirs, viewer="bob")

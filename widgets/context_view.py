@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import ipywidgets as W
 from IPython.display import Markdown
 
-from slm_magic.display import learning_words, mode_words, one_line, plural, session_text
+from slm_magic.display import PIN, learning_words, mode_words, one_line, plural, session_html, session_text
 from slm_magic.models import SessionInit
 
 from .memories_view import MemoriesView
-from .plain_text import PlainTextFallback
+from .saved_form import SavedForm
 from .search_view import LiveSearch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -21,12 +21,15 @@ if TYPE_CHECKING:  # pragma: no cover
 _BANNER = "padding:4px 10px;border-radius:4px;margin:2px 0;border-left:4px solid {0};background:{1}"
 
 
+PIN_ICON = "<i class='fa fa-thumb-tack' title='pinned: in every session context'></i>"
+
+
 def _banner(text: str, shown: bool, edge: str, fill: str) -> W.HTML:
     return W.HTML(f"<div style='{_BANNER.format(edge, fill)}'>{text}</div>",
-                  layout=W.Layout(display=None if shown else "none", width="100%"))
+                  layout=W.Layout(display=None if shown else "none"))
 
 
-class ContextView(PlainTextFallback, W.VBox):
+class ContextView(SavedForm, W.VBox):
     """A session as it opens: id (new or continued), learning phase, degraded / abstained
     banners, earlier sessions as a short timeline, then the memories (SearchScore table) and
     the ready-to-paste context block (rendered markdown), and a live search on demand."""
@@ -46,6 +49,7 @@ class ContextView(PlainTextFallback, W.VBox):
             f"<span style='color:#555' title='learning phase {learn.phase}: {html.escape(learn.status)}; ranked by: "
             f"{html.escape(learn.ranking)}{', ' + html.escape(learn.model_id) if learn.model_id else ''}'>"
             f"{html.escape(learning_words(learn))}</span>{confidence}</div>")
+        self.header.add_class("slm-caption")
         self.degraded_banner = _banner(
             "<b>slower path</b>: the in-memory index was not available, so the memories were ranked from the file "
             "by shared words alone.", init.degraded_mode, "#b00", "#fdecea")
@@ -56,6 +60,7 @@ class ContextView(PlainTextFallback, W.VBox):
             f"<b>nothing here answers this session's question well</b>: {html.escape(init.abstention_reason or '')}",
             init.abstained and not init.nothing_stored, "#d97706", "#fff7e6")
         self.abstained_banner.tooltip = "abstained"
+        self.question_banner = _banner(html.escape(init.message or ""), bool(init.message), "#374151", "#f3f4f6")
         gate = init.age_gate
         held = gate is not None and gate[1] > 0 and not init.nothing_stored
         self.age_gate_note = W.HTML(
@@ -63,20 +68,26 @@ class ContextView(PlainTextFallback, W.VBox):
             f"<div style='color:#555;font-size:12px' title='the age gate: max_age_days={gate[0]}, relevance ≥ "
             f"0.70 to pass'>older than {gate[0]} days: {plural(gate[1], 'matching memory', 'matching memories')} "
             f"left out unless {'it matches' if gate[1] == 1 else 'they match'} the question strongly</div>",
-            layout=W.Layout(display=None if held else "none", width="100%"))
+            layout=W.Layout(display=None if held else "none"))
         recent = init.recent_sessions
         self.timeline = W.HTML(
             "<div style='color:#444;font-size:12px'><b>earlier sessions</b>" + "".join(
-                f"<div style='white-space:nowrap;overflow:hidden;text-overflow:ellipsis'>"
+                f"<div>"
                 f"<span style='font-variant-numeric:tabular-nums;color:#777'>{s.date:%Y-%m-%d %H:%M}</span> "
                 f"{html.escape(one_line(s.summary, 160))}</div>" for s in recent) + "</div>",
-            layout=W.Layout(display=None if recent else "none", width="100%"))
+            layout=W.Layout(display=None if recent else "none"))
         self.memories = MemoriesView(init.scored_memories, memory=memory, session_id=init.session_id,
                                      caption="<span style='color:#555'>score: how well each memory answers "
-                                             "this session's question (pinned ones always come)</span>")
+                                             "this session's question (pinned ones always come)</span>"
+                                     if not init.opened_without_question else
+                                     "<span style='color:#555'>no question: pinned memories, then the newest</span>")
+        self.memories.on_change = self.resave
         self.context_block = W.Output()
-        self.context_block.append_display_data(Markdown(init.context))
-        self.tabs = W.Tab([self.memories, self.context_block], layout=W.Layout(width="100%"))
+        # (the pin as the icon of the pin buttons: an emoji font may be missing)
+        self.context_block.append_display_data(Markdown(init.context.replace(PIN, PIN_ICON)))
+        # (no width: a child stretches to the view less its margins; 100% plus margins would
+        # overflow and draw a scrollbar under the output)
+        self.tabs = W.Tab([self.memories, self.context_block])
         self.tabs.titles = ("memories", "context block")
         self.search_button = W.Button(description="search memories", icon="search",
                                       layout=W.Layout(width="160px"), disabled=memory is None)
@@ -85,7 +96,7 @@ class ContextView(PlainTextFallback, W.VBox):
         self.search_area = W.VBox(layout=W.Layout(width="100%"))
         self._limit = limit
         super().__init__([self.header, self.degraded_banner, self.empty_banner, self.abstained_banner,
-                          self.age_gate_note,
+                          self.question_banner, self.age_gate_note,
                           self.timeline, self.tabs,
                           self.search_button, self.search_area], layout=W.Layout(width="100%"))
 
@@ -96,6 +107,11 @@ class ContextView(PlainTextFallback, W.VBox):
             self.search = LiveSearch(self.memory, session_id=self.init.session_id, limit=self._limit)
             self.search_area.children = [self.search]
         return self.search
+
+    def saved_html(self) -> str:
+        """The session as it opened, its table as the rows now show it (a memory pinned, forgotten)."""
+        shown = self.init.model_copy(update={"scored_memories": self.memories.shown_memories()})
+        return session_html(shown, self.memories.viewer)
 
     def __repr__(self) -> str:
         return session_text(self.init)

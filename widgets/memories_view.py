@@ -1,22 +1,26 @@
 """The memories table: one row per memory with its score bar, and 👍 / 👎 / pin / forget.
 
 Actions go through `Memory`'s public methods inside `Memory.attached()` (the file is held
-only while an action runs, as in the magics); the row then updates in place.
+only while an action runs, as in the magics); the row then updates in place. A memory
+forgotten elsewhere (another output, another kernel, `%slm_forget`) is said to be forgotten,
+and its row greyed out, when an action finds it gone.
 """
 
 from __future__ import annotations
 
 import html
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import ipywidgets as W
 
-from slm_magic.display import age_text, author_text, marked_html, mode_words, one_line, origin_html, plural, recall_text
+from slm_magic.display import (CORE_BADGE, age_text, author_text, marked_html, memories_html, mode_words, one_line,
+                               origin_html, plural, recall_html, recall_text)
 from slm_magic.errors import SlmMagicError
 from slm_magic.models import Fact, RecallResult, ScoredMemory
 
-from .plain_text import PlainTextFallback
+from .saved_form import SavedForm
 from .score_bars import breakdown, stacked_bar
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,8 +35,19 @@ HEADINGS = ["#", "score", "memory", ""]
 HEADING_TIPS = {"score": "SearchScore = 0.60×relevance + 0.25×recency + 0.15×revision (hover a bar for its sum; "
                          "“score parts” shows each part)"}
 _CELL = "overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
-_TWO_LINES = "display:-webkit-box;-webkit-line-clamp:2;-webkit-box-orient:vertical;overflow:hidden;line-height:1.35"
 _META = "color:#555;font-size:12px;line-height:1.5;white-space:normal;overflow-wrap:anywhere"
+# A memory's text: two lines, and "more" at the end of the second when there is more (a float
+# pushed down to the last visible line; a cover placed just after the text's end hides it
+# when the whole text fits). A click opens the text in place and folds it again.
+LINE = "1.35em"
+TEXT_CSS = (f".slm-wrap{{display:flex}}.slm-text{{position:relative;max-height:calc(2 * {LINE});line-height:{LINE};"
+            f"overflow:hidden;cursor:pointer;overflow-wrap:anywhere}}"
+            f".slm-text::before{{content:'';float:right;height:calc(100% - {LINE})}}"
+            f".slm-text::after{{content:'';position:absolute;width:100%;height:{LINE};"
+            f"background:var(--jp-layout-color0,#fff)}}"
+            ".slm-more{float:right;clear:both;margin-left:6px;color:var(--jp-brand-color1,#1976d2);font-size:12px}"
+            ".slm-more::before{content:'… more'}.slm-text.slm-open{max-height:none}"
+            ".slm-text.slm-open::before{display:none}.slm-text.slm-open .slm-more::before{content:'less'}")
 # ipywidgets' HTML content box would otherwise grow with its text instead of clipping it.
 GRID_CSS = ("<style>.slm-grid .widget-html, .slm-grid .widget-html-content{min-width:0;overflow:hidden}"
             ".slm-grid .widget-html-content{width:100%}"
@@ -40,11 +55,17 @@ GRID_CSS = ("<style>.slm-grid .widget-html, .slm-grid .widget-html-content{min-w
             "@container (max-width: 560px){.slm-table .slm-grid{grid-template-columns:28px minmax(0,1fr) !important;"
             "row-gap:2px !important}.slm-table .slm-grid > .slm-score{grid-column:2}"
             ".slm-table .slm-grid > .slm-memory, .slm-table .slm-grid > .slm-actions{grid-column:1 / -1}"
-            ".slm-table .slm-grid > .slm-heading-blank, .slm-table .slm-grid > .slm-heading-memory{display:none}}"
+            ".slm-table .slm-grid > .slm-heading-blank, .slm-table .slm-grid > .slm-heading-memory{display:none}"
+            ".slm-table .slm-grid > .slm-actions{min-width:0 !important;flex-wrap:wrap}}"
             ".slm-id{font-family:var(--jp-code-font-family,monospace);user-select:all;background:#f3f4f6;"
             "border-radius:3px;padding:0 3px}"
-            ".slm-copy{border:none;background:none;cursor:pointer;color:#666;padding:0 2px;font-size:12px}</style>")
+            ".slm-copy{border:none;background:none;cursor:pointer;color:#666;padding:0 2px;font-size:12px}"
+            ".slm-tag{background:#eef2ff;border-radius:3px;padding:0 4px;white-space:nowrap}"
+            # (a caption that wraps reads as lines of text, not lines a button's height apart)
+            ".slm-caption > .widget-html-content{line-height:1.4;padding:3px 0}"
+            + TEXT_CSS + "</style>")
 SHORT_ID = 8  # characters of an id shown in a row (any 6+ character prefix is accepted back)
+SHOWN_CHARS = 5000  # of a memory's text, in its row (opened in place); `mem.get(id)` has the rest
 
 
 def _cell(text: str, *, title: str | None = None, style: str = "") -> str:
@@ -67,7 +88,8 @@ def _html(value: str = "", **layout) -> W.HTML:
 MARK = "background:#fff3a3;color:inherit;padding:0 1px;border-radius:2px"
 # What a match's strength looks like: a strong one stands out, a weak one looks weak.
 STRENGTH = {"strong": ("strong match", "#166534", "#dcfce7"), "partial": ("match", "#1e3a8a", "#e0e7ff"),
-            "weak": ("weak match", "#6b7280", "#f3f4f6"), "related": ("related", "#6b7280", "#f3f4f6")}
+            "weak": ("weak match", "#6b7280", "#f3f4f6"), "related": ("related", "#6b7280", "#f3f4f6"),
+            "listed": ("newest", "#374151", "#f3f4f6")}
 
 
 def _marked(text: str, terms) -> str:
@@ -77,6 +99,10 @@ def _marked(text: str, terms) -> str:
 def strength_chip(item: ScoredMemory) -> str:
     """The match in words (with its relevance), or what a related memory is related to."""
     label, fg, bg = STRENGTH[item.strength]
+    if item.strength == "listed":  # (shown without a question: no match to speak of)
+        tip = "shown because no question was given: pinned memories and the newest ones"
+        return (f"<span class='slm-match slm-match-listed' title='{tip}' style='color:{fg};background:{bg};"
+                f"border-radius:3px;padding:0 4px'>{'pinned' if item.fact.is_core else label}</span>")
     detail = item.reason if item.strength == "related" else f"{item.relevance:.2f}"
     tip = (f"relevance {item.relevance:.3f}; matched {item.reason}" if item.strength != "related"
            else f"shown because it was written in the same session as result {item.related_to}; it does not "
@@ -128,7 +154,8 @@ class MemoryRow:
                                  lambda _: self.feedback("down"))
         self.pin = self._button("thumb-tack", "pin: always in a session's context", lambda _: self.toggle_pin())
         self.forget = self._button("trash", "forget this memory for good", lambda _: self.ask_forget())
-        self.actions = W.HBox([self.up, self.down, self.pin, self.forget], layout=W.Layout(min_width="max-content"))
+        self.actions = W.HBox([self.up, self.down, self.pin, self.forget],
+                              layout=W.Layout(min_width="max-content", align_items="center"))
         self.actions.add_class("slm-actions")
         self.parts = _html(breakdown(item.score), display="none")
         self.origin = _html(display="none")
@@ -152,26 +179,30 @@ class MemoryRow:
     def refresh(self) -> None:
         """Redraw from `self.fact` (after a pin, unpin or forget)."""
         f, terms = self.fact, self.item.query_terms
-        badge = ("<span title='core memory: always in a session context' style='background:#fde68a;"
-                 "border-radius:3px;padding:0 4px;margin-right:4px;font-size:11px'>core</span>") if f.is_core else ""
         head = f"<b>{_marked(one_line(f.title, 80), terms)}</b> · " if f.title else ""
         style = "text-decoration:line-through;color:#999" if self.forgotten else (
             "color:#666" if self.item.strength in ("weak", "related") else "")
         tip = f.content if len(f.content) < 2000 else f.content[:2000] + "…"
-        self.text.value = (f"<div title='{html.escape(tip)}' style='{_TWO_LINES};{style}'>"
-                           f"{badge}{head}{_marked(one_line(f.content, 400), terms)}</div>")
+        # (the whole text, opened in place by a click; the browser folds it to two lines)
+        self.text.value = (f"<div class='slm-wrap'><div class='slm-text' title='{html.escape(tip)}' style='{style}' "
+                           "onclick=\"if(!String(getSelection()))this.classList.toggle('slm-open')\">"
+                           "<span class='slm-more' title='read it all, or fold it again'></span>"
+                           f"{CORE_BADGE if f.is_core else ''}{head}{_marked(one_line(f.content, SHOWN_CHARS), terms)}"
+                           "</div></div>")
         colour = "#7a4f01" if f.type in ("decision", "preference", "profile") else "#444"
         parts = [strength_chip(self.item), f"<span style='color:{colour}'>{_marked(f.type, terms)}</span>"]
+        if self.forgotten:
+            parts.insert(0, "<span class='slm-forgotten' style='color:#b00'>forgotten</span>")
         if f.tags:
-            parts.append(" ".join(f"<span style='background:#eef2ff;border-radius:3px;padding:0 4px'>"
-                                  f"{_marked(t, terms)}</span>" for t in f.tags))
+            parts.append(" ".join(f"<span class='slm-tag'>{_marked(t, terms)}</span>" for t in f.tags))
         parts.append(f"<span title='updated {f.updated_at:%Y-%m-%d %H:%M} UTC'>{age_text(f.updated_at)}</span>")
         if f.notebook or f.cell is not None:
             name = (f.notebook or "").rsplit("/", 1)[-1]
             where = f"{name} [{f.cell}]" if f.cell is not None else name
             parts.append(f"<span title='{html.escape(f.notebook or '')}'>{html.escape(where)}</span>")
         if f.shared:
-            parts.append(f"<span title='shared: everyone on this memory finds it'>{html.escape(author_text(f))}</span>")
+            parts.append(f"<span title='shared: everyone on this memory finds it'>"
+                         f"{html.escape(author_text(f, self.table.viewer))}</span>")
         parts.append(id_chip(f.fact_id))
         self.meta.value = f"<div class='slm-meta' style='{_META}'>{' · '.join(parts)}</div>"
         self.pin.button_style = "warning" if f.is_core else ""
@@ -179,7 +210,7 @@ class MemoryRow:
         if self.forgotten:
             for b in (self.up, self.down, self.pin, self.forget, self.origin_button):
                 b.disabled = True
-        elif self.table.memory is not None and f.user_id != self.table.memory.user_id:
+        elif self.table.memory is not None and f.user_id != self.table.viewer:
             for b in (self.pin, self.forget):  # someone else's shared memory: found and read, never owned
                 b.disabled = True
                 b.tooltip = f"{author_text(f)}: only its author can pin or forget it"
@@ -190,7 +221,10 @@ class MemoryRow:
             self.origin.layout.display = "none"
             return
         got: list = []
-        if self.table.act(lambda mem: got.append(mem.provenance(self.fact.fact_id)), ""):
+        if self.table.act(lambda mem: got.append(mem.provenance(self.fact.fact_id)), "", row=self):
+            if got[0] is None:  # (no error for a memory that is gone: nothing to show)
+                self.table.forgotten_elsewhere(self)
+                return
             self.origin.value = origin_html(got[0])
             self.origin.layout.display = None
 
@@ -200,7 +234,7 @@ class MemoryRow:
             mem.feedback(self.fact.fact_id, signal, session_id=self.table.session_id, query=self.table.query,
                          rank=self.rank, project=self.table.project)
         said = "marked useful" if signal == "up" else "marked not useful"
-        if self.table.act(act, f"{said}: “{one_line(self.fact.content, 50)}”"):
+        if self.table.act(act, f"{said}: “{one_line(self.fact.content, 50)}”", row=self):
             self.signal = signal
             self.up.button_style = "success" if signal == "up" else ""
             self.down.button_style = "danger" if signal == "down" else ""
@@ -210,23 +244,35 @@ class MemoryRow:
         core = not self.fact.is_core
         got: list[Fact] = []
         if self.table.act(lambda mem: got.append(mem.pin(self.fact.fact_id, core)),
-                          f"{'pinned' if core else 'unpinned'} “{one_line(self.fact.content, 50)}”"):
+                          f"{'pinned' if core else 'unpinned'} “{one_line(self.fact.content, 50)}”", row=self):
             self.fact = got[0]
             self.refresh()
+            self.table.resave()
 
     def ask_forget(self) -> None:
-        """Forgetting cannot be undone: ask first, in the row (the column widens to fit)."""
+        """Forgetting cannot be undone: ask first, in the row (the buttons wrap under the
+        question where the row is narrow)."""
         yes = W.Button(description="forget", button_style="danger",
-                       layout=W.Layout(width="auto", height="26px", padding="0 8px"))
-        no = W.Button(description="keep", layout=W.Layout(width="auto", height="26px", padding="0 8px"))
+                       layout=W.Layout(width="auto", height="26px", padding="0 8px", flex="0 0 auto"))
+        no = W.Button(description="keep", layout=W.Layout(width="auto", height="26px", padding="0 8px",
+                                                          flex="0 0 auto"))
         yes.on_click(lambda _: self.confirm_forget())
         no.on_click(lambda _: self._restore_actions())
         self.actions.children = [W.HTML("<span style='color:#b00;white-space:nowrap'>forget for good?</span>",
                                         layout=W.Layout(margin="0 4px", min_width="max-content")), yes, no]
 
     def confirm_forget(self) -> None:
-        if self.table.act(lambda mem: mem.forget(self.fact.fact_id), f"forgot “{one_line(self.fact.content, 50)}”"):
-            self.forgotten = True
+        if self.table.act(lambda mem: mem.forget(self.fact.fact_id), f"forgot “{one_line(self.fact.content, 50)}”",
+                          row=self):
+            for row in rows_showing(self.table.memory, self.fact.fact_id):  # this row and its twins elsewhere
+                row.mark_forgotten()
+                row.table.resave()
+        else:
+            self._restore_actions()
+
+    def mark_forgotten(self) -> None:
+        """Greyed out, struck through, its actions off: the memory is no longer in the file."""
+        self.forgotten = True
         self._restore_actions()
         self.refresh()
 
@@ -234,15 +280,31 @@ class MemoryRow:
         self.actions.children = [self.up, self.down, self.pin, self.forget]
 
 
-class MemoriesView(PlainTextFallback, W.VBox):
+#: Every table shown in this kernel, so that a memory forgotten in one greys out in the others.
+_TABLES: "weakref.WeakSet[MemoriesView]" = weakref.WeakSet()
+
+
+def rows_showing(memory: "Memory", fact_id: str) -> list[MemoryRow]:
+    """The rows of `fact_id` in every table over the same memory file."""
+    def same(other: "Memory | None") -> bool:
+        return other is memory or (other is not None and other.path == memory.path != ":memory:")
+
+    return [r for t in list(_TABLES) if same(t.memory) for r in t.rows if r.fact.fact_id == fact_id]
+
+
+class MemoriesView(SavedForm, W.VBox):
     """Recalled memories, best first: a SearchScore bar per row, its parts on demand."""
 
     def __init__(self, memories: Sequence[ScoredMemory], *, memory: "Memory | None" = None,
                  session_id: str | None = None, query: str | None = None, project: str | None = None,
                  caption: str = ""):
         self.memory, self.session_id, self.query, self.project = memory, session_id, query, project
+        self.viewer = memory.user_id if memory is not None else None  # whose "shared by you" it is
+        self.result: RecallResult | None = None
+        self.on_change = None  # the view this table is part of, told to resave when a row changes
         self.items = list(memories)
         self.caption = _html(GRID_CSS + caption)
+        self.caption.add_class("slm-caption")
         self.rows = [MemoryRow(self, i, m) for i, m in enumerate(self.items, 1)]
         head = [_html(_cell(h, title=HEADING_TIPS.get(h),
                             style="font-weight:600;color:#333" + (";text-align:right" if h == "#" else "")))
@@ -255,13 +317,17 @@ class MemoriesView(PlainTextFallback, W.VBox):
         self.grid.add_class("slm-table")
         self.show_parts = W.ToggleButton(description="score parts", value=False,
                                          tooltip="show each score's parts: bm25, tfidf, recency, revision",
-                                         layout=W.Layout(width="120px"))
+                                         layout=W.Layout(width="auto", flex="0 0 auto", padding="0 10px"))
         self.show_parts.observe(self._toggle_parts, "value")
         self.status = _html()
+        self.status.add_class("slm-caption")
         empty = _html("<i style='color:#777'>No memory matched.</i>") if not self.items else None
         body = [empty] if empty else [self.grid]
-        super().__init__([W.HBox([self.show_parts, self.caption], layout=W.Layout(align_items="center")),
+        # (the caption goes under the button where the two do not fit side by side)
+        super().__init__([W.HBox([self.show_parts, self.caption], layout=W.Layout(align_items="center",
+                                                                                 flex_flow="row wrap")),
                           *body, self.status], layout=W.Layout(width="100%"))
+        _TABLES.add(self)
 
     @classmethod
     def of(cls, result: RecallResult, *, memory: "Memory | None" = None, session_id: str | None = None,
@@ -281,8 +347,9 @@ class MemoriesView(PlainTextFallback, W.VBox):
         for r in self.rows:
             r.parts.layout.display = None if change["new"] else "none"
 
-    def act(self, action, done: str) -> bool:
-        """Run one action on the memory file; say what happened (or why not) under the table."""
+    def act(self, action, done: str, *, row: MemoryRow | None = None) -> bool:
+        """Run one action on the memory file; say what happened (or why not) under the table.
+        An action on `row` that fails because its memory is gone says it was forgotten."""
         if self.memory is None:
             self.status.value = "<span style='color:#b00'>read-only view: no memory to act on</span>"
             return False
@@ -290,12 +357,43 @@ class MemoriesView(PlainTextFallback, W.VBox):
             with self.memory.attached():
                 action(self.memory)
         except SlmMagicError as exc:
-            self.status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
+            if row is not None and self._gone(row.fact.fact_id):
+                self.forgotten_elsewhere(row)
+            else:
+                self.status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
             return False
         if done:
             self.status.value = f"<span style='color:#555'>{html.escape(done)}</span>"
         return True
 
-    def __repr__(self) -> str:  # what a notebook saved without widget state shows
-        result = getattr(self, "result", None)
-        return recall_text(result) if result is not None else plural(len(self.items), "memory", "memories")
+    def _gone(self, fact_id: str) -> bool:
+        try:
+            with self.memory.attached():
+                return self.memory.readable(fact_id) is None
+        except SlmMagicError:
+            return False
+
+    def forgotten_elsewhere(self, row: MemoryRow) -> None:
+        row.mark_forgotten()
+        self.resave()
+        self.status.value = (f"<span style='color:#b00'>this memory was forgotten (in another output, another "
+                             f"kernel or by %slm_forget): “{html.escape(one_line(row.fact.content, 50))}”</span>")
+
+    def resave(self) -> None:
+        super().resave()
+        if self.on_change is not None:
+            self.on_change()
+
+    def shown_memories(self) -> list[ScoredMemory]:
+        """The memories as the rows now show them (pinned or unpinned; forgotten ones left out)."""
+        return [r.item.model_copy(update={"fact": r.fact}) for r in self.rows if not r.forgotten]
+
+    def saved_html(self) -> str:
+        if self.result is None:
+            return memories_html(self.shown_memories(), self.viewer)
+        return recall_html(self.result.model_copy(update={"memories": self.shown_memories()}), self.viewer)
+
+    def __repr__(self) -> str:  # the saved form's text
+        if self.result is None:
+            return plural(len(self.items), "memory", "memories")
+        return recall_text(self.result.model_copy(update={"memories": self.shown_memories()}), viewer=self.viewer)

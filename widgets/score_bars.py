@@ -90,6 +90,6 @@ def breakdown(score: SearchScore) -> str:
         parts += _part_bar("working_set", score.working_set, "<span style='color:#888'> added</span>")
     if score.learned:
         parts += _part_bar("learned", score.learned, "<span style='color:#888'> added (learning loop)</span>")
-    return (f"<div class='slm-breakdown' style='font-size:11px;padding:2px 0 6px 34px;display:flex;flex-wrap:wrap'>"
-            f"{parts}<span style='color:#555' title='SearchScore'>= score {score.value:.3f}</span></div>")
+    return (f"<div class='slm-breakdown' style='font-size:11px;line-height:1.8;padding:2px 0 6px 34px;display:flex;"
+            f"flex-wrap:wrap'>{parts}<span style='color:#555' title='SearchScore'>= score {score.value:.3f}</span></div>")
 

@@ -13,13 +13,16 @@ from slm_magic.errors import SlmMagicError
 from slm_magic.display import plural
 
 from .memories_view import MemoriesView
-from .plain_text import PlainTextFallback
+from .saved_form import SavedForm
 
 if TYPE_CHECKING:  # pragma: no cover
     from slm_magic.memory import Memory
 
 
-class LiveSearch(PlainTextFallback, W.VBox):
+FULL_WIDTH = "calc(100% - 2 * var(--jp-widgets-margin, 2px))"  # a control's width, its margins inside the row
+
+
+class LiveSearch(SavedForm, W.VBox):
     """A search box over one memory. Keystrokes are debounced on the kernel's event loop: only
     the text that stays `debounce_s` unchanged is searched. Searches here do not count as the
     session's showings (a prefix typed on the way is not a question asked)."""
@@ -28,14 +31,17 @@ class LiveSearch(PlainTextFallback, W.VBox):
                  query: str = "", debounce_s: float = 0.25):
         self.memory, self.session_id, self.limit, self.debounce_s = memory, session_id, limit, debounce_s
         self.box = W.Text(value=query, placeholder="search your memories…", continuous_update=True,
-                          layout=W.Layout(width="420px"))
-        self.timing = W.HTML(layout=W.Layout(margin="0 0 0 8px"))
+                          layout=W.Layout(width="420px", max_width=FULL_WIDTH))
+        # (beside the box while there is room for it, else under it: never squeezed word by word)
+        self.timing = W.HTML(layout=W.Layout(margin="0 0 0 8px", flex="1 1 14em"))
+        self.timing.add_class("slm-caption")
         self.results = W.VBox(layout=W.Layout(width="100%"))
         self.view: MemoriesView | None = None
         self.searches: list[tuple[str, float]] = []  # (query, milliseconds) of each search run
         self._pending: asyncio.Task | None = None
         self.box.observe(self._typed, "value")
-        super().__init__([W.HBox([self.box, self.timing], layout=W.Layout(align_items="center")), self.results],
+        super().__init__([W.HBox([self.box, self.timing], layout=W.Layout(align_items="center", flex_flow="row wrap")),
+                          self.results],
                          layout=W.Layout(width="100%"))
         if query.strip():
             self.search(query)
@@ -67,6 +73,7 @@ class LiveSearch(PlainTextFallback, W.VBox):
         query = query.strip()
         if not query:
             self.results.children, self.timing.value, self.view = [], "", None
+            self.resave()
             return None
         started = time.perf_counter()
         try:
@@ -78,10 +85,22 @@ class LiveSearch(PlainTextFallback, W.VBox):
         took = (time.perf_counter() - started) * 1000
         self.searches.append((query, took))
         self.view = MemoriesView.of(result, memory=self.memory, session_id=self.session_id, summary=False)
+        self.view.on_change = self.resave
         self.results.children = [self.view]
         self.timing.value = (f"<span style='color:#555;font-variant-numeric:tabular-nums'>"
                              f"{plural(len(result.memories), 'memory', 'memories')} in {took:.1f} ms</span>")
+        self.resave()
         return self.view
 
+    def saved_html(self) -> str:
+        """What was last searched here, as the table a recall shows (a saved notebook keeps it)."""
+        head = f"<div style='color:#555'>live search over {html.escape(self.memory.path)}</div>"
+        if self.view is None or self.view.result is None:
+            return head + "<div><i>nothing searched</i></div>"
+        return head + self.view.saved_html()
+
     def __repr__(self) -> str:
-        return f"live search over {self.memory.path}" + (f": {self.box.value!r}" if self.box.value else "")
+        head = f"live search over {self.memory.path}"
+        if self.view is None or self.view.result is None:
+            return head + ": nothing searched"
+        return f"{head}\n{self.view!r}"

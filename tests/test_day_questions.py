@@ -1,0 +1,116 @@
+"""Questions about a day (issue 25, point 13): "what did I do today / yesterday / last Tuesday /
+on 2026-06-01" brings that day's sessions first, each a strong match that names what it
+touched; every other question ranks as before."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from slm_magic import Memory
+from slm_magic.sessions import entities_of
+
+
+def day_key(day: datetime) -> str:
+    """The topic key's start of a day's whole-session summaries (sessions.day_key)."""
+    return f"session-day:{day:%Y%m%d}:"
+
+DEMO = [  # the quickstart's session: four memories, ten entities
+    ("The left join of orders on customer_id drops 3% of rows: 412 customers have no account.",
+     "join,data-quality", "decision"),
+    ("Dropped the tenure_days feature: it is computed after the churn date, so it leaks the label.",
+     "churn,leakage", "decision"),
+    ("Client (Ana): churn means 90 days without a login, not a cancelled contract.", "churn,definition",
+     "preference"),
+    ("Gradient boosting beats logistic regression by 0.04 AUC on the March holdout.", "churn,model", "discovery"),
+]
+
+
+def demo_session(mem: Memory, rows=DEMO, project: str = "churn") -> str:
+    sid = mem.session_init(query="customer churn analysis").session_id
+    for content, tags, kind in rows:
+        mem.remember(content, tags=tags, type=kind, project=project, session_id=sid)
+    mem.close_session(sid)
+    return sid
+
+
+def whole(m) -> bool:
+    """Whether a recalled memory is a whole session's summary."""
+    return m.fact.kind == "summary_event" and (m.fact.topic_key or "").startswith("session-day:")
+
+
+def test_what_did_i_do_today_brings_the_session_first_as_a_strong_match(mem):
+    sid = demo_session(mem)
+    res = mem.recall("What did I do today?", limit=3)
+    top = res[0]
+    assert whole(top) and top.fact.session_id == sid and top.fact.topic_key == day_key(datetime(2026, 6, 1)) + sid
+    assert top.relevance >= 0.70 and top.strength == "strong" and top.score.temporal == 1.0
+    touched = {e for f in mem.session_facts(sid) for e in entities_of(f)}
+    assert len(touched) == 10 and all(e in top.content for e in touched)  # what the session touched
+    assert "4 memories" in top.content and "Monday 01 June 2026" in top.content
+    assert [m.score.temporal for m in res[1:]] == [0.0, 0.0]  # then the per-entity summaries, as before
+    assert [m.fact_id for m in res].count(top.fact_id) == 1
+
+
+@pytest.mark.parametrize("asked, on", [("what did I do yesterday", datetime(2026, 6, 2, 9)),
+                                       ("what did I do last Monday", datetime(2026, 6, 8, 9)),
+                                       ("what happened on 2026-06-01", datetime(2026, 6, 20, 9)),
+                                       ("and 3 days ago?", datetime(2026, 6, 4, 9))])
+def test_every_way_of_naming_the_day_finds_it(mem, clock, asked, on):
+    sid = demo_session(mem)
+    clock.now = on
+    top = mem.recall(asked, limit=5)[0]
+    assert whole(top) and top.fact.session_id == sid and top.relevance >= 0.70
+
+
+def test_only_the_named_days_sessions_come_first(mem, clock):
+    monday = demo_session(mem)
+    clock.now = datetime(2026, 6, 2, 10)
+    tuesday = demo_session(mem, [("Sales forecast: prophet with holiday effects beats the naive baseline.",
+                                  "forecast", "discovery")], project="sales")
+    clock.now = datetime(2026, 6, 3, 9)
+    res = mem.recall("what did I do yesterday", limit=10)
+    firsts = [m for m in res if m.score.temporal > 0]
+    assert [m.fact.session_id for m in firsts] == [tuesday] and res[0].fact_id == firsts[0].fact_id
+    assert monday not in {m.fact.session_id for m in res if whole(m)}
+    both = mem.recall("what did I do on 2026-06-01 and 2026-06-02", limit=10)
+    assert {m.fact.session_id for m in both[:2]} == {monday, tuesday} and all(whole(m) for m in both[:2])
+    scores = [m.score.value for m in both[:2]]
+    assert scores == sorted(scores, reverse=True)  # best first among the day's sessions
+
+
+def test_a_day_without_a_session_and_a_question_without_a_day_rank_as_before(mem):
+    demo_session(mem)
+    assert all(m.score.temporal == 0 for m in mem.recall("what did I do on 2026-05-20", limit=10))
+    plain = mem.recall("why was a feature dropped", limit=10)
+    assert plain.memories and all(m.fact.kind == "memory" and m.score.temporal == 0 for m in plain)
+    values = [m.score.value for m in plain]
+    assert values == sorted(values, reverse=True)
+    assert all(not whole(m) for m in mem.recall("what did I do today", kind="memory"))  # kind still says
+
+
+def test_the_sql_fallback_brings_the_day_first_too(mem):
+    sid = demo_session(mem)
+    mem._degrade("test: answer from SQL")
+    res = mem.recall("what did I do today", limit=3)
+    assert res.retrieval_mode == "bm25_sql_fallback"
+    assert whole(res[0]) and res[0].fact.session_id == sid and res[0].relevance >= 0.70
+
+
+def test_the_age_gate_and_the_project_filter_still_hold(mem, clock):
+    demo_session(mem)
+    clock.now = datetime(2026, 8, 1, 9)  # two months later, the age gate at 30 days
+    res = mem.recall("what did I do on 2026-06-01", max_age_days=30, limit=5)
+    assert whole(res[0]) and res[0].relevance >= 0.70  # strong: it passes the gate
+    assert all(m.relevance >= 0.70 for m in res)
+    assert not any(whole(m) for m in mem.recall("what did I do on 2026-06-01", project="sales"))
+
+
+def test_closing_twice_writes_no_second_whole_summary(mem):
+    sid = demo_session(mem)
+    assert mem.close_session(sid).summary_events_created == 0
+    assert sum(1 for f in mem.browse(limit=100).facts if f.kind == "summary_event") == 0  # (browse: memories only)
+    rows = mem.store.con.execute("SELECT count(*) FROM memories WHERE kind = 'summary_event' AND topic_key = ?",
+                                 [day_key(datetime(2026, 6, 1)) + sid]).fetchall()
+    assert rows == [(1,)]

@@ -1,0 +1,256 @@
+"""What a new user meets in the first hour, at the magics and the command line (issue 25):
+a question ending in `?`, hand-written notes to import, reading commands on a missing file,
+exports as private as the file, `recall --json`, `%slm_help`, paging without a query,
+forgetting a project or everything only when confirmed."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+from slm_magic import Memory
+from slm_magic.models import RecallResult
+
+CHURN = "Accounts flagged as test users must be excluded before labelling churn."
+
+
+@pytest.fixture
+def ip(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLM_MAGIC_DB", str(tmp_path / "memory.duckdb"))
+    monkeypatch.setenv("JPY_SESSION_NAME", "/home/ana/churn/analysis.ipynb")
+    config = Config()
+    config.HistoryManager.enabled = False
+    shell = InteractiveShell.instance(config=config)
+    shell.run_line_magic("load_ext", "slm_magic")
+    yield shell
+    shell.run_line_magic("unload_ext", "slm_magic")
+    InteractiveShell.clear_instance()
+
+
+def cell(ip, source):
+    res = ip.run_cell(source, store_history=True)
+    return res.result, res.error_in_exec
+
+
+def cli(*args, env=None, stdin=""):
+    return subprocess.run([sys.executable, "-m", "slm_magic.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, input=stdin, timeout=120)
+
+
+# --- a question mark ends the question ---------------------------------------------------------
+def test_a_trailing_question_mark_is_part_of_the_question(ip, capsys):
+    cell(ip, f"%%remember --tags churn\n{CHURN}")
+    got, err = cell(ip, "%recall which accounts should be excluded before labelling churn?")
+    out = capsys.readouterr().out
+    assert err is None and "not found" not in out
+    assert isinstance(got, RecallResult) and got.query.endswith("churn?") and got.memories[0].content == CHURN
+    _, err = cell(ip, "r = %recall labelling churn?")
+    assert err is None and ip.user_ns["r"].memories[0].content == CHURN
+    init, err = cell(ip, "%slm_start --query why are test accounts excluded?")
+    assert err is None and init.memories and init.memories[0].content == CHURN
+
+
+def test_a_magic_and_a_question_mark_alone_still_show_help(ip):
+    transformed = ip.transform_cell("%recall?")
+    assert "pinfo" in transformed and "%recall" in transformed
+    assert "pinfo2" in ip.transform_cell("%recall??")
+    assert "run_line_magic('recall', 'why?')" in ip.transform_cell("%recall why?")
+
+
+# --- %slm_help, paging without a query, forgetting many ----------------------------------------
+def test_slm_help_lists_every_magic_in_one_line_each(ip):
+    shown, err = cell(ip, "%slm_help")
+    assert err is None and cell(ip, "%slm")[0].ROWS == shown.ROWS
+    listed = " ".join(name for name, _ in shown.ROWS)
+    magics = ip.magics_manager.lsmagic()
+    ours = [f"%{n}" for n, fn in magics["line"].items() if type(getattr(fn, "__self__", None)).__name__ == "SLMMagic"]
+    ours += [f"%%{n}" for n, fn in magics["cell"].items() if type(getattr(fn, "__self__", None)).__name__ == "SLMMagic"]
+    assert len(ours) >= 14 and all(name in listed.replace(",", " ").split() for name in ours), ours
+    assert "<table" in shown._repr_html_()
+
+
+def test_slm_list_pages_through_every_memory_newest_first(ip):
+    for i in range(5):
+        cell(ip, f"%%remember --project {'churn' if i % 2 else 'pricing'}\nfinding number {i}")
+    page, err = cell(ip, "%slm_list --limit 2")
+    assert err is None and page.total == 5 and [f.content for f in page.facts] == ["finding number 4",
+                                                                                   "finding number 3"]
+    page, _ = cell(ip, "%slm_list --limit 2 --page 3")
+    assert [f.content for f in page.facts] == ["finding number 0"]
+    page, _ = cell(ip, "%slm_list --project churn")
+    assert page.total == 2 and {f.project for f in page.facts} == {"churn"}
+    with pytest.raises(UsageError):
+        ip.run_line_magic("slm_list", "--page 0")
+
+
+def test_forgetting_a_project_or_everything_needs_yes(ip, capsys):
+    for i in range(4):
+        cell(ip, f"%%remember --project {'churn' if i % 2 else 'pricing'}\nfinding number {i}")
+    capsys.readouterr()
+    done, err = cell(ip, "%slm_forget --project churn")
+    assert err is None and done is None and "would forget 2 memories of project churn" in capsys.readouterr().out
+    assert cell(ip, "%slm_list")[0].total == 4  # nothing went without --yes
+    done, _ = cell(ip, "%slm_forget --project churn --yes")
+    assert done.count == 2 and cell(ip, "%slm_list")[0].total == 2
+    cell(ip, "%slm_forget --all --yes")
+    assert cell(ip, "%slm_list")[0].total == 0
+    for wrong in ("", "--all --project churn", "abc123 --all"):
+        with pytest.raises(UsageError, match="one of"):
+            ip.run_line_magic("slm_forget", wrong)
+
+
+# --- import of hand-written notes ---------------------------------------------------------------
+def _notes(tmp_path):
+    path = tmp_path / "notes.jsonl"
+    path.write_text("\n".join([
+        json.dumps({"content": "The price column mixes EUR and USD before 2023", "tags": ["currency"],
+                    "type": "decision"}),
+        json.dumps({"content": "Churn means 30 days without a login <private>pw</private>", "tags": "churn,definition",
+                    "created_at": "2026-11-02T10:00:00"}),
+        "",
+        json.dumps({"content": "A plain note", "content_hash": None, "fact_id": None}),
+    ]) + "\n")
+    return path
+
+
+def test_a_file_of_plain_notes_imports_once(tmp_path):
+    path = _notes(tmp_path)
+    with Memory(tmp_path / "m.duckdb") as mem:
+        first = mem.import_file(path)
+        assert first.memories == 3 and mem.import_file(path).already_present == 3
+        churn = mem.recall("churn login").memories[0].fact
+        assert churn.tags == ("churn", "definition") and churn.created_at.year == 2026 and churn.created_at.month == 11
+        assert "[REDACTED]" in churn.content and "pw" not in churn.content and churn.user_id == mem.user_id
+        assert mem.recall("price column").memories[0].fact.type == "decision"
+
+
+def test_an_export_without_content_hash_imports(tmp_path):
+    with Memory(tmp_path / "a.duckdb") as mem:
+        mem.remember("the join on customer_id drops 3% of rows", tags="join")
+        mem.export(tmp_path / "out.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    lines[0]["content_hash"] = None
+    del lines[0]["updated_at"]
+    (tmp_path / "edited.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    with Memory(tmp_path / "b.duckdb") as other:
+        assert other.import_file(tmp_path / "edited.jsonl").memories == 1
+        assert other.recall("join rows").memories[0].fact.tags == ("join",)
+
+
+def test_an_unreadable_line_is_named_in_each_face_s_own_words(tmp_path, ip):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"content": "fine"}\n{"tags": ["no content"]}\n{"content": "x", "tags": [1]}\n')
+    out = cli("--db", str(tmp_path / "c.duckdb"), "import", str(bad))
+    assert out.returncode == 2 and "line 2 has no content" in out.stderr and "--skip-invalid" in out.stderr
+    assert "on_invalid" not in out.stderr and "Traceback" not in out.stderr
+    with pytest.raises(UsageError, match="line 2 has no content.*--skip-invalid"):
+        ip.run_line_magic("slm_import", str(bad))
+    ok = cli("--db", str(tmp_path / "c.duckdb"), "import", str(bad), "--skip-invalid")
+    assert ok.returncode == 0 and "skipped line 2" in ok.stdout and "skipped line 3" in ok.stdout
+    assert ok.stdout.index("line 2") < ok.stdout.index("line 3")
+
+
+# --- the command line ---------------------------------------------------------------------------
+def test_reading_commands_on_a_missing_file_create_nothing(tmp_path):
+    where = tmp_path / "nonexistent" / "dir" / "m.duckdb"
+    for command in (["stats"], ["recall", "churn"], ["list"], ["export", str(tmp_path / "e.jsonl")],
+                    ["forget", "--all", "--yes"], ["pin", "abcdef"]):
+        out = cli("--db", str(where), *command)
+        assert out.returncode == 2 and "no memory at" in out.stderr and "Traceback" not in out.stderr, command
+    assert not (tmp_path / "nonexistent").exists() and not (tmp_path / "e.jsonl").exists()
+    out = cli("stats", env={"SLM_MAGIC_DB": str(where)})
+    assert out.returncode == 2 and not where.parent.exists()
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_an_export_is_as_private_as_the_file(tmp_path, suffix):
+    with Memory(tmp_path / "m.duckdb") as mem:
+        mem.remember("a finding worth keeping")
+        old_mask = os.umask(0o022)
+        try:
+            mem.export(tmp_path / f"e{suffix}")
+        finally:
+            os.umask(old_mask)
+    assert stat.S_IMODE(os.stat(tmp_path / f"e{suffix}").st_mode) == stat.S_IMODE(
+        os.stat(tmp_path / "m.duckdb").st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".slm-export")) == []
+
+
+def test_recall_json_is_one_document_with_every_field(tmp_path):
+    db = str(tmp_path / "m.duckdb")
+    assert cli("--db", db, "remember", "churn means 90 days without a login", "--tags", "churn,definition",
+               "--type", "decision", "--project", "crm").returncode == 0
+    out = cli("--db", db, "recall", "churn", "login", "--json")
+    doc = json.loads(out.stdout)
+    m = doc["memories"][0]
+    assert doc["query"] == "churn login" and doc["retrieval_mode"]
+    assert m["tags"] == ["churn", "definition"] and m["type"] == "decision" and m["project"] == "crm"
+    assert m["created_at"] and m["updated_at"] and m["score"]["relevance"] > 0 and m["strength"]
+    lines = cli("--db", db, "recall", "churn", "--jsonl").stdout.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["tags"] == ["churn", "definition"]
+
+
+def test_cli_list_and_forget_with_confirmation(tmp_path):
+    db = str(tmp_path / "m.duckdb")
+    for i in range(3):
+        cli("--db", db, "remember", f"finding number {i}", "--project", "churn" if i else "pricing")
+    page = json.loads(cli("--db", db, "list", "--json", "--limit", "2").stdout)
+    assert page["total"] == 3 and [f["content"] for f in page["facts"]] == ["finding number 2", "finding number 1"]
+    refused = cli("--db", db, "forget", "--project", "churn")  # (not at a terminal: no question can be asked)
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert json.loads(cli("--db", db, "list", "--json").stdout)["total"] == 3
+    assert cli("--db", db, "forget", "--project", "churn", "--yes").returncode == 0
+    assert json.loads(cli("--db", db, "list", "--json").stdout)["total"] == 1
+
+
+def test_a_terminal_is_not_told_about_a_notebook(ip, monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("JPY_SESSION_NAME")
+    init, _ = cell(ip, '%slm_start --query "churn"')
+    with Memory(tmp_path / "memory.duckdb") as other:  # closed elsewhere: slm-magic close, another kernel
+        other.close_session(init.session_id)
+    capsys.readouterr()
+    cell(ip, "%%remember\nstill going")
+    out = capsys.readouterr().out
+    assert f"session {init.session_id} was closed elsewhere; this session goes on in slm-" in out
+    assert "notebook" not in out
+
+
+def test_a_session_without_a_question_says_so_instead_of_weak_matches(tmp_path):
+    with Memory(tmp_path / "m.duckdb") as mem:
+        mem.remember("always fix the random seed", core=True)
+        mem.remember("the March snapshot misses 412 accounts")
+        init = mem.session_init(project_path="/tmp/work/Untitled3.ipynb")
+        assert init.opened_without_question and init.message
+        assert [m.strength for m in init.scored_memories] == ["listed", "listed"]
+        page = init._repr_html_()
+        assert "weak match" not in page and init.message in page and "pinned: in every session" in page
+        assert "weak match" not in str(init) and "📌" not in str(init)
+
+
+def test_your_own_shared_memory_reads_shared_by_you_in_text_and_html(tmp_path):
+    with Memory(tmp_path / "m.duckdb", user_id="alice") as alice:
+        alice.remember("the client counts churn after 30 days", share=True)
+        mine = alice.recall("client churn")
+        assert "shared by you" in str(mine) and "shared by you" in mine._repr_html_() and "shared by alice" not in str(mine)
+    with Memory(tmp_path / "m.duckdb", user_id="bob") as bob:
+        theirs = bob.recall("client churn")
+        assert "shared by alice" in str(theirs) and "shared by you" not in theirs._repr_html_()
+
+
+def test_a_page_of_memories_fits_80_columns(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    with Memory(tmp_path / "m.duckdb") as mem:
+        for i in range(3):
+            mem.remember(f"finding {i}: " + "the join of orders and accounts loses rows " * 4, tags="join,rows",
+                         core=i == 0)
+        page = mem.browse(limit=2)
+        text = str(page)
+        assert text.splitlines()[0].startswith("memories 1-2 of 3, newest first")
+        assert all(len(line) <= 80 for line in text.splitlines()) and "* pinned" in str(mem.browse(limit=5))
+        assert "<table" in page._repr_html_() and "finding 2" in page._repr_html_()
