@@ -15,11 +15,17 @@ def is_url(address) -> bool:
     return isinstance(address, str) and address.startswith(URL_SCHEMES)
 
 
-def open_store(address: str | os.PathLike[str] | None) -> Store:
-    """The store at `address` (None: $SLM_MAGIC_DB, else ~/.slm_magic/memory.duckdb)."""
+def resolve(address: str | os.PathLike[str] | None):
+    """The address meant: None is $SLM_MAGIC_DB (a file or a URL), else ~/.slm_magic/memory.duckdb."""
     if address is None:
         env = os.environ.get("SLM_MAGIC_DB")
-        address = env if is_url(env) else default_path()
+        return env if is_url(env) else default_path()
+    return address
+
+
+def open_store(address: str | os.PathLike[str] | None) -> Store:
+    """The store at `address` (None: $SLM_MAGIC_DB, else ~/.slm_magic/memory.duckdb)."""
+    address = resolve(address)
     if is_url(address):
         from .pg_store import PgStore
 
@@ -30,9 +36,7 @@ def open_store(address: str | os.PathLike[str] | None) -> Store:
 def missing_file(address: str | os.PathLike[str] | None) -> str | None:
     """The memory file `address` names when there is none yet (None: it exists, or the
     address is a server or RAM): what a command that only reads says instead of creating it."""
-    if address is None:
-        env = os.environ.get("SLM_MAGIC_DB")
-        address = env if is_url(env) else default_path()
+    address = resolve(address)
     if is_url(address) or str(address) == ":memory:":
         return None
     path = os.path.expanduser(str(address))

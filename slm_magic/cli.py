@@ -118,28 +118,38 @@ def _list(mem: Memory, args: argparse.Namespace) -> None:
     if args.limit < 1 or args.page < 1:
         raise SlmMagicError("--limit and --page must be at least 1")
     page = mem.browse(project=args.project, type=args.type, limit=args.limit, offset=(args.page - 1) * args.limit)
-    if args.json:
-        print(json.dumps(page.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    if args.json:  # (the memories under the name the MCP tool gives them)
+        doc = page.model_dump(mode="json", exclude={"facts"}) | {"memories": [f.model_dump(mode="json") for f in page]}
+        print(json.dumps(doc, ensure_ascii=False, indent=2))
     else:
         print(page)
 
 
 def _forget(mem: Memory, args: argparse.Namespace) -> None:
-    if sum((args.id is not None, args.project is not None, args.all)) != 1:
-        raise SlmMagicError("forget takes one of: a memory ID, --project NAME, or --all")
     if args.id is not None:
         print(MemoryChange(action="forgotten", fact=mem.forget(mem.resolve_id(args.id))))
-        return
-    if not args.yes:
-        n = mem.browse(project=args.project, limit=1).total
-        what = f"of project {args.project}" if args.project is not None else "you have"
-        question = f"forget {n:,} {'memory' if n == 1 else 'memories'} {what}, for good?"
-        if not sys.stdin.isatty():
-            raise SlmMagicError(f"this would {question[:-1]}; add --yes to do it")
-        if input(f"slm-magic: {question} [y/N] ").strip().lower() not in ("y", "yes"):
-            print("slm-magic: nothing forgotten")
-            return
-    print(mem.forget_all(project=args.project))
+    else:
+        print(mem.forget_all(project=args.project))
+
+
+def _confirmed(args: argparse.Namespace) -> bool:
+    """`forget --project P` or `--all` without --yes: how many would go, asked at a terminal
+    with the file let go meanwhile (a kernel or the assistant may use it while you read)."""
+    with Memory(args.db, user_id=args.user) as mem:
+        n = mem.own_count(project=args.project)
+    what = f"of project {args.project}" if args.project is not None else "of yours"
+    question = f"forget {n:,} {'memory' if n == 1 else 'memories'} {what}, for good?"
+    if not sys.stdin.isatty():
+        raise SlmMagicError(f"this would {question[:-1]}; add --yes to do it")
+    try:
+        answer = input(f"slm-magic: {question} [y/N] ")
+    except (EOFError, KeyboardInterrupt):
+        answer = ""
+        print()
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    print("slm-magic: nothing forgotten")
+    return False
 
 
 def _run(mem: Memory, args: argparse.Namespace) -> None:
@@ -196,6 +206,11 @@ def main(argv: list[str] | None = None) -> int:
               "%%remember in a notebook starts one)", file=sys.stderr)
         return 2
     try:
+        if args.command == "forget":
+            if sum((args.id is not None, args.project is not None, args.all)) != 1:
+                raise SlmMagicError("forget takes one of: a memory ID, --project NAME, or --all")
+            if args.id is None and not args.yes and not _confirmed(args):
+                return 0
         with Memory(args.db, user_id=args.user) as mem:
             _run(mem, args)
     except SlmMagicError as exc:

@@ -307,7 +307,11 @@ def _page_what(page) -> str:
 def _page_head(page) -> str:
     """Which memories a page holds and where it sits: "memories 21-40 of 57, newest first"."""
     if not page.facts:
-        return f"no {_page_what(page)}" + (f" after the first {page.offset:,}" if page.offset else "")
+        if not page.total:
+            return f"no {_page_what(page)}"
+        pages = -(-page.total // page.limit)
+        return (f"no {_page_what(page)} on this page: there {'is' if page.total == 1 else 'are'} {page.total:,}, "
+                f"on {plural(pages, 'page')} of {page.limit}")
     head = f"{_page_what(page)} {page.offset + 1:,}-{page.offset + len(page.facts):,} of {page.total:,}, newest first"
     return head + (" (--page N for the next ones)" if page.has_more else "")
 
@@ -321,7 +325,7 @@ def page_text(page, width: int | None = None) -> str:
         body = wrap((f"{f.title}: " if f.title else "") + f.content, width - 10, lines=3)
         lines.append(f"{f.fact_id[:8]}{mark} {body[0]}")
         lines += [" " * 10 + b for b in body[1:]]
-        lines += wrap(_meta_text(f), width, 10)
+        lines += wrap(_meta_text(f, page.viewer), width, 10)
     if any(f.is_core for f in page.facts):
         lines.append("* pinned: in every session's context")
     return "\n".join(lines)
@@ -335,7 +339,8 @@ def page_html(page) -> str:
         f"{CORE_BADGE if f.is_core else ''}{'<b>' + e(one_line(f.title, 80)) + '</b> · ' if f.title else ''}"
         f"{e(one_line(f.content, 1000))}</td><td {_LEFT}>{e(f.type)}</td><td {_LEFT}>{e(', '.join(f.tags))}</td>"
         f"<td {_LEFT}>{age_text(f.updated_at)}</td><td {_LEFT}>{e((f.notebook or '').rsplit('/', 1)[-1])}"
-        f"{' [' + str(f.cell) + ']' if f.cell is not None else ''}</td></tr>" for f in page.facts)
+        f"{' [' + str(f.cell) + ']' if f.cell is not None else ''}"
+        f"{'<br>' + e(author_text(f, page.viewer)) if f.shared else ''}</td></tr>" for f in page.facts)
     head = "<tr>" + "".join(f"<th {_LEFT}>{h}</th>" for h in ("id", "memory", "type", "tags", "age", "from")) + "</tr>"
     table = f"<div style='overflow-x:auto'><table class=slm-t>{head}{rows}</table></div>" if page.facts else ""
     return f"{_CSS}<div>{e(_page_head(page))}</div>{table}"

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy as np
 from . import bulk
 from .errors import InvalidImport, InvalidInput
 from .models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
-from .records import MAX_CONTENT_CHARS, Postings, code_kept, content_hash, normalise_tags, redact
+from .records import MAX_CONTENT_CHARS, Postings, code_kept, content_hash, normalise_tags, redact, to_utc_naive
 
 EXPORT_COLUMNS = ("fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
                   "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
@@ -33,6 +34,9 @@ _TYPES = {"fact_id": "VARCHAR", "user_id": "VARCHAR", "session_id": "VARCHAR", "
           "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP",
           "revision_count": "INTEGER", "kind": "VARCHAR", "shared": "BOOLEAN"}
 BATCH = 20_000
+#: Fields a hand-written line may spell its own way (tags as "a,b", a date with its offset):
+#: a JSON file's are read as JSON and each line's checked, so a bad one is named by its line.
+_HAND_WRITTEN = ("content", "tags", "created_at", "updated_at", "cell")
 
 
 def _format(path: Path) -> str:
@@ -73,11 +77,13 @@ class Exchange:
     def export(self, path: str | Path, *, user_id: str | None = None) -> ExportReport:
         """Write one user's memories and session summaries (default: this Memory's user) to
         PATH; returns how many of each."""
-        path = Path(path).expanduser()
+        path = Path(os.path.realpath(Path(path).expanduser()))  # (a link: the file it points at)
         fmt = _format(path)
         user = self.memory.user_id if user_id is None else user_id
         if not path.parent.is_dir():
             raise InvalidInput(f"{path.parent} is not a folder")
+        if path.is_dir():
+            raise InvalidInput(f"{path} is a folder: name the file to write")
         stats = self.memory.store.user_stats(user)
         # Written where only we can look, at the file's own mode, then moved into place: an
         # export holds the memories' text, so it is never more readable than the file.
@@ -93,7 +99,9 @@ class Exchange:
 
     def import_file(self, path: str | Path, *, progress: bool | None = None,
                     on_invalid: str = "raise") -> ImportReport:
-        """Add the memories of a file written by `export`; ones already here are skipped.
+        """Add the memories of a file written by `export`, or of hand-written notes (a line an
+        object with `content`, perhaps `tags`, `type`, `title`, `project`, `created_at`); ones
+        already here are skipped.
         A file that does not read, or (with on_invalid="raise") has any invalid row, adds
         nothing; on_invalid="skip" adds the valid rows and reports each other one. A progress
         bar shows on large files."""
@@ -106,8 +114,8 @@ class Exchange:
         where = "line" if fmt == "json" else "row"
         with self.memory.store.lock:
             try:
-                # (JSON: tags as written, a list or "a,b"; read as JSON and normalised here)
-                types = {c: "JSON" if c == "tags" and fmt == "json" else _TYPES[c] for c in EXPORT_COLUMNS}
+                # (JSON: the fields a person writes by hand are read as written and checked here)
+                types = {c: "JSON" if c in _HAND_WRITTEN and fmt == "json" else _TYPES[c] for c in EXPORT_COLUMNS}
                 table = self.memory.store.read_export(path, fmt, types)
             except Exception as exc:  # noqa: BLE001 - unreadable or not ours: say so, change nothing
                 why = _bad_json_line(path) if fmt == "json" else None
@@ -116,14 +124,14 @@ class Exchange:
                 raise InvalidInput(f"{path.name}: {why}; nothing was imported") from None
             present = self.memory.store.existing_fact_ids([x for x in table.column("fact_id").to_pylist() if x])
         rows = table.to_pylist()
-        self._complete(rows)
+        self._complete(rows, fmt)
         skipped = self._check_imported(rows, path, where, on_invalid)
         bad = {s.position for s in skipped}
         notes = [r["fact_id"] for r in rows if r["_note"] and r["line_number"] not in bad]
         if notes:  # (their ids are computed from the notes: a second import finds them)
             present |= self.memory.store.existing_fact_ids(notes)
-        new = [r for r in rows if r["line_number"] not in bad and r["fact_id"] not in present]
-        already = sum(1 for r in rows if r["line_number"] not in bad and r["fact_id"] in present)
+        new = [r for r in rows if r["line_number"] not in bad and r["fact_id"] not in present and not r.get("_repeat")]
+        already = sum(1 for r in rows if r["line_number"] not in bad and (r["fact_id"] in present or r.get("_repeat")))
         total = len(new)
         bar = None
         if progress or (progress is None and total > 5 * BATCH):
@@ -145,17 +153,13 @@ class Exchange:
         return ImportReport(path=str(path), memories=total - summaries, summaries=summaries,
                             already_present=already, skipped=tuple(skipped))
 
-    def _complete(self, rows: list[dict]) -> None:
+    def _complete(self, rows: list[dict], fmt: str) -> None:
         """Fill in what a hand-written line leaves out and can be computed: a plain note (no
         fact_id) gets its id from its user and content, its text redacted, and every row its
         content hash, kind, type and timestamps. Tags that cannot be read are the row's `_why`."""
         now = self.memory.now()
         for r in rows:
-            r["_why"] = None
-            try:
-                r["tags"] = list(normalise_tags(json.loads(r["tags"]) if isinstance(r["tags"], str) else r["tags"]))
-            except (InvalidInput, ValueError) as exc:
-                r["_why"] = f"has tags that are not a list of strings or \"a,b\" ({exc})"
+            r["_why"] = _read_by_hand(r, fmt)
             r["user_id"] = r["user_id"] or self.memory.user_id
             r["_note"] = not r["fact_id"] and isinstance(r["content"], str) and r["content"].strip() != ""
             if r["_note"]:
@@ -172,7 +176,7 @@ class Exchange:
     def _check_imported(rows: list[dict], path: Path, where: str, on_invalid: str) -> list[Skipped]:
         """Every row's problem, named by its line (or row) in the file: the first one raises,
         or with on_invalid="skip" each is set aside."""
-        seen: set[str] = set()
+        seen: dict[str, int] = {}
         skipped: list[Skipped] = []
         for r in rows:
             why = r["_why"]
@@ -186,12 +190,15 @@ class Exchange:
                 why = f"has an unknown type {r['type']!r}"
             elif r["created_at"] is None or r["updated_at"] is None:
                 why = "has no timestamps"
+            elif r["fact_id"] in seen and r["_note"]:  # the same note twice: kept once
+                r["_repeat"] = True
+                continue
             elif r["fact_id"] in seen:
-                why = f"repeats fact_id {r['fact_id']}"
+                why = f"repeats fact_id {r['fact_id']} of {where} {seen[r['fact_id']]}"
             elif len(r["content"]) > MAX_CONTENT_CHARS:
                 why = f"has {len(r['content']):,} characters of content; the limit is {MAX_CONTENT_CHARS:,}"
             if why is None:
-                seen.add(r["fact_id"])
+                seen[r["fact_id"]] = r["line_number"]
                 continue
             if on_invalid == "raise":
                 raise InvalidImport(f"{path.name}: {where} {r['line_number']} {why}; nothing was imported")
@@ -217,6 +224,34 @@ class Exchange:
         self.memory._flush_events()
         self.memory.store.insert_many(columns)
         self.memory._sync()
+
+
+def _read_by_hand(r: dict, fmt: str) -> str | None:
+    """Decode a row's hand-written fields in place (a .jsonl's are JSON text; Parquet's are
+    typed already); what is wrong with them, in words, or None."""
+    if fmt == "json":
+        for name in _HAND_WRITTEN:
+            if r[name] is not None:
+                r[name] = json.loads(r[name])  # (DuckDB read them as JSON: they parse)
+    if r["content"] is not None and not isinstance(r["content"], str):
+        return f"has content that is not text ({json.dumps(r['content'])[:40]})"
+    try:
+        r["tags"] = list(normalise_tags(r["tags"]))
+    except InvalidInput as exc:
+        return f"has tags that are not a list of strings or \"a,b\" ({exc})"
+    for name in ("created_at", "updated_at"):
+        value = r[name]
+        if isinstance(value, str):
+            try:
+                value = to_utc_naive(datetime.fromisoformat(value), None)
+            except ValueError:
+                return f"has a {name} that is not a date and time like 2026-11-02T10:00:00: {value[:40]!r}"
+            r[name] = value
+        elif value is not None and not isinstance(value, datetime):
+            return f"has a {name} that is not a date and time like 2026-11-02T10:00:00: {value!r}"
+    if r["cell"] is not None and (isinstance(r["cell"], bool) or not isinstance(r["cell"], int)):
+        return f"has a cell that is not a number: {r['cell']!r}"
+    return None
 
 
 def note_id(user_id: str, content: str) -> str:

@@ -226,8 +226,8 @@ class SLMMagic(Magics, Configurable):
     @readable_help
     @magic_arguments()
     @argument("project_path", nargs="?", default="",
-              help="the project folder; its name seeds the query (default: this notebook's name and folder)")
-    @argument("--query", "-q", nargs="+", default=[],
+              help="the project folder; its words seed the query (default: this notebook's name and folder)")
+    @argument("--query", "-q", default="",
               help="what this session is about (default: the project path's words; none: what is pinned and newest)")
     @argument("--max-results", "-n", type=int, default=None, help="how many memories to show")
     @argument("--max-age-days", type=int, default=None, help="age gate in days (0: off)")
@@ -238,13 +238,13 @@ class SLMMagic(Magics, Configurable):
         """Open a session (or continue the one active within the timeout) and show the
         memories that matter for this project."""
         args = parse_argstring(self.slm_start, line)
-        args.query = " ".join(args.query).strip()
         if args.user is not None:
             self.user = args.user
         n = self.limit if args.max_results is None else args.max_results
         days = self.max_age_days if args.max_age_days is None else args.max_age_days
         with self._engine() as mem:
-            where = args.project_path or (self.notebook or os.getcwd() if not args.query else "")
+            # (no path given: the notebook's own name and folder, where there is a notebook)
+            where = args.project_path or (self.notebook or "" if not args.query else "")
             init = mem.session_init(project_path=where, query=args.query, max_results=n, max_age_days=days,
                                     reuse=not args.new, origin=self.origin)
         self.session_id = init.session_id
@@ -370,8 +370,8 @@ class SLMMagic(Magics, Configurable):
         with self._engine() as mem:
             if args.yes:
                 return mem.forget_all(project=args.project)
-            n = mem.browse(project=args.project, limit=1).total
-        what = f"of project {args.project}" if args.project is not None else "you have"
+            n = mem.own_count(project=args.project)
+        what = f"of project {args.project}" if args.project is not None else "of yours"
         print(f"slm_magic: this would forget {plural(n, 'memory', 'memories')} {what}, for good; "
               f"add --yes to do it")
         return None

@@ -400,19 +400,6 @@ def forget(mem: Memory, fact_id: FactId) -> dict[str, Any]:
     return {"success": True, "action": "forgotten", **_fact(fact, mem.user_id)}
 
 
-def _own_memories(mem: Memory, project: str | None) -> int:
-    """How many memories forget_all would delete: the user's own (not those others shared)."""
-    if project is None:
-        return int(mem.mem_stats(mem.user_id)["observations"])
-    n, offset = 0, 0
-    while True:
-        page = mem.browse(project=project, limit=mem.BROWSE_MAX, offset=offset)
-        n += sum(f.user_id == mem.user_id for f in page.facts)
-        offset += len(page.facts)
-        if not page.facts or offset >= page.total:
-            return n
-
-
 def forget_all(
     mem: Memory,
     project: Annotated[str | None, Field(description="Only this project's memories (leave out: every memory "
@@ -427,7 +414,7 @@ def forget_all(
     if project is not None and (not isinstance(project, str) or not project.strip()):
         raise InvalidInput("project must be a non-empty string, or left out for every memory of yours")
     if confirm is not True:
-        n = _own_memories(mem, project)
+        n = mem.own_count(project=project)
         many = f"{n} memor{'y' if n == 1 else 'ies'}"
         if project is not None:
             what = f"the {many} of project {project!r}"

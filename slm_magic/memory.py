@@ -207,8 +207,13 @@ class Memory:
 
     def import_file(self, path: str | os.PathLike[str], *, progress: bool | None = None,
                     on_invalid: str = "raise") -> ImportReport:
-        """Add the memories of a file written by `export`; ones already here are skipped. A
-        file that does not read, or (on_invalid="raise") has an invalid row, adds nothing."""
+        """Add the memories of a .jsonl or .parquet file: one written by `export` (every field
+        kept), or a .jsonl of plain notes, one JSON object a line with `content` and perhaps
+        `tags` (a list or "a,b"), `type`, `title`, `project` and `created_at`; what they leave
+        out is computed (the id from the note itself, the content hash, the timestamps). Ones
+        already here are skipped: importing the same file twice adds nothing. A file that
+        does not read, or (on_invalid="raise") has an invalid row, adds nothing and names the
+        line; on_invalid="skip" adds the others and lists each one skipped."""
         return self.exchange.import_file(path, progress=progress, on_invalid=on_invalid)
 
     # --- the learning loop (its own part) ---------------------------------------------------
@@ -264,6 +269,7 @@ class Memory:
         try:
             self.replica = IndexReplica.load(self.store, self.config.k1, self.config.b)
             self.index_error = None
+            self._adopt_unowned()
             self._save_index_soon()
         except STORAGE_FAILURES as exc:  # the file or the machine failed us: answer from SQL instead
             self._degrade(f"in-process index unavailable ({type(exc).__name__}: {exc})")
@@ -275,10 +281,25 @@ class Memory:
         """Catch up with writes another connection or process made since we last looked."""
         if self.replica is not None:
             self.replica.refresh()
+            self._adopt_unowned()
 
     def _sync(self) -> None:
         if self.replica is not None:
             self.replica.sync()
+            self._adopt_unowned()
+
+    def _adopt_unowned(self) -> None:
+        """Rows of the empty user that the index just took in (a kernel of an older slm_magic,
+        started before the file was upgraded, wrote them): the default user's, as the upgrade
+        made the older ones (store._v7, store.adopt_unowned), and taken in again. Nothing is
+        asked of the file when there are none (the usual case): the index saw their user."""
+        replica = self.replica
+        if replica is None or not replica.unowned:
+            return
+        replica.unowned = False
+        if self.store.login_user is None:  # (a file: on a server, every row is its role's)
+            self.store.adopt_unowned(default_user())
+            replica.sync()
 
     def _after_write(self, *args, **kwargs) -> None:
         """Our own write into the replica (the write itself is safe in the file already)."""
@@ -304,7 +325,10 @@ class Memory:
 
         A field left out (None) takes its default: no tags, no project, type "discovery". With a
         `topic_key` that a live memory of this user already has, that memory is revised
-        instead, and a field left out keeps the value it had."""
+        instead, and a field left out keeps the value it had. `user_id=""` is this Memory's
+        user (no row is written under the empty user: store.adopt_unowned)."""
+        if user_id == "":
+            user_id = None
         if isinstance(topic_key, str) and topic_key:
             user = self.user_id if user_id is None else user_id
             existing = self.store.find_live(user, topic_key=topic_key) if isinstance(user, str) else None
@@ -447,6 +471,8 @@ class Memory:
                                            offset=offset if len(records) > 1 or offset else None)
         if type_override is not None:  # internal writes of a reserved type ("summary")
             columns["type"] = [type_override] * len(columns["content"])
+        if "" in columns["user_id"]:  # (the empty user is nobody: this Memory's user, as in remember)
+            columns["user_id"] = [u or self.user_id for u in columns["user_id"]]
         return columns
 
     def _write_many(self, records: Sequence[Mapping[str, Any]], kind: str = "memory",
@@ -550,11 +576,15 @@ class Memory:
         return fact
 
     def forget(self, fact_id: str) -> Fact:
-        """Delete a memory for good; returns what was deleted."""
+        """Delete a memory for good; returns what was deleted. The summaries its session's
+        close wrote (which may quote it or name what it was about) are written again from the
+        session's other memories, so its text is gone from them too."""
         fact = self.get(fact_id) if isinstance(fact_id, str) else None
         if fact is None:
             raise InvalidInput(f"no memory with id {fact_id!r}")
+        plan, _ = self.sessions.unsummarise([fact.session_id] if fact.kind == "memory" else [])
         self.store.delete(fact_id)
+        self.sessions.resummarise(plan)
         self._sync()
         if self.replica is not None and self.store.index_stem is not None:
             self.replica.drop_saved()  # its text must not stay in the saved index
@@ -563,20 +593,41 @@ class Memory:
     def forget_all(self, *, project: str | None = None) -> ForgetReport:
         """Delete for good every memory of this user (only those of `project`, if given): their
         own, shared ones included, never another user's. The session summaries go with them:
-        those written under the project, or, with no project, every summary event of the user
-        and the summary lines of their sessions (nothing would be left to summarise). Signals
-        and recall showings of what went are deleted with it (the learning counts what is
-        left); the index drops them at once and the saved index, which holds their text, is
-        removed and saved again. Returns how many memories and summaries went."""
-        if project is not None and not isinstance(project, str):
-            raise InvalidInput(f"project must be a string or None, not {type_name(project)}")
+        with no project every summary event of the user and the summary lines of their
+        sessions (nothing would be left to summarise); with a project, every summary of a
+        session that had memories of it (a whole session's summary quotes all its projects),
+        those sessions summarised again from what they have left (`ForgetReport.rewritten`).
+        Signals and recall showings of what went are deleted with it (the learning counts what
+        is left); the index drops them at once and the saved index, which holds their text, is
+        removed and saved again. Returns how many memories and summaries went.
+
+        `project=""` is refused (InvalidInput): a project is a name; memories without one are
+        not a project, and `forget_all()` without a project forgets everything."""
+        self._check_project(project)
         self._flush_events()  # (showings not written yet may name what is about to go)
+        plan, gone = ({}, 0) if project is None else self.sessions.unsummarise(
+            self.store.sessions_of_project(self.user_id, project), keep_project=project)
         memories, summaries = self.store.forget_all(self.user_id, project)
+        rewritten = self.sessions.resummarise(plan)
         self._working_sets.clear()  # (read again from the file when next needed)
         self._sync()
-        if memories + summaries and self.replica is not None and self.store.index_stem is not None:
+        if memories + summaries + gone and self.replica is not None and self.store.index_stem is not None:
             self.replica.drop_saved()  # its text must not stay in the saved index
-        return ForgetReport(count=memories, project=project, summaries=summaries)
+        return ForgetReport(count=memories, project=project, summaries=summaries + gone, rewritten=rewritten)
+
+    def own_count(self, *, project: str | None = None) -> int:
+        """How many memories this user wrote (kind memory, not session summaries; others'
+        shared memories are not theirs), only those of `project` if given: what
+        `forget_all(project=...)` would delete, in one count."""
+        self._check_project(project)
+        return self.store.own_count(self.user_id, project)
+
+    @staticmethod
+    def _check_project(project: str | None) -> None:
+        if project is not None and not isinstance(project, str):
+            raise InvalidInput(f"project must be a string or None, not {type_name(project)}")
+        if project is not None and not project.strip():
+            raise InvalidInput("project must be a non-empty name; forget_all() without project forgets everything")
 
     @contextlib.contextmanager
     def attached(self):
@@ -710,12 +761,8 @@ class Memory:
         """`recall` from the file when the in-process index cannot run: the same filters, age
         gate and temporal channel; (the rows shown, their memories)."""
         wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
-        day_docs = self._day_docs(user, days, project) if days else []
         ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide,
-                                kind=kind, type=type, always=day_docs)
-        if day_docs:  # the temporal channel, as in process
-            ranked = days_first(ranked.subset(np.isin(ranked.doc_ids, day_docs)), ranked, self.config,
-                                wide + len(day_docs))
+                                kind=kind, type=type, days=self._day_docs(user, days, project) if days else ())
         facts = {d: fact_of(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
         wide_memories = [m for m in self._materialise(ranked, facts, words)
                          if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
@@ -726,7 +773,7 @@ class Memory:
             and m.relevance < AGE_GATE_RELEVANCE)][:limit]
         keep_ids = {m.fact_id for m in memories}
         order = [i for i, d in enumerate(ranked.doc_ids.tolist()) if facts.get(d) and facts[d].fact_id in keep_ids]
-        shown = ranked.subset(np.array(order, dtype=np.int64))
+        shown = ranked.take(np.array(order, dtype=np.int64))
         shown.older_matches = len(older)
         return shown, memories
 
@@ -805,41 +852,34 @@ class Memory:
             events, self._pending_events = self._pending_events, []
             self.store.sessions.record_recalls(events)
 
-    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, updated_after=None,
-                  kind=None, type=None, always=()) -> Ranked:
+    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, kind=None, type=None, days=()) -> Ranked:
         """The in-process ranking without its n-gram and context channels, computed from the
-        file: the same fields, filters, BM25 relevance, recency, revision and age gate (the file
-        keeps no 3-grams: they come from the text when an index loads). The matches among
-        `always` (a day's session summaries) come too, after the best `limit`, whatever their
-        age: the temporal channel places them."""
+        file: the same fields, filters, BM25 relevance, recency and revision (the file keeps no
+        3-grams: they come from the text when an index loads; the caller reads the age gate).
+        The matches among `days` (a day's session summaries) are ranked apart, all of them,
+        and come first (`days_first`, the temporal channel), as `rank_days` does in process."""
         if not terms or limit <= 0:
             return Ranked.empty()
         cfg = self.config
         hits, n = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project)
-        if not hits:
-            return Ranked.empty()
         if kind is not None or type is not None:
             hits = [h for h in hits if (kind is None or h[4] == kind) and (type is None or h[5] == type)]
-            if not hits:
-                return Ranked.empty()
+        if not hits:
+            return Ranked.empty()
         docs, raw, updated, revs = (np.array(c) for c in list(zip(*hits))[:4])
         docs, updated = docs.astype(np.int64), updated.astype(np.float64)
         idf_max = float(np.log1p((n - 0.5) / 1.5))  # as SparseIndex.bm25_idf of df = 1
         bm25 = bm25_relevance(raw.astype(np.float64), idf_max)
-        ctx = np.zeros(docs.size)
-        rel = fuse(bm25, ctx, cfg)
+        none = np.zeros(docs.size)
+        rel = fuse(bm25, none, cfg)
         rec = recency(updated, now, cfg.recency_half_life_days)
         rev = revision(revs.astype(np.float64), cfg.revision_cap)
-        score = search_score(rel, rec, rev, cfg)
-        if updated_after is not None:  # the age gate
-            keep = (updated >= updated_after) | (rel >= AGE_GATE_RELEVANCE) | np.isin(docs, list(always))
-            docs, score, rel, bm25, rec, rev = (a[keep] for a in (docs, score, rel, bm25, rec, rev))
-        top = np.lexsort((docs, -score))[:limit]
-        if len(always):
-            extra = np.flatnonzero(np.isin(docs, list(always)))
-            top = np.concatenate([top, extra[~np.isin(extra, top)]])
-        none = np.zeros(top.size)
-        return Ranked(docs[top], score[top], rel[top], bm25[top], none, rec[top], rev[top], none)
+        every = Ranked(docs, search_score(rel, rec, rev, cfg), rel, bm25, none, rec, rev, none)
+        ranked = every.take(np.lexsort((docs, -every.score))[:limit])
+        if len(days):
+            on_days = every.take(np.flatnonzero(np.isin(docs, list(days))))
+            ranked = days_first(on_days, ranked, cfg, limit + on_days.doc_ids.size)
+        return ranked
 
     @staticmethod
     def _materialise(ranked: Ranked, facts: Mapping[int, Fact], words: Mapping[int, str]) -> list[ScoredMemory]:
@@ -924,7 +964,7 @@ class Memory:
             raise InvalidInput(f"offset must be a non-negative integer; got {offset!r}")
         rows, total = self.store.browse_rows(self.user_id, project, type, limit, offset)
         return MemoryPage(facts=[fact_of(r) for r in rows], total=total, offset=offset, limit=limit,
-                          project=project, type=type)
+                          project=project, type=type, viewer=self.user_id)
 
     def session_known(self, session_id: str) -> bool:
         """Whether this user ever opened a session with this id (`session_init` or

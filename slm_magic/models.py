@@ -207,6 +207,7 @@ class MemoryPage(BaseModel):
     limit: int        # the most a page holds
     project: str | None = None
     type: str | None = None
+    viewer: str | None = Field(None, exclude=True, repr=False)  # who reads it (their shares: "shared by you")
 
     @property
     def has_more(self) -> bool:
@@ -238,13 +239,15 @@ class MemoryPage(BaseModel):
 
 class ForgetReport(Readable, BaseModel):
     """What `Memory.forget_all` deleted for good: the memories (of one project, or all of
-    them) and the session summaries that went with them."""
+    them) and the session summaries that went with them (some written again, without them,
+    from what their sessions have left: `rewritten`)."""
 
     model_config = ConfigDict(frozen=True)
 
     count: int                  # memories forgotten
     project: str | None = None  # None: every memory of the user
     summaries: int = 0          # session summaries forgotten with them
+    rewritten: int = 0          # summaries written again from what their sessions have left
 
     def __str__(self) -> str:
         """One line, never wider than LINE_MAX (a long project name is clipped with "…")."""

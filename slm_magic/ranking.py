@@ -76,13 +76,19 @@ class Ranked:
     context: np.ndarray | None = None     # the context channel's part (in `relevance`), when it is on
     temporal: np.ndarray | None = None    # the temporal channel's part (in `relevance`): 1 for a day's session
 
-    def take(self, order: np.ndarray, *, score: np.ndarray, learned: np.ndarray) -> "Ranked":
-        """The rows `order` picks, with new scores and their learned parts."""
-        return Ranked(self.doc_ids[order], score, self.relevance[order], self.bm25[order], self.tfidf[order],
-                      self.recency[order], self.revision[order], self.working_set[order],
-                      older_matches=self.older_matches, learned=learned,
-                      context=None if self.context is None else self.context[order],
-                      temporal=None if self.temporal is None else self.temporal[order])
+    def take(self, rows: np.ndarray, *, score: np.ndarray | None = None,
+             learned: np.ndarray | None = None) -> "Ranked":
+        """The rows `rows` picks (a mask or positions, in their order), every part with them;
+        `score` and `learned`, when given, are the new scores and their learned parts (already
+        in that order)."""
+        opt = {f: None if getattr(self, f) is None else getattr(self, f)[rows]
+               for f in ("learned", "related_to", "context", "temporal")}
+        if learned is not None:
+            opt["learned"] = learned
+        return Ranked(self.doc_ids[rows], self.score[rows] if score is None else score,
+                      *(getattr(self, f)[rows] for f in ("relevance", "bm25", "tfidf", "recency", "revision",
+                                                         "working_set")),
+                      older_matches=self.older_matches, **opt)
 
     def then_related(self, near: "Ranked", of: np.ndarray) -> "Ranked":
         """These matches followed by related memories `near` (beside matches `of`)."""
@@ -95,14 +101,6 @@ class Ranked:
         temporal = None if self.temporal is None else np.concatenate([self.temporal, np.zeros(near.doc_ids.size)])
         return Ranked(*cat, older_matches=self.older_matches, learned=learned, context=context, temporal=temporal,
                       related_to=np.concatenate([np.zeros(self.doc_ids.size, np.int64), of]))
-
-    def subset(self, rows: np.ndarray) -> "Ranked":
-        """The rows `rows` selects (a mask or positions), every part with them."""
-        opt = {f: None if getattr(self, f) is None else getattr(self, f)[rows]
-               for f in ("learned", "related_to", "context", "temporal")}
-        return Ranked(*(getattr(self, f)[rows] for f in ("doc_ids", "score", "relevance", "bm25", "tfidf",
-                                                         "recency", "revision", "working_set")),
-                      older_matches=self.older_matches, **opt)
 
     @classmethod
     def empty(cls) -> "Ranked":
@@ -172,8 +170,9 @@ DAY_WEIGHT = 0.8
 
 def rank_days(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: np.ndarray, *, now: float,
               working_set: WorkingSet | None = None) -> Ranked:
-    """The whole-session summaries of the days a question names (`docs`, live ones kept), with
-    their lexical parts as `rank_index` scores them (BM25 and the n-gram channel), best first;
+    """The whole-session summaries of the days a question names (`docs`, live ones kept),
+    scored as `rank_index` scores every match (`_scored`, then `_with_grams`: BM25, the n-gram
+    channel, recency, revision, the working set), all of them, whatever their age, best first;
     `days_first` adds the temporal channel."""
     t = index.docs
     docs = np.asarray(docs, dtype=np.int64)
@@ -181,14 +180,8 @@ def rank_days(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: n
     docs = docs[t.alive[docs]]
     if not docs.size or cs.bm25 is None:
         return Ranked.empty()
-    bm25 = bm25_relevance(cs.bm25[docs], cs.idf_max)
-    wg = cfg.ngram_weight if cs.grams[0].size else 0.0
-    gram = index.grams.cosine(docs, *cs.grams) if wg > 0 else np.zeros(docs.size)
-    rel = 1.0 - (1.0 - bm25) * (1.0 - wg * gram)
-    rec = np.minimum(1.0, index.recency_base[docs] * index.recency_scale(now, cfg.recency_half_life_days))
-    rev = np.minimum(t.revision[docs], cfg.revision_cap) * (1.0 / cfg.revision_cap)
-    ws = working_set.lookup(docs) if working_set is not None else np.zeros(docs.size)
-    return Ranked(docs, search_score(rel, rec, rev, cfg) + ws, rel, bm25, gram, rec, rev, ws)
+    parts = _scored(index, cs, cfg, docs, now=now, working_set=working_set)
+    return _with_grams(index, cs, cfg, docs, parts, None, docs.size)
 
 
 def days_first(days: Ranked, rest: Ranked, cfg: RankingConfig, limit: int) -> Ranked:
@@ -293,7 +286,6 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
         return Ranked.empty()
     w, wr = cfg.context_weight, cfg.w_relevance
     wg = cfg.ngram_weight if cs.grams[0].size else 0.0
-    prev, nxt = t.prev, t.next
     rbase = index.recency_base
     rscale = index.recency_scale(now, cfg.recency_half_life_days)
     cos = None
@@ -308,23 +300,12 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
 
     def exact(c: np.ndarray):
-        bm25 = bm25_relevance(bm[c], cs.idf_max)
-        if w > 0:
-            p1, n1 = prev[c], nxt[c]
-            ctx = np.maximum(np.maximum(cos[p1], cos[n1]),
-                             cfg.context_decay * np.maximum(cos[prev[p1]], cos[nxt[n1]]))
-        else:
-            ctx = np.zeros(c.size)
-        rel = 1.0 - (1.0 - bm25) * (1.0 - w * ctx)
-        rec = np.minimum(1.0, rbase[c] * rscale)
-        rev = np.minimum(t.revision[c], cfg.revision_cap) * (1.0 / cfg.revision_cap)
-        ws = working_set.lookup(c) if working_set is not None else np.zeros(c.size)
-        score = wr * rel + cfg.w_recency * rec + cfg.w_revision * rev + ws
+        parts = _scored(index, cs, cfg, c, now=now, working_set=working_set, cos=cos)
         if updated_after is not None:  # the age gate (read again after the n-gram part is in)
+            score, rel = parts[0], parts[1]
             score[(t.updated[c] < updated_after) & (rel + wg < AGE_GATE_RELEVANCE)] = -np.inf
-        return score, rel, bm25, ctx, rec, rev, ws
+        return parts
 
-    wg = cfg.ngram_weight if cs.grams[0].size else 0.0
     k = max(limit, ngrams.POOL) if wg > 0 else limit  # the pool the n-gram channel re-orders
     probe_n = 4 * k + 64
     cand = own
@@ -361,12 +342,42 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     else:
         top = np.arange(cand.size)
     top = top[np.lexsort((cand[top], -score[top]))][:k]
-    gram = index.grams.cosine(cand[top], *cs.grams) if wg > 0 else np.zeros(top.size)
-    rows, rel2, score2 = second_stage(cand[top], score[top], rel[top], gram, t.updated[cand[top]], updated_after,
+    return _with_grams(index, cs, cfg, cand[top], tuple(a[top] for a in (score, rel, bm25, ctx, rec, rev, ws)),
+                       updated_after, limit)
+
+
+def _scored(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, c: np.ndarray, *, now: float,
+            working_set: WorkingSet | None = None, cos: np.ndarray | None = None):
+    """The one per-candidate scoring, before the n-gram part: (score, relevance, bm25,
+    context, recency, revision, working set) of each of `c`. Relevance is the BM25 relevance
+    fused as a noisy-or with the context channel (the best cosine `cos` among a candidate's
+    session neighbours, when it is on); the score is `search_score` of it plus the working
+    set's lift."""
+    t = index.docs
+    bm25 = bm25_relevance(cs.bm25[c], cs.idf_max)
+    if cos is not None:
+        p1, n1 = t.prev[c], t.next[c]
+        ctx = np.maximum(np.maximum(cos[p1], cos[n1]), cfg.context_decay * np.maximum(cos[t.prev[p1]], cos[t.next[n1]]))
+    else:
+        ctx = np.zeros(c.size)
+    rel = 1.0 - (1.0 - bm25) * (1.0 - cfg.context_weight * ctx)
+    rec = np.minimum(1.0, index.recency_base[c] * index.recency_scale(now, cfg.recency_half_life_days))
+    rev = np.minimum(t.revision[c], cfg.revision_cap) * (1.0 / cfg.revision_cap)
+    ws = working_set.lookup(c) if working_set is not None else np.zeros(c.size)
+    return search_score(rel, rec, rev, cfg) + ws, rel, bm25, ctx, rec, rev, ws
+
+
+def _with_grams(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: np.ndarray, parts,
+                updated_after: float | None, limit: int) -> Ranked:
+    """Scored candidates (`_scored`'s parts) with the n-gram channel's part fused in
+    (`second_stage`): the best `limit`, as a Ranked."""
+    score, rel, bm25, ctx, rec, rev, ws = parts
+    wg = cfg.ngram_weight if cs.grams[0].size else 0.0
+    gram = index.grams.cosine(docs, *cs.grams) if wg > 0 else np.zeros(docs.size)
+    rows, rel2, score2 = second_stage(docs, score, rel, gram, index.docs.updated[docs], updated_after,
                                       cfg if wg > 0 else cfg.model_copy(update={"ngram_weight": 0.0}), limit)
-    top = top[rows]
-    return Ranked(cand[top], score2[rows], rel2[rows], bm25[top], gram[rows], rec[top], rev[top], ws[top],
-                  context=ctx[top])
+    return Ranked(docs[rows], score2[rows], rel2[rows], bm25[rows], gram[rows], rec[rows], rev[rows], ws[rows],
+                  context=ctx[rows])
 
 
 def second_stage(docs: np.ndarray, score: np.ndarray, rel: np.ndarray, gram: np.ndarray, updated: np.ndarray,

@@ -56,6 +56,9 @@ class IndexReplica:
         self._publishing = threading.Lock()     # a save's rename against a forget's removal
         self._forgot = 0                        # stamp of the latest forget (older saves are dropped)
         self.save_error: str | None = None
+        # Rows of the empty user were taken in (an older slm_magic, started before the file was
+        # upgraded, still writes them): `Memory` gives them to the default user, then clears it.
+        self.unowned = False
 
     @classmethod
     def load(cls, store: Store, k1: float, b: float) -> "IndexReplica":
@@ -82,13 +85,28 @@ class IndexReplica:
                 self.index, self.rows, self.session_last = got.index, got.rows, got.session_last
                 self.seen = self.saved = got.stamp
                 self.source = "saved index"
+                self._note_unowned(None)
                 if newest > got.stamp:  # what was written after the save
                     self.seen = max(self.seen, self.apply_changes(got.stamp))
                 store.caught_up(self.seen)
                 return
         self.seen = newest
         self.apply_changes(0, whole=True)
+        self._note_unowned(None)
         store.caught_up(self.seen)
+
+    def _note_unowned(self, users: np.ndarray | None) -> None:
+        """Whether rows of the empty user are in: among these user codes (rows just taken in),
+        or (None) among the live documents. Free when no row ever had that user: its code
+        does not exist."""
+        empty = self.index.lookup_code("user", "")
+        if empty < 0:
+            return
+        if users is None:
+            t = self.index.docs
+            users = t.user[:t.size][t.alive[:t.size]]
+        if np.any(users == empty):
+            self.unowned = True
 
     # --- the saved index ----------------------------------------------------------------------
     def worth_saving(self) -> bool:
@@ -234,6 +252,7 @@ class IndexReplica:
         alive = index.docs.alive
         known = np.array([d < index.docs.size and alive[d] for d in doc_ids.tolist()], dtype=bool)
         users = index.codes_of("user", meta["user_id"].tolist())
+        self._note_unowned(users)
         for i in np.flatnonzero(known).tolist():  # metadata can change without new content
             d = int(doc_ids[i])
             index.docs.user[d] = users[i]  # (the empty user's rows, adopted by the default user)

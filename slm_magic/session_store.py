@@ -122,6 +122,43 @@ class SessionStore:
                    "(SELECT user_id FROM sessions WHERE session_id = ?)",
                    [session_id, [e for e, _ in pairs], [f for _, f in pairs], now, session_id])
 
+    def written_summaries(self, user_id: str, session_ids: list[str]) -> list[tuple[str, str, str, bool]]:
+        """(session, fact_id, project, linked) of every summary the engine wrote of these
+        sessions from their memories, so quoting them: what a close wrote (one per entity and
+        the whole session's, linked in summary_events: `linked`) and a stale session's
+        generated line kept as a summary (`sessions.is_auto_generated`, API B). Summaries the
+        user wrote are not among them."""
+        if not session_ids:
+            return []
+        with self.db.lock:
+            return [(s, f, p, bool(linked)) for s, f, p, linked in self.db.con.execute(
+                "SELECT m.session_id, m.fact_id, m.project, m.fact_id IN (SELECT e.fact_id FROM summary_events e "
+                "WHERE e.session_id = m.session_id) AS linked FROM memories m WHERE m.user_id = ? "
+                "AND m.kind = 'summary_event' AND m.session_id IN (SELECT unnest(?::VARCHAR[])) "
+                "AND (m.fact_id IN (SELECT e.fact_id FROM summary_events e WHERE e.session_id = m.session_id) "
+                "OR EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = m.session_id AND s.is_auto_generated "
+                "AND s.summary = m.content)) ORDER BY m.session_id, m.fact_id",
+                [user_id, list(session_ids)]).fetchall()]
+
+    def unlink_summaries(self, fact_ids: list[str]) -> None:
+        """Forget which entity these summaries were written for (they are deleted)."""
+        if fact_ids:
+            self.db._meta("DELETE FROM summary_events WHERE fact_id IN (SELECT unnest(?::VARCHAR[]))",
+                          [list(fact_ids)])
+
+    def summary_state(self, session_id: str):
+        """(api, is_auto_generated, started_at) of a session, None if it was never opened."""
+        with self.db.lock:
+            rows = self.db.con.execute("SELECT api, is_auto_generated, started_at FROM sessions WHERE session_id = ?",
+                                       [session_id]).fetchall()
+        return rows[0] if rows else None
+
+    def rewrite_auto_summary(self, session_id: str, summary: str | None) -> None:
+        """A new generated summary line for a session whose line was generated (one the user
+        wrote stays); None: no line (nothing is left to summarise)."""
+        self.db._meta("UPDATE sessions SET summary = ? WHERE session_id = ? AND is_auto_generated",
+                      [summary, session_id])
+
     def last_showing(self, fact_id: str, not_before):
         """The latest (session_id, query, rank, project filter) a recall showed a memory at,
         since `not_before`."""

@@ -330,13 +330,23 @@ class SessionService:
         if known is None and not facts and not is_synthetic_session(sid):  # a typo must not look closed
             raise InvalidInput(f"no session with id {sid!r}")
         started = known or (min(f.created_at for f in facts) if facts else self.memory.now())
+        written, topics = self._summarise(sid, started, facts)
+        if not is_synthetic_session(sid):
+            self.memory.learning.ignored_at_close(sid, self.memory.user_id)
+        if summary is None and facts:
+            summary, auto = _generated_line(facts, topics), True
+        else:
+            auto = False
+        self.end(sid, self.memory.now(), summary=summary.strip() if summary else None, auto=auto)
+        return CloseSessionResult(success=True, session_id=sid, summary_events_created=written)
+
+    def _summarise(self, sid: str, started: datetime, facts: list[Fact]) -> tuple[int, list[str]]:
+        """Write a session's summary events: one per entity its memories touch and one of the
+        whole session, each only if the session has none for it yet (a close writes each once;
+        one forgotten on purpose stays forgotten). Returns how many were written and the
+        entities' labels, in order of appearance."""
         done = set(self.memory.store.sessions.summarised_entities(sid))
-        groups: dict[str, list[Fact]] = defaultdict(list)
-        labels: dict[str, str] = {}
-        for f in facts:
-            for e in entities_of(f) or ["the session"]:
-                groups[e.lower()].append(f)
-                labels.setdefault(e.lower(), e)
+        groups, labels = _entity_groups(facts)
         records: list[dict[str, Any]] = []
         entities: list[str] = []
         for key, members in groups.items():
@@ -358,15 +368,59 @@ class SessionService:
         if records:
             ids = self.write_summaries(records)
             self.memory.store.sessions.add_summary_events(sid, list(zip(entities, ids)), self.memory.now())
-        if not is_synthetic_session(sid):
-            self.memory.learning.ignored_at_close(sid, self.memory.user_id)
-        if summary is None and facts:
-            topics = ", ".join(labels[k] for k in list(groups)[:4])
-            summary, auto = f"{len(facts)} memor{'y' if len(facts) == 1 else 'ies'} about {topics}", True
-        else:
-            auto = False
-        self.end(sid, self.memory.now(), summary=summary.strip() if summary else None, auto=auto)
-        return CloseSessionResult(success=True, session_id=sid, summary_events_created=len(records))
+        return len(records), [labels[k] for k in groups]
+
+    # --- forgetting: no summary keeps what was forgotten -----------------------------------
+    def unsummarise(self, session_ids: Iterable[str | None], *,
+                    keep_project: str | None = None) -> tuple[dict[str, tuple[bool, bool]], int]:
+        """Before memories of these sessions are forgotten: delete every summary the engine
+        wrote of them from their memories (`SessionStore.written_summaries`: a sentence quoted,
+        an entity named would outlive them), except those filed under `keep_project`, which
+        the caller's forget deletes with the memories. Deleted first, the memories after: cut
+        short in between, a summary is missing and nothing forgotten is left in one.
+
+        Returns the plan for `resummarise`, per session (whether a close had summarised it,
+        whether a generated line was kept as a summary), and how many summaries went here."""
+        sids = sorted({s for s in session_ids if s})
+        store = self.memory.store
+        rows = store.sessions.written_summaries(self.memory.user_id, sids)
+        gone = sum(bool(store.delete(fid)) for _, fid, project, _ in rows if project != keep_project)
+        store.sessions.unlink_summaries([fid for _, fid, _, linked in rows if linked])
+        plan = {s: (any(r[0] == s and r[3] for r in rows), any(r[0] == s and not r[3] for r in rows)) for s in sids}
+        return plan, gone
+
+    def resummarise(self, plan: dict[str, tuple[bool, bool]]) -> int:
+        """After a forget: each session of `plan` summarised again from the memories it has
+        left, as far as it was before (a close's summary events, a generated line kept as a
+        summary), and a generated summary line made again (none when nothing is left); a
+        line the user wrote stays. Returns how many summaries were written."""
+        written = 0
+        sessions = self.memory.store.sessions
+        for sid, (closed, kept_line) in plan.items():
+            facts = self.session_facts(sid)
+            state = sessions.summary_state(sid)  # (api, is_auto_generated, started_at), None if never opened
+            topics: list[str] | None = None
+            if closed and facts:
+                started = state[2] if state is not None else min(f.created_at for f in facts)
+                n, topics = self._summarise(sid, started, facts)
+                written += n
+            if state is None or not state[1]:
+                continue
+            if state[0] == "mem":  # API B's generated line, kept as a summary too when a stale session ended
+                api_b = self.memory.api_b  # (its own words for a line, and its own summary record)
+                line = api_b._auto_summary(self.memory.user_id, sid) if facts else None
+                if line is not None and kept_line:
+                    api_b._write_summary(self.memory.user_id, sid, line, self.memory.now())
+                    written += 1
+            elif facts:
+                if topics is None:
+                    groups, labels = _entity_groups(facts)
+                    topics = [labels[k] for k in groups]
+                line = _generated_line(facts, topics)
+            else:
+                line = None
+            sessions.rewrite_auto_summary(sid, line)
+        return written
 
     def _whole_session(self, sid: str, started: datetime, facts: list[Fact], touched: list[str]) -> dict[str, Any]:
         """The one summary of a whole session, beside the per-entity ones: its day, every entity
@@ -387,6 +441,23 @@ class SessionService:
         """The memories written in a session (not its summaries), oldest first."""
         user = self.memory.user_id if user_id is None else user_id
         return [fact_of(r) for r in self.memory.store.session_rows(session_id, user)]
+
+
+def _entity_groups(facts: list[Fact]) -> tuple[dict[str, list[Fact]], dict[str, str]]:
+    """A session's memories by the entity each touches (lower-cased key), and each entity's
+    label as first written, in order of appearance."""
+    groups: dict[str, list[Fact]] = defaultdict(list)
+    labels: dict[str, str] = {}
+    for f in facts:
+        for e in entities_of(f) or ["the session"]:
+            groups[e.lower()].append(f)
+            labels.setdefault(e.lower(), e)
+    return groups, labels
+
+
+def _generated_line(facts: list[Fact], topics: list[str]) -> str:
+    """The summary line a closed session gets when none is given: what later sessions show of it."""
+    return f"{len(facts)} memor{'y' if len(facts) == 1 else 'ies'} about {', '.join(topics[:4])}"
 
 
 def render_context(memories: list[SessionMemory], dates: dict[str, datetime], note: str | None = None) -> str:

@@ -431,29 +431,28 @@ class Store:
                 except Exception:
                     con.execute("ROLLBACK")
                     raise
-            if target_version >= 7:
-                self._adopt_unowned(con)
 
-    def _adopt_unowned(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Rows of the empty user written since the upgrade (`_v7`) by a kernel still running an
-        older slm_magic, which knows no default user: the default user's too, so none is left
-        behind. Two existence checks when there are none (the usual case); the memories' stamps
-        move, so every process's index catches up with whose they are."""
-        if not con.execute("SELECT EXISTS (SELECT 1 FROM memories WHERE user_id = '') "
-                           "OR EXISTS (SELECT 1 FROM sessions WHERE user_id = '')").fetchall()[0][0]:
-            return
-        from .identity import default_user
-
-        user = default_user()
-        con.execute("BEGIN TRANSACTION")
-        try:
-            con.execute("UPDATE memories SET user_id = ?, changed = nextval('change_seq') WHERE user_id = ''", [user])
-            for table in USER_TABLES[1:]:
-                con.execute(f"UPDATE {table} SET user_id = ? WHERE user_id = ''", [user])
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
+    def adopt_unowned(self, user: str) -> None:
+        """Give the rows of the empty user to `user` (the default user), in every table: rows
+        written since the upgrade (`_v7`) by a kernel still running an older slm_magic, which
+        knows no default user. Only such a kernel writes them: an older slm_magic refuses to
+        open a file of a newer schema (it has since the first release), so it must have
+        opened this one before the upgrade, and this version writes no row of "". Nothing
+        asks at open: the in-process index sees their user when it takes them in (a load or a
+        catch-up) and `Memory` calls this then. The memories' stamps move, so every process's
+        index catches up with whose they are."""
+        with self.lock:
+            self._cache.clear()
+            con = self.con
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(f"UPDATE memories SET user_id = ?, changed = {self.NEXT_STAMP} WHERE user_id = ''", [user])
+                for table in USER_TABLES[1:]:
+                    con.execute(f"UPDATE {table} SET user_id = ? WHERE user_id = ''", [user])
+                con.execute("COMMIT")
+            except Exception:
+                con.execute("ROLLBACK")
+                raise
 
     def last_memory(self) -> tuple[int, str] | None:
         """(doc id, fact id) of the memory at the highest index position, if any."""
@@ -918,6 +917,24 @@ class Store:
     def count(self, user_id: str) -> int:
         with self.lock:
             return self.con.execute("SELECT count(*) FROM memories WHERE user_id = ?", [user_id]).fetchall()[0][0]
+
+    def own_count(self, user_id: str, project: str | None) -> int:
+        """How many memories (not session summaries) the user wrote, of one project if given:
+        what `forget_all` deletes (others' shared memories are not among them)."""
+        where, params = "user_id = ? AND kind = 'memory'", [user_id]
+        if project is not None:
+            where += " AND project = ?"
+            params.append(project)
+        with self.lock:
+            return int(self.con.execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchall()[0][0])
+
+    def sessions_of_project(self, user_id: str, project: str) -> list[str]:
+        """The sessions in which the user wrote rows of `project` (memories, or summaries filed
+        under it): those whose summaries may quote what forgetting the project deletes."""
+        with self.lock:
+            return [s for (s,) in self.con.execute(
+                "SELECT DISTINCT session_id FROM memories WHERE user_id = ? AND project = ? "
+                "AND session_id IS NOT NULL ORDER BY session_id", [user_id, project]).fetchall()]
 
     def write_export(self, path: Path, fmt: str, user_id: str, columns: Sequence[str]) -> None:
         """Every row of one user, in insertion order, to a JSON Lines or Parquet file (DuckDB's

@@ -114,3 +114,45 @@ def test_closing_twice_writes_no_second_whole_summary(mem):
     rows = mem.store.con.execute("SELECT count(*) FROM memories WHERE kind = 'summary_event' AND topic_key = ?",
                                  [day_key(datetime(2026, 6, 1)) + sid]).fetchall()
     assert rows == [(1,)]
+
+
+@pytest.mark.parametrize("question", ["What did I do today?", "what did I do today about churn leakage"])
+def test_a_day_s_session_is_scored_as_every_other_match_is(mem, question):
+    """`rank_days` scores the day's summaries with the one per-candidate scoring `rank_index`
+    uses (BM25, the n-gram channel, recency, revision): the same parts to the last bit, the
+    temporal channel alone added by `days_first`."""
+    from slm_magic import text
+    from slm_magic.ranking import rank_days, rank_index
+    from slm_magic.records import epoch_seconds
+
+    sid = demo_session(mem)
+    now = mem.now()
+    terms, qtf, qlen, _, days = mem._analyse_query(question, now, "auto")
+    cs = mem.index.channel_scores(terms, qtf, qlen, text.query_grams(question))
+    day_docs = mem._day_docs(mem.user_id, days, None)
+    assert len(day_docs) == 1
+    on_day = rank_days(mem.index, cs, mem.config, day_docs, now=epoch_seconds(now))
+    every = rank_index(mem.index, cs, mem.config, now=epoch_seconds(now), user=mem.index.lookup_code("user", mem.user_id),
+                       project=None, limit=100)
+    at = list(every.doc_ids).index(day_docs[0])
+    for part in ("score", "relevance", "bm25", "tfidf", "recency", "revision", "working_set"):
+        assert getattr(on_day, part)[0] == getattr(every, part)[at], part
+    assert mem.recall(question, limit=1)[0].fact.topic_key == day_key(datetime(2026, 6, 1)) + sid
+
+
+def test_one_way_to_pick_rows_of_a_ranking():
+    """`Ranked.take` picks rows by position or mask, every part with them (`subset` is gone)."""
+    import numpy as np
+
+    from slm_magic.ranking import Ranked
+
+    r = Ranked(np.array([7, 3, 5]), *(np.array([0.9, 0.5, 0.1]) for _ in range(7)),
+               related_to=np.array([0, 1, 1]), temporal=np.array([1.0, 0.0, 0.0]), older_matches=2)
+    for rows, docs in ((np.array([2, 0]), [5, 7]), (np.array([True, False, True]), [7, 5])):
+        got = r.take(rows)
+        assert got.doc_ids.tolist() == docs and got.related_to.tolist() == [{5: 1, 7: 0}[d] for d in docs]
+        assert got.temporal.tolist() == [float(d == 7) for d in docs] and got.older_matches == 2
+        assert got.learned is None and got.score.tolist() == [{5: 0.1, 7: 0.9}[d] for d in docs]
+    scored = r.take(np.array([1]), score=np.array([2.0]), learned=np.array([0.3]))
+    assert scored.score.tolist() == [2.0] and scored.learned.tolist() == [0.3] and scored.relevance.tolist() == [0.5]
+    assert not hasattr(Ranked, "subset")

@@ -52,7 +52,7 @@ def test_a_trailing_question_mark_is_part_of_the_question(ip, capsys):
     assert isinstance(got, RecallResult) and got.query.endswith("churn?") and got.memories[0].content == CHURN
     _, err = cell(ip, "r = %recall labelling churn?")
     assert err is None and ip.user_ns["r"].memories[0].content == CHURN
-    init, err = cell(ip, "%slm_start --query why are test accounts excluded?")
+    init, err = cell(ip, "%slm_start --query \"why are test accounts excluded?\"")
     assert err is None and init.memories and init.memories[0].content == CHURN
 
 
@@ -201,7 +201,7 @@ def test_cli_list_and_forget_with_confirmation(tmp_path):
     for i in range(3):
         cli("--db", db, "remember", f"finding number {i}", "--project", "churn" if i else "pricing")
     page = json.loads(cli("--db", db, "list", "--json", "--limit", "2").stdout)
-    assert page["total"] == 3 and [f["content"] for f in page["facts"]] == ["finding number 2", "finding number 1"]
+    assert page["total"] == 3 and [f["content"] for f in page["memories"]] == ["finding number 2", "finding number 1"]
     refused = cli("--db", db, "forget", "--project", "churn")  # (not at a terminal: no question can be asked)
     assert refused.returncode == 2 and "--yes" in refused.stderr
     assert json.loads(cli("--db", db, "list", "--json").stdout)["total"] == 3
@@ -254,3 +254,68 @@ def test_a_page_of_memories_fits_80_columns(tmp_path, monkeypatch):
         assert text.splitlines()[0].startswith("memories 1-2 of 3, newest first")
         assert all(len(line) <= 80 for line in text.splitlines()) and "* pinned" in str(mem.browse(limit=5))
         assert "<table" in page._repr_html_() and "finding 2" in page._repr_html_()
+
+
+def test_a_question_mark_inside_a_cell_body_or_a_string_is_left_as_written(ip):
+    note = "To list them, type:\n%recall which accounts are excluded?"
+    change, err = cell(ip, f"%%remember\n{note}")
+    assert err is None and change.fact.content == note
+    _, err = cell(ip, 's = """\n%recall why?\n"""')
+    assert err is None and ip.user_ns["s"] == "\n%recall why?\n"
+
+
+def test_a_page_past_the_last_says_how_many_there_are(ip):
+    cell(ip, "%%remember\nthe only finding")
+    page, _ = cell(ip, "%slm_list --page 5")
+    assert str(page) == "no memories on this page: there is 1, on 1 page of 10"
+
+
+def test_the_cli_asks_at_a_terminal_with_the_file_let_go(tmp_path):
+    import pty
+
+    db = str(tmp_path / "m.duckdb")
+    for i in range(2):
+        cli("--db", db, "remember", f"finding number {i}")
+    for answer, left in ((b"\x04", 2), (b"y\n", 0)):  # Ctrl-D: nothing forgotten, no traceback
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([sys.executable, "-m", "slm_magic.cli", "--db", db, "forget", "--all"],
+                                stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        said = b""
+        while b"[y/N]" not in said:
+            said += os.read(master, 1024)
+        assert b"forget 2 memories of yours, for good?" in said
+        assert cli("--db", db, "stats").returncode == 0  # the file is free while the question waits
+        os.write(master, answer)
+        assert proc.wait(timeout=120) == 0
+        rest = b""
+        try:
+            while chunk := os.read(master, 1024):
+                rest += chunk
+        except OSError:  # (the other end closed)
+            pass
+        os.close(master)
+        assert b"Traceback" not in said + rest
+        assert json.loads(cli("--db", db, "list", "--json").stdout)["total"] == left
+
+
+def test_the_count_before_forgetting_leaves_out_what_others_shared(ip, tmp_path, capsys):
+    with Memory(tmp_path / "memory.duckdb", user_id="bob") as bob:
+        for i in range(3):
+            bob.remember(f"bob's shared finding {i}", share=True)
+    cell(ip, "%%remember\nmy own finding")
+    capsys.readouterr()
+    cell(ip, "%slm_forget --all")
+    assert "would forget 1 memory of yours" in capsys.readouterr().out
+    done, _ = cell(ip, "%slm_forget --all --yes")
+    assert done.count == 1 and cell(ip, "%slm_list")[0].total == 3  # bob's are still there, his
+
+
+def test_a_listing_says_shared_by_you_and_names_other_authors(tmp_path):
+    with Memory(tmp_path / "m.duckdb", user_id="alice") as alice:
+        alice.remember("the client counts churn after 30 days", share=True)
+    with Memory(tmp_path / "m.duckdb", user_id="bob") as bob:
+        bob.remember("bob's own finding", share=True)
+        page = bob.browse()
+        assert "shared by you" in str(page) and "shared by alice" in str(page)
+        assert "shared by you" in page._repr_html_() and "shared by alice" in page._repr_html_()

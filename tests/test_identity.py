@@ -153,29 +153,77 @@ def test_a_saved_index_from_before_the_migration_is_rebuilt_not_trusted(tmp_path
     assert saved
 
 
-def test_what_an_older_kernel_writes_after_the_upgrade_is_adopted_too(tmp_path, ana):
-    """A kernel started before slm_magic was upgraded still writes under "" into the upgraded
-    file; the next open gives those rows to the default user as well, and a kernel already
-    running takes the change in on its next catch-up."""
+def _older_kernel_writes(store, fact_id: str, content: str, session_id: str | None = None) -> None:
+    """What an older kernel's remember (and session_init) does: rows of user ''."""
     from slm_magic import text
 
+    counts = text.term_counts(content)
+    store.con.execute(
+        "INSERT INTO memories (fact_id, user_id, project, type, content, content_hash, tags, is_core, created_at, "
+        "updated_at, revision_count, kind, doc_len, terms, tfs) VALUES (?, '', '', 'discovery', ?, "
+        "?, [], false, ?, ?, 0, 'memory', ?, ?, ?)",
+        [fact_id, content, f"h-{fact_id}", WHEN, WHEN, sum(counts.values()), list(counts.keys()),
+         list(counts.values())])
+    if session_id:
+        store.con.execute("INSERT INTO sessions (session_id, user_id, project, api, started_at, "
+                          "last_activity_at) VALUES (?, '', '', 'slm', ?, ?)", [session_id, WHEN, WHEN])
+
+
+def test_what_an_older_kernel_writes_after_the_upgrade_is_adopted_too(tmp_path, ana):
+    """A kernel started before slm_magic was upgraded still writes under "" into the upgraded
+    file; the first kernel of this version to take those rows in (on its next catch-up, or
+    when it opens the file) gives them to the default user, and every other one takes that in."""
     db = tmp_path / "memory.duckdb"
-    with Memory(db) as running:
+    with Memory(db) as running, Memory(db) as other:
         running.remember("written by this version about the churn window")
-        counts = text.term_counts("written by an older kernel about the holdout split")
-        running.store.con.execute(  # what the older kernel's remember does: user_id ''
-            "INSERT INTO memories (fact_id, user_id, project, type, content, content_hash, tags, is_core, created_at, "
-            "updated_at, revision_count, kind, doc_len, terms, tfs) VALUES ('old-kernel-1', '', '', 'discovery', ?, "
-            "'h1', [], false, ?, ?, 0, 'memory', ?, ?, ?)",
-            ["written by an older kernel about the holdout split", WHEN, WHEN, sum(counts.values()),
-             list(counts.keys()), list(counts.values())])
-        running.store.con.execute("INSERT INTO sessions (session_id, user_id, project, api, started_at, "
-                                  "last_activity_at) VALUES ('old-s', '', '', 'slm', ?, ?)", [WHEN, WHEN])
-        running._refresh()
-        assert running.recall("holdout split").memories == []  # "" is not ana
-        with Memory(db) as opened:  # the next kernel to open the file adopts them
-            assert opened.get("old-kernel-1").user_id == "ana"
-            assert [m.fact_id for m in opened.recall("holdout split")] == ["old-kernel-1"]
-            assert owners(opened)["sessions"] == {"ana"}
-        running._sync()
+        older = Store(db)  # (another connection, as the older kernel's)
+        _older_kernel_writes(older, "old-kernel-1", "written by an older kernel about the holdout split", "old-s")
+        running._refresh()  # its catch-up sees a row of "" and adopts it
         assert [m.fact_id for m in running.recall("holdout split")] == ["old-kernel-1"]
+        assert running.get("old-kernel-1").user_id == "ana" and owners(running)["sessions"] == {"ana"}
+        other._refresh()
+        assert [m.fact_id for m in other.recall("holdout split")] == ["old-kernel-1"]
+        _older_kernel_writes(older, "old-kernel-2", "the older kernel again: the march holdout leaks")
+        older.close()
+    with Memory(db) as opened:  # (nobody caught up in between: the next kernel to open the file adopts it)
+        assert opened.get("old-kernel-2").user_id == "ana"
+        assert [m.fact_id for m in opened.recall("march holdout leaks")][0] == "old-kernel-2"
+        assert opened.store.con.execute("SELECT count(*) FROM memories WHERE user_id = ''").fetchall() == [(0,)]
+
+
+def test_a_saved_index_holding_rows_of_the_empty_user_has_them_adopted(tmp_path, ana, monkeypatch):
+    """A saved index that took rows of "" in, saved before anyone adopted them, still gets
+    them adopted when it is opened (the index knows the code of "")."""
+    monkeypatch.setattr(IndexReplica, "SAVE_MIN_DOCS", 1)
+    adopt = Memory._adopt_unowned
+    monkeypatch.setattr(Memory, "_adopt_unowned", lambda self: None)  # (a kernel that never adopted)
+    db = tmp_path / "memory.duckdb"
+    with Memory(db) as mem:
+        mem.remember("a first memory about the churn window")
+        _older_kernel_writes(mem.store, "old-kernel-1", "written by an older kernel about the holdout split")
+        mem._sync()
+        assert mem.index.lookup_code("user", "") >= 0
+        mem.save_index()
+    monkeypatch.setattr(Memory, "_adopt_unowned", adopt)
+    with Memory(db) as opened:
+        assert opened.replica.source == "saved index" and opened.get("old-kernel-1").user_id == "ana"
+        assert [m.fact_id for m in opened.recall("holdout split")] == ["old-kernel-1"]
+
+
+def test_opening_a_file_asks_nothing_about_the_empty_user(tmp_path, ana, monkeypatch):
+    """Adopting rows of "" costs an open nothing when there are none (it ran two existence
+    checks on every open before): the index sees whose each row is as it takes it in."""
+    calls = []
+    db = tmp_path / "memory.duckdb"
+    with Memory(db) as mem:
+        mem.remember_many([{"content": c, "session_id": "s1"} for c in OLD])
+    for name in ("_adopt_unowned", "adopt_unowned"):  # (the check's name before, and the adoption's now)
+        monkeypatch.setattr(Store, name, lambda *a, _n=name, **k: calls.append(_n), raising=False)
+    for i in range(2):
+        with Memory(db) as mem:
+            assert calls == []
+            assert mem.count() == len(OLD) + i and mem.recall("churn label").memories
+            mem.remember("a new memory about the holdout", user_id="")  # ("" is this Memory's user)
+    assert calls == []
+    with Memory(db) as mem:
+        assert mem.store.con.execute("SELECT count(*) FROM memories WHERE user_id = ''").fetchall() == [(0,)]
