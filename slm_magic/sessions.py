@@ -108,13 +108,13 @@ def _check_init(project_path, query, max_results, max_age_days, origin) -> None:
             raise InvalidInput(f"{name} must be a non-negative integer; got {value!r}")
 
 
-def _without_question(any_newest: bool, max_age_days: int) -> str:
+def _without_question(any_newest: bool, any_pinned: bool, max_age_days: int) -> str:
     """What a session opened without a question shows, in one plain line."""
     within = f" (updated in the last {plural(max_age_days, 'day')})" if max_age_days else ""
     if any_newest:
-        return (f"No question was given: these are your pinned and newest memories{within}, not answers "
-                "to a question. Give a query to search them all.")
-    if max_age_days:
+        return (f"No question was given: these are your {'pinned and ' if any_pinned else ''}newest "
+                f"memories{within}, not answers to a question. Give a query to search them all.")
+    if max_age_days and not any_pinned:
         return (f"No question was given, and no memory was updated in the last {plural(max_age_days, 'day')}: "
                 "give a query to search them all.")
     return "No question was given: these are your pinned memories. Give a query to search them all."
@@ -173,7 +173,7 @@ class SessionService:
         nothing_stored = not scored and self.memory.store.user_stats(self.memory.user_id)["observations"] == 0
         conf, reason = self._answered(q, res, nothing_stored, max_age_days)
         message = (None if q or nothing_stored or not max_results else
-                   _without_question(len(scored) > len(core), max_age_days))
+                   _without_question(len(scored) > len(core), bool(core), max_age_days))
         return SessionInit(
             success=True, session_id=session_id, viewer=self.memory.user_id,
             context=render_context(merged, {m.fact_id: m.fact.updated_at for m in scored}, note=message),

@@ -319,3 +319,19 @@ def test_a_listing_says_shared_by_you_and_names_other_authors(tmp_path):
         page = bob.browse()
         assert "shared by you" in str(page) and "shared by alice" in str(page)
         assert "shared by you" in page._repr_html_() and "shared by alice" in page._repr_html_()
+
+
+def test_a_session_without_a_question_over_pinned_memories_alone_says_just_that(tmp_path):
+    with Memory(tmp_path / "m.duckdb") as mem:
+        mem.remember("always fix the random seed", core=True)
+        init = mem.session_init(project_path="/tmp/work/Untitled3.ipynb")
+        assert init.message == "No question was given: these are your pinned memories. Give a query to search them all."
+
+
+def test_the_forget_question_fits_80_columns(ip, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    cell(ip, "%%remember --project a-rather-long-project-name\nsomething")
+    capsys.readouterr()
+    cell(ip, "%slm_forget --project a-rather-long-project-name")
+    out = capsys.readouterr().out
+    assert "add --yes to do it" in out and all(len(line) <= 80 for line in out.splitlines())
