@@ -58,7 +58,7 @@ class ApiB:
         """The user's live session (touched), or a new one; a stale one is closed first."""
         sid = self.memory.sessions.live_session(
             user, "mem", now, known=self._live_sessions.get(user),
-            on_stale=lambda stale: self._end_mem_session(user, stale, self._auto_summary(user, stale), now, auto=True))
+            on_stale=lambda stale: self._end_mem_session(user, stale, self.auto_summary(user, stale), now, auto=True))
         if sid is not None:
             self._live_sessions[user] = sid
             return sid, False
@@ -68,7 +68,8 @@ class ApiB:
         self._live_sessions[user] = sid
         return sid, True
 
-    def _auto_summary(self, user: str, sid: str) -> str:
+    def auto_summary(self, user: str, sid: str) -> str:
+        """The line a session ended without a summary gets (public: forgetting rewrites it)."""
         facts = self.memory.sessions.session_facts(sid, user_id=user)
         if not facts:
             return "Session with no observations."
@@ -77,10 +78,10 @@ class ApiB:
         return f"{len(facts)} observation{'s' if len(facts) != 1 else ''}: {heads}{more}"
 
     def _end_mem_session(self, user: str, sid: str, summary: str, now: datetime, *, auto: bool) -> None:
-        self._write_summary(user, sid, summary, now)
+        self.write_summary(user, sid, summary, now)
         self.memory.sessions.end(sid, now, summary=summary, auto=auto)
 
-    def _write_summary(self, user: str, sid: str, summary: str, now: datetime) -> str:
+    def write_summary(self, user: str, sid: str, summary: str, now: datetime) -> str:
         """A session summary is also an observation of type "summary", so search finds it."""
         return self.memory.sessions.write_summaries([{"content": summary, "session_id": sid, "user_id": user,
                                                       "title": f"Session summary {now:%Y-%m-%d}", "created_at": now}])[0]
@@ -162,7 +163,7 @@ class ApiB:
         sid, _ = self._active_session(user, now, open_new=False)
         if sid is None:
             raise InvalidInput(f"user {user!r} has no active session (call mem_session_start first)")
-        fid = self._write_summary(user, sid, summary, now)
+        fid = self.write_summary(user, sid, summary, now)
         self.memory.sessions.set_summary(sid, summary)
         return SaveResult(id=fid, outcome="created", session_id=sid, topic_key=None)
 

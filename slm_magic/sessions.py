@@ -408,9 +408,9 @@ class SessionService:
                 continue
             if state[0] == "mem":  # API B's generated line, kept as a summary too when a stale session ended
                 api_b = self.memory.api_b  # (its own words for a line, and its own summary record)
-                line = api_b._auto_summary(self.memory.user_id, sid) if facts else None
+                line = api_b.auto_summary(self.memory.user_id, sid) if facts else None
                 if line is not None and kept_line:
-                    api_b._write_summary(self.memory.user_id, sid, line, self.memory.now())
+                    api_b.write_summary(self.memory.user_id, sid, line, self.memory.now())
                     written += 1
             elif facts:
                 if topics is None:

@@ -32,6 +32,24 @@ def mem(clock):
 
 
 @pytest.fixture
+def ip(tmp_path, monkeypatch):
+    """A real InteractiveShell with the extension loaded, on a temporary memory file, as a
+    notebook at /home/ana/churn/analysis.ipynb (history off: a clean, isolated shell)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    monkeypatch.setenv("SLM_MAGIC_DB", str(tmp_path / "memory.duckdb"))
+    monkeypatch.setenv("JPY_SESSION_NAME", "/home/ana/churn/analysis.ipynb")
+    config = Config()
+    config.HistoryManager.enabled = False
+    shell = InteractiveShell.instance(config=config)
+    shell.run_line_magic("load_ext", "slm_magic")
+    yield shell
+    shell.run_line_magic("unload_ext", "slm_magic")
+    InteractiveShell.clear_instance()
+
+
+@pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "memory.duckdb"
 

@@ -15,11 +15,11 @@ from slm_magic.errors import InvalidInput
 from slm_magic.index import SparseIndex
 from slm_magic.records import MAX_CONTENT_CHARS
 
-from test_magics import cell, ip  # noqa: F401 - the real-shell fixture
+from test_magics import cell  # (the real shell is conftest's `ip` fixture)
 
 
 # --- 2. a revision changes only what it is asked to ---------------------------------------------
-def test_remember_again_under_a_topic_keeps_the_options_not_given(ip):  # noqa: F811
+def test_remember_again_under_a_topic_keeps_the_options_not_given(ip):
     first, _ = cell(ip, "%%remember --topic churn/threshold --type decision --tags thr --project churn "
                         "--title 'Churn threshold'\nchurn threshold is 0.30")
     again, err = cell(ip, "%%remember --topic churn/threshold\nchurn threshold is 0.35 after the review")
@@ -127,7 +127,7 @@ def test_an_invalid_row_names_its_line_and_imports_nothing_unless_skipped(tmp_pa
         assert "skipped line 4: has no content" in str(got) and mem.count() == 4
 
 
-def test_import_magic_and_console_take_skip_invalid(ip, tmp_path):  # noqa: F811
+def test_import_magic_and_console_take_skip_invalid(ip, tmp_path):
     rows = _exported(tmp_path, 3)
     rows[0]["kind"] = "nonsense"
     path = tmp_path / "bad row.jsonl"
@@ -185,7 +185,7 @@ def test_a_bad_record_in_a_later_batch_is_named_by_its_place_in_the_input(mem):
 
 
 # --- 7. counts that agree ------------------------------------------------------------------------
-def test_status_and_export_count_the_same_rows_by_kind(ip, tmp_path):  # noqa: F811
+def test_status_and_export_count_the_same_rows_by_kind(ip, tmp_path):
     for i in range(3):
         cell(ip, f"%%remember --tags t{i}\nfinding number {i} on the pipeline")
     cell(ip, "%slm_close --summary 'pipeline review'")
@@ -201,7 +201,7 @@ def test_status_and_export_count_the_same_rows_by_kind(ip, tmp_path):  # noqa: F
 # --- 8. and 9. results and help a person can read ------------------------------------------------
 @pytest.mark.parametrize("source", ["%slm_close", "%slm_export {out}", "%slm_import {out}",
                                     "%slm_feedback {fid} up", "%slm_pin {fid}", "%slm_status"])
-def test_every_result_reads_as_text_and_as_html(ip, tmp_path, source):  # noqa: F811
+def test_every_result_reads_as_text_and_as_html(ip, tmp_path, source):
     fact, _ = cell(ip, "%%remember\nthe seed is fixed at 42")
     out = tmp_path / "x.jsonl"
     if "import" in source:
@@ -214,7 +214,7 @@ def test_every_result_reads_as_text_and_as_html(ip, tmp_path, source):  # noqa: 
     assert text.splitlines()[0] and "<" not in text
 
 
-def test_magic_help_has_no_stray_rest_marker(ip):  # noqa: F811
+def test_magic_help_has_no_stray_rest_marker(ip):
     for name in ("recall", "slm_start", "slm_close", "slm_import", "slm_export"):
         doc = ip.find_line_magic(name).__doc__
         assert not doc.lstrip().startswith("::") and doc.startswith(f"%{name} "), doc[:40]

@@ -11,31 +11,12 @@ import sys
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 from slm_magic import Memory
 from slm_magic.models import RecallResult
+from test_magics import cell
 
 CHURN = "Accounts flagged as test users must be excluded before labelling churn."
-
-
-@pytest.fixture
-def ip(tmp_path, monkeypatch):
-    monkeypatch.setenv("SLM_MAGIC_DB", str(tmp_path / "memory.duckdb"))
-    monkeypatch.setenv("JPY_SESSION_NAME", "/home/ana/churn/analysis.ipynb")
-    config = Config()
-    config.HistoryManager.enabled = False
-    shell = InteractiveShell.instance(config=config)
-    shell.run_line_magic("load_ext", "slm_magic")
-    yield shell
-    shell.run_line_magic("unload_ext", "slm_magic")
-    InteractiveShell.clear_instance()
-
-
-def cell(ip, source):
-    res = ip.run_cell(source, store_history=True)
-    return res.result, res.error_in_exec
 
 
 def cli(*args, env=None, stdin=""):

@@ -376,39 +376,32 @@ def test_another_process_maps_the_index_and_sees_later_writes_subprocess(db_path
         child.wait(timeout=60)
 
 
-def test_a_forgotten_memory_leaves_the_saved_index_at_once(db_path, clock):
-    """%slm_forget deletes for good: its text must not stay on disk in the saved index."""
+def _forget_one(m):
+    secret = m.remember("the client's password hint is blue-walrus-42", tags=["secret"])
+    return lambda: m.forget(secret.fact_id)
+
+
+def _forget_a_project(m):
+    for i in range(3):
+        m.remember(f"the client's password hint {i} is blue-walrus-42", project="vault")
+    return lambda: m.forget_all(project="vault")
+
+
+@pytest.mark.parametrize("forgetting", [_forget_one, _forget_a_project])
+def test_forgotten_text_leaves_the_saved_index_at_once(db_path, clock, forgetting):
+    """%slm_forget, and forget_all (issue 25, point 12) as forget, delete for good: the text of
+    what went must not stay on disk in the saved index, and the next kernel maps one that
+    answers as a rebuild does."""
     build(db_path, clock)
     idx = index_file.path_for(str(db_path))
     with Memory(db_path, clock=clock) as m:
-        secret = m.remember("the client's password hint is blue-walrus-42", tags=["secret"])
+        forget = forgetting(m)
         m.save_index()
         assert b"blue-walrus-42" in open(idx, "rb").read()
-        m.forget(secret.fact_id)
+        forget()
         m.replica.wait_saved()
         assert m.replica.save_error is None
         assert b"blue-walrus-42" not in open(idx, "rb").read()  # saved again, without it
-    with Memory(db_path, clock=clock) as m:
-        assert m.replica.source == "saved index"
-        assert m.recall("blue walrus password").memories == []
-        got = answers(m)
-    assert_same(got, rebuilt_answers(db_path, clock))
-
-
-def test_forgetting_a_whole_project_leaves_the_saved_index_at_once(db_path, clock):
-    """forget_all (issue 25, point 12) as forget: the text of what went leaves the saved index,
-    and the next kernel maps one that answers as a rebuild does."""
-    build(db_path, clock)
-    idx = index_file.path_for(str(db_path))
-    with Memory(db_path, clock=clock) as m:
-        for i in range(3):
-            m.remember(f"the client's password hint {i} is blue-walrus-42", project="vault")
-        m.save_index()
-        assert b"blue-walrus-42" in open(idx, "rb").read()
-        assert m.forget_all(project="vault").count == 3
-        m.replica.wait_saved()
-        assert m.replica.save_error is None
-        assert b"blue-walrus-42" not in open(idx, "rb").read()  # saved again, without them
     with Memory(db_path, clock=clock) as m:
         assert m.replica.source == "saved index"
         assert m.recall("blue walrus password").memories == []

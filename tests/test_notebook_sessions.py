@@ -11,14 +11,14 @@ from IPython.core.error import UsageError
 from slm_magic import Memory
 from slm_magic.errors import InvalidInput
 
-from test_magics import cell, ip  # noqa: F401 - the real-shell fixture
+from test_magics import cell  # (the real shell is conftest's `ip` fixture)
 
 
 def _magics(shell):
     return shell.magics_manager.registry["SLMMagic"]
 
 
-def test_a_session_closed_elsewhere_is_noticed_and_never_written_into(ip, tmp_path, capsys):  # noqa: F811
+def test_a_session_closed_elsewhere_is_noticed_and_never_written_into(ip, tmp_path, capsys):
     cell(ip, "%slm_start --query churn")
     first = _magics(ip).session_id
     with Memory(tmp_path / "memory.duckdb") as other:  # another kernel, or `slm-magic close`
@@ -38,7 +38,7 @@ def test_a_session_closed_elsewhere_is_noticed_and_never_written_into(ip, tmp_pa
     assert status.session_id == second
 
 
-def test_closing_a_session_someone_else_closed_says_so(ip, tmp_path):  # noqa: F811
+def test_closing_a_session_someone_else_closed_says_so(ip, tmp_path):
     cell(ip, "%slm_start --query churn")
     with Memory(tmp_path / "memory.duckdb") as other:
         other.close_session(_magics(ip).session_id)
@@ -69,7 +69,7 @@ def _with_ids(tmp_path, ids):
         m.import_file(tmp_path / "ids.jsonl")
 
 
-def test_a_unique_prefix_of_six_or_more_names_a_memory_in_every_magic(ip, tmp_path):  # noqa: F811
+def test_a_unique_prefix_of_six_or_more_names_a_memory_in_every_magic(ip, tmp_path):
     _with_ids(tmp_path, ["abcdef0011223344", "abcdef9911223344", "0123456789abcdef"])
     pinned, err = cell(ip, "%slm_pin 012345")
     assert err is None and pinned.fact_id == "0123456789abcdef" and pinned.is_core
@@ -102,7 +102,7 @@ def _reload(shell):
     shell.run_line_magic("load_ext", "slm_magic")
 
 
-def test_each_notebook_continues_its_own_session(ip, monkeypatch):  # noqa: F811
+def test_each_notebook_continues_its_own_session(ip, monkeypatch):
     a, _ = cell(ip, "%slm_start --query churn")
     monkeypatch.setenv("JPY_SESSION_NAME", "/home/ana/churn/second.ipynb")  # another notebook's kernel
     _reload(ip)
@@ -116,7 +116,7 @@ def test_each_notebook_continues_its_own_session(ip, monkeypatch):  # noqa: F811
     assert fresh.is_new and fresh.session_id not in (a.session_id, b.session_id)
 
 
-def test_a_terminal_ipython_has_its_own_session(ip, monkeypatch):  # noqa: F811
+def test_a_terminal_ipython_has_its_own_session(ip, monkeypatch):
     a, _ = cell(ip, "%slm_start --query churn")
     monkeypatch.delenv("JPY_SESSION_NAME")
     _reload(ip)
@@ -136,7 +136,7 @@ def test_the_api_keeps_its_sessions_apart_from_the_notebooks(mem):
     assert mem.mem_session_start("ana").session_id == one.session_id
 
 
-def test_a_finding_keeps_its_cell_id_and_the_code_before_it(ip):  # noqa: F811
+def test_a_finding_keeps_its_cell_id_and_the_code_before_it(ip):
     from IPython.core.interactiveshell import ExecutionInfo
 
     ip.events.trigger("pre_run_cell", ExecutionInfo("df = load()\ndf.groupby('x').size()", True, False, True,
