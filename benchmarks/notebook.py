@@ -19,7 +19,7 @@ bm25s (Snowball stems, English stop words, as /work/shared/bench/quality.py) ind
 text: title + content + tags.
 
 Metrics per question, averaged: nDCG@10 (binary gain), R@10, hit@1 (top result relevant), and
-*unrelated/question*: the memories shown (up to 10) that share no word with the question, both
+*unrelated/question*: the memories shown (up to 10) that are not an answer and share no word with the question, both
 cut with bm25s's tokenizer (lowercase, English stop words removed, Snowball stems) over the
 memory's own words: title + content + tags + project + type (every field it can be found by;
 the row shows them all). The last column counts over title + content + tags alone, so a
@@ -224,8 +224,9 @@ def per_question(outcome: Outcome, questions: list[dict]) -> list[dict]:
     for q, shown in zip(questions, outcome.shown):
         ranked = [s.doc_id for s in shown[:K]]
         qt = tokens(q["text"])
-        unrelated = [s for s in shown[:K] if not (tokens(f"{s.text} {s.labels}") & qt)]
-        text_only = [s for s in shown[:K] if not (tokens(s.text) & qt)]
+        # (an answer is never unrelated, whatever words it shares: one found by meaning shares none)
+        unrelated = [s for s in shown[:K] if not (tokens(f"{s.text} {s.labels}") & qt) and s.doc_id not in q["relevant"]]
+        text_only = [s for s in shown[:K] if not (tokens(s.text) & qt) and s.doc_id not in q["relevant"]]
         rows.append({"id": q["id"], "kind": q["kind"], "ndcg": ndcg(ranked, q["relevant"]),
                      "recall": len(q["relevant"] & set(ranked)) / len(q["relevant"]),
                      "hit1": float(bool(ranked) and ranked[0] in q["relevant"]),

@@ -41,6 +41,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 ENGINE = "slm_magic"
+# The engine by its words alone (semantic=False): what the meaning channel costs, in the same run.
+WORDS = "slm_magic_words"
+ENGINES = (ENGINE, WORDS)
 DEFAULT_SIZES = "10000,100000,1000000"
 TOP_K = 10
 WARM_DOCS = 200  # size of the throwaway index that pays lazy imports before timing
@@ -166,10 +169,12 @@ def run_child(args: argparse.Namespace) -> dict:
     queries = generate_queries(args.warmup + args.queries, seed=args.seed + 1, corpus_sample=corpus)
     out: dict = {"generate_s": time.perf_counter() - t0, "first_query": queries[args.warmup]}
 
-    if args.child == ENGINE:
+    if args.child in ENGINES:
         from slm_magic import Memory
 
         opts = json.loads(args.engine_opts) if args.engine_opts else {}
+        if args.child == WORDS:
+            opts["semantic"] = False
         # Pay lazy imports and first-use setup on a throwaway store, as baselines do below.
         warm_db = Path(args.db).with_name("warmup.duckdb")
         warm = Memory(str(warm_db), **opts)
@@ -233,6 +238,8 @@ def run_cold(args: argparse.Namespace) -> dict:
 
     out = {"engine_import_s": time.perf_counter() - t0}
     opts = json.loads(args.engine_opts) if args.engine_opts else {}
+    if args.words:
+        opts["semantic"] = False
     t0 = time.perf_counter()
     mem = Memory(args.db, **opts)
     out["open_ms"] = (time.perf_counter() - t0) * 1000
@@ -281,8 +288,9 @@ def run_one(size: int, method: str, args: argparse.Namespace) -> dict:
              "--remembers", str(args.remembers), "--recall-budget", str(args.recall_budget)],
             tmp / "run.json", args.timeout,
         )
-        if method == ENGINE and "error" not in row:
-            cold = _spawn(["--cold", *common, "--query", row["first_query"]], tmp / "cold.json", args.timeout)
+        if method in ENGINES and "error" not in row:
+            cold = _spawn(["--cold", *common, "--query", row["first_query"], *(["--words"] if method == WORDS else [])],
+                          tmp / "cold.json", args.timeout)
             if "error" in cold:
                 row["cold_error"] = cold["error"]
             else:
@@ -350,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     # Internal: how the parent starts children.
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--cold", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--words", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--db", help=argparse.SUPPRESS)
     ap.add_argument("--query", help=argparse.SUPPRESS)
@@ -365,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         json.loads(args.engine_opts)  # fail now, not in every child
     baselines = load_baselines()
     methods = args.methods.split(",") if args.methods else [ENGINE, *baselines]
-    unknown = [m for m in methods if m != ENGINE and m not in baselines]
+    unknown = [m for m in methods if m not in ENGINES and m not in baselines]
     if unknown:
         ap.error(f"unknown method(s) {unknown}; known: {[ENGINE, *baselines]}")
     notes = []

@@ -17,6 +17,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                "~/.slm_magic/memory.duckdb)")
     ap.add_argument("--user", default=None, help="whose memories (default: $SLM_MAGIC_USER, else your login name, "
                                                  "as in the notebooks)")
+    ap.add_argument("--no-semantic", dest="semantic", action="store_false",
+                    help="find memories by their words alone (no meaning channel)")
+    ap.add_argument("--embedding-model", default=None, help="the meaning channel's model: a .npz table or a "
+                                                           "sentence-transformers model (default: the shipped one)")
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("remember", help="store a memory (the text, or - to read it from stdin)")
     r.add_argument("text")
@@ -83,7 +87,7 @@ def _mcp(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        return serve(args.db, user_id=args.user)
+        return serve(args.db, user_id=args.user, semantic=args.semantic, embedding_model=args.embedding_model)
     except SlmMagicError as exc:
         print(f"slm-magic: {exc}", file=sys.stderr)
         return 2
@@ -135,7 +139,7 @@ def _forget(mem: Memory, args: argparse.Namespace) -> None:
 def _confirmed(args: argparse.Namespace) -> bool:
     """`forget --project P` or `--all` without --yes: how many would go, asked at a terminal
     with the file let go meanwhile (a kernel or the assistant may use it while you read)."""
-    with Memory(args.db, user_id=args.user) as mem:
+    with Memory(args.db, user_id=args.user, semantic=args.semantic, embedding_model=args.embedding_model) as mem:
         n = mem.own_count(project=args.project)
     what = f"of project {args.project}" if args.project is not None else "of yours"
     question = f"forget {n:,} {'memory' if n == 1 else 'memories'} {what}, for good?"
@@ -211,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SlmMagicError("forget takes one of: a memory ID, --project NAME, or --all")
             if args.id is None and not args.yes and not _confirmed(args):
                 return 0
-        with Memory(args.db, user_id=args.user) as mem:
+        with Memory(args.db, user_id=args.user, semantic=args.semantic, embedding_model=args.embedding_model) as mem:
             _run(mem, args)
     except SlmMagicError as exc:
         print(f"slm-magic: {exc}", file=sys.stderr)

@@ -50,6 +50,8 @@ def one_line(text: str, width: int) -> str:
 
 #: What each retrieval mode means, in a person's words (the API keeps the technical names).
 MODE_WORDS = {
+    "full_bm25_tfidf_meaning": "ranked by the words, word parts and meaning it shares with the question",
+    "bm25_meaning_in_process": "ranked by the words and meaning it shares with the question",
     "full_bm25_tfidf": "ranked by the words and word parts it shares with the question",
     "bm25_in_process": "ranked by the words it shares with the question",
     "bm25_sql_fallback": "ranked from the file by shared words (the in-memory index was not available)",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import merging, ngrams
+from .vectors import VectorStore
 
 TAIL_SEAL_POSTINGS = 32_768       # seal the tail into a segment past this many postings
 MAX_MERGE_POSTINGS = 4_000_000    # segments this large are left alone (bounds a write's cost)
@@ -167,6 +168,7 @@ class SparseIndex:
         self.total_len = 0.0
         self.codes: dict[str, dict[str, int]] = {"user": {}, "project": {}}
         self.grams = ngrams.GramStore()       # the n-gram channel's forward vectors
+        self.vectors = VectorStore()          # the meaning channel's vectors (none until a model is set)
         # Arrays derived from the per-document ones, kept up to date document by document.
         self._rb: np.ndarray | None = None      # recency base
         self._rb_hl = 30.0

@@ -34,9 +34,11 @@ import xxhash
 from .index import DocTable, Segment, SparseIndex, merge, tfidf_norms
 from .ngrams import GramStore, smooth_idf
 from .rows import FactRows, facts_table
+from .vectors import VectorStore
 
 MAGIC = b"SLMIDX01"
-FORMAT = 7  # 4: a shared flag per memory; 5: session chains per author; 6: 32-bit gram ids; 7: XXH3 sums, packed gram ids
+FORMAT = 8  # 4: a shared flag per memory; 5: session chains per author; 6: 32-bit gram ids; 7: XXH3 sums, packed gram ids;
+# 8: the meaning channel's vectors
 ALIGN = 4096
 
 
@@ -84,6 +86,8 @@ class Snapshot:
     chunk_of: np.ndarray
     offset_of: np.ndarray
     session_last: dict
+    vectors: VectorStore  # (rows below `size` never change in place: shared, not copied)
+    vec_has: np.ndarray
 
 
 def snapshot(index: SparseIndex, rows: FactRows, session_last: dict, *, stamp: int, schema: int,
@@ -107,6 +111,7 @@ def snapshot(index: SparseIndex, rows: FactRows, session_last: dict, *, stamp: i
         row_chunks=list(rows.chunks), row_pending=sorted(rows.pending.items()),
         chunk_of=rows.chunk_of.copy(), offset_of=rows.offset_of.copy(),
         session_last=dict(session_last),
+        vectors=index.vectors, vec_has=index.vectors.has[:n].copy() if index.vectors.dims else np.zeros(0, bool),
     )
 
 
@@ -201,9 +206,25 @@ def _blobs(snap: Snapshot) -> tuple[dict[str, _Blob], dict]:
     blobs["sessions.id"] = _Blob({"arrow": True}, ids.nbytes, lambda: [ids])
     rows = _ipc(chunks)
     blobs["rows"] = _Blob({"arrow": True}, rows.nbytes, lambda: [rows])
+    vs = snap.vectors
+    if vs.dims:  # each row a memory's vector (zeros past the saved ones: the headroom)
+        rows_kept = min(n, vs.data.shape[0])
+        blobs["vec.has"] = _array(_pad(snap.vec_has & alive[:snap.vec_has.size], cap + 1))
+        blobs["vec.data"] = _Blob({"dtype": "<f4", "shape": [cap + 1, vs.dims]}, (cap + 1) * vs.dims * 4,
+                                  _vector_pieces(vs.data, rows_kept, cap + 1))
     counts = {"size": n, "capacity": cap, "n_live": snap.n_live, "total_len": snap.total_len,
-              "codes": snap.codes, "rows_chunks": len(chunks)}
+              "codes": snap.codes, "rows_chunks": len(chunks), "vec_model": vs.model, "vec_dims": vs.dims}
     return blobs, counts
+
+
+def _vector_pieces(data: np.ndarray, kept: int, total: int):
+    def pieces():
+        for lo in range(0, kept, DOC_STEP):
+            yield memoryview(np.ascontiguousarray(data[lo: min(kept, lo + DOC_STEP)])).cast("B")
+        zeros = np.zeros((DOC_STEP, data.shape[1]), np.float32)
+        for lo in range(kept, total, DOC_STEP):
+            yield memoryview(zeros[: min(total, lo + DOC_STEP) - lo]).cast("B")
+    return pieces
 
 
 def _row_chunks(snap: Snapshot, alive: np.ndarray) -> list[pa.Table]:
@@ -411,6 +432,8 @@ def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
     g.start, g.stop, g.norm = a["gram.start"], a["gram.stop"], a["gram.norm"]
     g.set_keys(a["gram.ids"])
     g.set_base(a["gram.buf"], a["gram.w"])
+    if h.get("vec_dims"):
+        index.vectors = VectorStore.mapped(h["vec_model"], a["vec.data"], a["vec.has"])
 
     rows = FactRows()
     if len(row_chunks) != h["rows_chunks"]:

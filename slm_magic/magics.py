@@ -75,6 +75,10 @@ class SLMMagic(Magics, Configurable):
     limit = Integer(10, help="How many memories %recall and %slm_start show by default.").tag(config=True)
     max_age_days = Integer(30, help="%slm_start's age gate: older memories need relevance >= 0.70 (0: off).").tag(
         config=True)
+    semantic = Bool(True, help="Find memories asked in other words too (the meaning channel); False: by their "
+                    "words alone.").tag(config=True)
+    embedding_model = Unicode("", help="The meaning channel's model: empty for the one shipped with slm_magic, else "
+                              "a .npz table or a sentence-transformers model your machine has.").tag(config=True)
     keep_code = Bool(True, help="%%remember also keeps the source of the cell run just before it (up to "
                                 "10,000 characters): the code that produced the finding.").tag(config=True)
 
@@ -117,7 +121,7 @@ class SLMMagic(Magics, Configurable):
         return self.notebook or f"{'kernel' if self.in_kernel else 'ipython'}:{socket.gethostname()}:{os.getpid()}"
 
     # --- the engine ---------------------------------------------------------------------------
-    @observe("db_path", "user", "session_timeout_hours")
+    @observe("db_path", "user", "session_timeout_hours", "semantic", "embedding_model")
     def _reopen(self, change) -> None:
         self.close()
 
@@ -132,7 +136,8 @@ class SLMMagic(Magics, Configurable):
         if self._memory is None:
             path = self.db_path or None
             try:
-                self._memory = Memory(path, user_id=self.user or None, session_timeout_hours=self.session_timeout_hours)
+                self._memory = Memory(path, user_id=self.user or None, session_timeout_hours=self.session_timeout_hours,
+                                      semantic=self.semantic, embedding_model=self.embedding_model or None)
             except SlmMagicError as exc:
                 raise _usage(exc) from None
             self._memory.detach()  # held only while a magic runs

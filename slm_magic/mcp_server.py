@@ -83,11 +83,12 @@ def _served(tool: Callable[..., dict[str, Any]], memory: Memory, lock: threading
     return call
 
 
-def serve(path: str | os.PathLike[str] | None = None, *, user_id: str | None = None) -> int:
+def serve(path: str | os.PathLike[str] | None = None, *, user_id: str | None = None, semantic: bool = True,
+          embedding_model: str | None = None) -> int:
     """Open the memory (an unusable file fails here, before serving), then serve on stdio
     until the client goes away; the file is let go after every call and closed at the end.
     `user_id` None (or empty: no --user given) is the notebooks' default user (`Memory`'s)."""
-    memory = Memory(path, user_id=user_id or None)
+    memory = Memory(path, user_id=user_id or None, semantic=semantic, embedding_model=embedding_model)
     memory.detach()
     lock = threading.Lock()
     # A client that stops its server with SIGTERM still gets the pending showings written.

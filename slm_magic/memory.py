@@ -20,13 +20,15 @@ import numpy as np
 from . import bulk, text
 from .errors import InvalidInput, StoreError, type_name
 from .identity import default_user
+from .meaning import DEFAULT_MODEL, EmbeddingModel, load_model, memory_text
 from .index import SparseIndex
 from .models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
                      ScoredMemory, SearchScore, Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
 from .reranker import CANDIDATES
 from .ranking import (AGE_GATE_RELEVANCE, Ranked, RankingConfig, WorkingSet, bm25_relevance, days_first, fuse,
-                      rank_days, rank_index, rank_related, recency, revision, search_score)
+                      rank_days, rank_index, rank_related, recency, retrieval_mode, revision, search_score,
+                      with_meaning)
 from .exchange import Exchange
 from .calibration import AnswerCalibration, AnswerConfidence, Judge
 from .learning import LearningLoop
@@ -58,8 +60,25 @@ class Memory:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, user_id: str | None = None,
                  clock: Callable[[], datetime] | None = None, session_timeout_hours: float = 24.0,
-                 judge: Judge | None = None, abstain_below: float = 0.5, **ranking: Any):
+                 judge: Judge | None = None, abstain_below: float = 0.5, semantic: bool = True,
+                 embedding_model: str | None = None, **ranking: Any):
         self.config = RankingConfig(**ranking)
+        if not isinstance(semantic, bool):
+            raise InvalidInput(f"semantic must be True or False, not {type_name(semantic)}")
+        if embedding_model is not None and not isinstance(embedding_model, (str, os.PathLike)):
+            raise InvalidInput(f"embedding_model must be a name or a path, not {type_name(embedding_model)}")
+        self.semantic = semantic
+        self.embedding_model = str(embedding_model) if embedding_model else DEFAULT_MODEL
+        # The meaning channel's model, loaded once per process; when it cannot load, recall runs
+        # on the words alone and says so (degraded_mode, meaning_error).
+        self.meaning: EmbeddingModel | None = None
+        self.meaning_error: str | None = None
+        if semantic:
+            try:
+                self.meaning = load_model(self.embedding_model)
+            except (ValueError, OSError) as exc:
+                self.meaning_error = f"the meaning channel's model did not load: {exc}"
+
         if not isinstance(session_timeout_hours, (int, float)) or session_timeout_hours <= 0:
             raise InvalidInput(f"session_timeout_hours must be a positive number; got {session_timeout_hours!r}")
         self.session_timeout_hours = float(session_timeout_hours)
@@ -267,7 +286,7 @@ class Memory:
     def _load_index(self) -> None:
         """Build the replica from the file. On failure recall falls back to SQL, and says so."""
         try:
-            self.replica = IndexReplica.load(self.store, self.config.k1, self.config.b)
+            self.replica = IndexReplica.load(self.store, self.config.k1, self.config.b, self.meaning)
             self.index_error = None
             self._adopt_unowned()
             self._save_index_soon()
@@ -309,6 +328,17 @@ class Memory:
             self.replica.after_write(*args, **kwargs)
         except STORAGE_FAILURES as exc:
             self._degrade(f"in-process index failed while adding ({type(exc).__name__}: {exc})")
+
+    def _vectors_of(self, rows) -> dict[str, np.ndarray]:
+        """{"vectors": ...} for new memories (a list of rows, or columns), from their title,
+        content and tags; {} when the meaning channel is off."""
+        if self.meaning is None or self.replica is None:
+            return {}
+        if isinstance(rows, Mapping):
+            texts = [memory_text(c, t, g) for c, t, g in zip(rows["content"], rows["title"], rows["tags"])]
+        else:
+            texts = [memory_text(r["content"], r["title"], r["tags"]) for r in rows]
+        return {"vectors": self.meaning.encode(texts)}
 
     # --- writes -----------------------------------------------------------------------------
     def remember(self, content: str, *, session_id: str | None = None, tags: str | Iterable[str] | None = None,
@@ -371,7 +401,7 @@ class Memory:
              "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
              "shared": [row["shared"]], "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]],
              "g_doc": np.full(len(grams), doc_id), "g_gram": np.fromiter(grams.keys(), np.int64, len(grams)),
-             "g_tf": np.fromiter(grams.values(), np.int64, len(grams))},
+             "g_tf": np.fromiter(grams.values(), np.int64, len(grams)), **self._vectors_of([row])},
             np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         sid = row["session_id"]
@@ -504,11 +534,12 @@ class Memory:
         # each stored column as Arrow once, for the insert and for the index's rows
         arrow = {c: v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)
                  for c, v in ((c, columns[c]) for c in INSERT_COLUMNS)}
+        vectors = self._vectors_of(columns)  # (here, while the writer thread inserts the batch before)
         self._refresh()
         self._flush_events()
         def insert_and_index() -> list[str]:  # (one step under the lock: no catch-up sees it half done)
             with self.store.lock:
-                return self._stored(self.store.insert_many(arrow), fact_ids, columns, arrow, post)
+                return self._stored(self.store.insert_many(arrow), fact_ids, columns, arrow, post, vectors)
 
         if writer is None:
             done = insert_and_index()
@@ -516,7 +547,7 @@ class Memory:
         return writer.submit(insert_and_index).result
 
     def _stored(self, got: Mapping[str, np.ndarray], fact_ids: list[str], columns: dict[str, Any],
-                arrow: dict[str, Any], post: Postings) -> list[str]:
+                arrow: dict[str, Any], post: Postings, vectors: dict[str, np.ndarray]) -> list[str]:
         """A batch the store took: into the index, in input order."""
         import pyarrow as pa
 
@@ -532,7 +563,7 @@ class Memory:
                 "user_id": columns["user_id"], "project": columns["project"], "is_core": columns["is_core"],
                 "shared": columns["shared"], "kind": columns["kind"], "type": columns["type"],
                 "session_id": columns["session_id"],
-                "g_doc": np.repeat(doc_ids, post.glengths), "g_gram": post.grams, "g_tf": post.gtfs}
+                "g_doc": np.repeat(doc_ids, post.glengths), "g_gram": post.grams, "g_tf": post.gtfs, **vectors}
         if post.term_keys is not None:
             meta.update(t_keys=post.term_keys, t_of=post.term_of, g_keys=post.gram_keys, g_of=post.gram_of,
                         g_holders=post.gram_holders)
@@ -670,7 +701,8 @@ class Memory:
     # --- reads ------------------------------------------------------------------------------
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10,
                project: str | None = None, user_id: str | None = None, max_age_days: int | None = None,
-               kind: str | None = "auto", type: str | None = None, related: bool = False) -> RecallResult:
+               kind: str | None = "auto", type: str | None = None, related: bool = False,
+               strict: bool = True) -> RecallResult:
         """The memories that best answer `query`, best first, each with its score's parts.
 
         With a session id (not a synthetic one), what the session's earlier recalls showed is
@@ -680,8 +712,11 @@ class Memory:
         session summaries only to a query about days or sessions ("what did I do last Tuesday",
         "session slm-…"), where they answer, and keeps them from crowding out the memories they
         repeat everywhere else. `type` keeps one memory type ("decision", …, "summary").
-        Only memories that match the query themselves come back; with `related`, the session
-        neighbours of those matches follow them, each saying which match it sits beside.
+        Only memories that match the query themselves come back, by their words or, with the
+        meaning channel, by a similar meaning; `strict` (the default) also leaves out a weak word
+        match that the meaning does not support (a stray common word), which a session's
+        context keeps (`strict=False`). With `related`, the session neighbours of the matches
+        follow them, each saying which match it sits beside.
         """
         started = time.perf_counter()
         if not isinstance(query, str):
@@ -707,8 +742,9 @@ class Memory:
         words = text.term_words(query)
         now = epoch_seconds(now_dt)
         tracked = bool(session_id) and not is_synthetic_session(session_id) and not self.session_is_closed(session_id)
-        mode = "full_bm25_tfidf" if self.config.tfidf_on else "bm25_in_process"
-        degraded, reason = False, None
+        cfg = self.config
+        meaning = self.meaning if self.index is not None else None
+        degraded, reason = self.meaning_error is not None, self.meaning_error
         ranked: Ranked | None = None
         if self.index is not None:
             try:
@@ -717,31 +753,43 @@ class Memory:
                 ranked = Ranked.empty()
                 user_code = index.lookup_code("user", user)
                 project_code = None if project is None else index.lookup_code("project", project)
+                kind_code = None if kind is None else _KINDS[kind]
+                type_code = None if type is None else _TYPE_CODE[type]
+                ws = WorkingSet(self._working_set(session_id), cfg) if tracked else None
+                learner = self.learning.learner(user) if limit > 0 else None
+                wanted = max(limit, CANDIDATES) if learner else limit
+                cs = None
                 if terms and (project_code is None or project_code >= 0):
                     cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
                     cs.words = words
-                    ws = WorkingSet(self._working_set(session_id), self.config) if tracked else None
-                    learner = self.learning.learner(user) if limit > 0 else None
-                    ranked = rank_index(index, cs, self.config, now=now, user=user_code,
-                                        project=project_code, limit=max(limit, CANDIDATES) if learner else limit,
-                                        working_set=ws, updated_after=updated_after,
-                                        kind=None if kind is None else _KINDS[kind],
-                                        type_code=None if type is None else _TYPE_CODE[type])
+                    ranked = rank_index(index, cs, cfg, now=now, user=user_code, project=project_code,
+                                        limit=max(wanted, cfg.meaning_pool) if meaning is not None else wanted,
+                                        working_set=ws, updated_after=updated_after, kind=kind_code,
+                                        type_code=type_code)
+                if meaning is not None and limit > 0 and (project_code is None or project_code >= 0):
+                    ranked = with_meaning(index, cs, ranked, meaning.encode([query])[0], cfg, now=now, user=user_code,
+                                          project=project_code, limit=wanted, working_set=ws,
+                                          updated_after=updated_after, kind=kind_code, type_code=type_code,
+                                          strict=strict and not days,
+                                          admit=not text.names_identifiers(query, self._known_terms))
+                if cs is not None:
                     if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
                         ranked = learner.rerank(ranked, cs, index, limit)
                     if days:  # the temporal channel: that day's sessions first
-                        ranked = days_first(rank_days(index, cs, self.config, self._day_docs(user, days, project),
-                                                      now=now, working_set=ws), ranked, self.config, limit)
-                    if related:
-                        ranked = ranked.then_related(*rank_related(
-                            index, ranked.doc_ids, self.config, now=now, user=user_code, project=project_code,
-                            limit=limit, updated_after=updated_after))
+                        ranked = days_first(rank_days(index, cs, cfg, self._day_docs(user, days, project),
+                                                      now=now, working_set=ws), ranked, cfg, limit)
+                ranked = ranked.take(np.arange(min(limit, ranked.doc_ids.size)))
+                if related:
+                    ranked = ranked.then_related(*rank_related(
+                        index, ranked.doc_ids, cfg, now=now, user=user_code, project=project_code,
+                        limit=limit, updated_after=updated_after))
                 memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()), words)
             except STORAGE_FAILURES as exc:  # degrade to SQL rather than fail the user
                 self._degrade(f"in-process index failed ({type_name(exc)}: {exc})")
                 ranked = None
+        mode = retrieval_mode(sql=ranked is None, tfidf=cfg.tfidf_on, meaning=meaning is not None and ranked is not None)
         if ranked is None:
-            mode, degraded, reason = "bm25_sql_fallback", True, self.index_error
+            degraded, reason = True, self.index_error
             ranked, memories = self._recall_sql(terms, qtf, qlen, words, now=now, user=user, project=project,
                                                 limit=limit, updated_after=updated_after, kind=kind, type=type,
                                                 days=days)
@@ -897,8 +945,11 @@ class Memory:
                 working_set=float(ranked.working_set[i]),
                 context=0.0 if ranked.context is None else float(ranked.context[i]),
                 learned=0.0 if ranked.learned is None else float(ranked.learned[i]),
-                temporal=0.0 if ranked.temporal is None else float(ranked.temporal[i])),
-                related_to=near or None, query_words=words))
+                temporal=0.0 if ranked.temporal is None else float(ranked.temporal[i]),
+                meaning=0.0 if ranked.meaning is None else float(ranked.meaning[i])),
+                similar=ranked.similar is not None and bool(ranked.similar[i]),
+                related_to=near or None,
+                query_words={} if ranked.similar is not None and ranked.similar[i] and ranked.bm25[i] == 0 else words))
         return out
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:
@@ -987,9 +1038,25 @@ class Memory:
             summaries=st["summaries"],
             core_memories=len(self.core_memories()), sessions=st["sessions"], feedback_signals=signals,
             learning_phase=self.learning_status().phase,
-            retrieval_mode="bm25_sql_fallback" if self.index is None else
-            ("full_bm25_tfidf" if self.config.tfidf_on else "bm25_in_process"),
-            index=self._index_words())
+            retrieval_mode=self.retrieval_mode, meaning=self.meaning_status(), index=self._index_words())
+
+    @property
+    def retrieval_mode(self) -> str:
+        """The channels a recall would run now, by name (what RecallResult.retrieval_mode says)."""
+        return retrieval_mode(sql=self.index is None, tfidf=self.config.tfidf_on,
+                              meaning=self.meaning is not None and self.index is not None)
+
+    def meaning_status(self) -> str:
+        """The meaning channel in a line: its model and how many memories have a vector."""
+        if not self.semantic:
+            return "off (semantic=False)"
+        if self.meaning is None:
+            return f"not running: {self.meaning_error}"
+        if self.index is None:
+            return f"{self.meaning.name}: not running (no in-process index)"
+        t = self.index.docs
+        return (f"{self.meaning.name}: {self.index.vectors.count(t.alive):,} of {self.index.n_live:,} "
+                "memories have vectors")
 
     def _index_words(self) -> str:
         """The replica in a line: where it came from, how far behind the saved file is."""

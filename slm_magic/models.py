@@ -277,6 +277,7 @@ class StatusReport(Readable, BaseModel):
     feedback_signals: int
     learning_phase: int
     retrieval_mode: str
+    meaning: str = ""  # the meaning channel: its model and how many memories have vectors, or why it is off
     index: str = ""  # where this kernel's index came from (the saved index, or rebuilt and why)
 
     def __str__(self) -> str:
@@ -315,6 +316,9 @@ class SearchScore(BaseModel):
     # The temporal channel's part of relevance: 1 for a whole-session summary of a day the
     # question names ("what did I do today"), which relevance then fuses to at least 0.80.
     temporal: float = 0.0
+    # The meaning channel's part of relevance: how close the memory's meaning is to the
+    # question's (0 when unrelated or when the channel did not run).
+    meaning: float = 0.0
 
     def contributions(self) -> dict[str, float]:
         """How much each part adds to `value` (weight × part, at the documented weights):
@@ -334,6 +338,9 @@ class ScoredMemory(BaseModel):
     # A related memory matched nothing itself: it is shown only on request, after the
     # matches, because it shares a session with match number `related_to` (1-based).
     related_to: int | None = None
+    # Its meaning is close to the question's: the reason a memory that shares no word with the
+    # question is here at all ("similar meaning").
+    similar: bool = False
     # The question's term hashes -> its words: what `matched` and the views' marks read.
     query_words: dict[int, str] = Field(default_factory=dict, exclude=True, repr=False)
 
@@ -351,7 +358,10 @@ class ScoredMemory(BaseModel):
         """One line on why it was returned: the matched words by field, or its relation."""
         if self.related_to is not None:
             return f"same session as #{self.related_to}"
-        return "; ".join(f"{field}: {', '.join(words)}" for field, words in self.matched.items())
+        parts = [f"{field}: {', '.join(words)}" for field, words in self.matched.items()]
+        if self.similar:
+            parts.append("similar meaning")
+        return "; ".join(parts)
 
     @property
     def query_terms(self) -> frozenset[int]:
@@ -408,7 +418,9 @@ class ScoredMemory(BaseModel):
 # full_bm25_tfidf: BM25 and a TF-IDF channel (n-grams, context) ran in process; bm25_in_process:
 # the TF-IDF channels are switched off by configuration (ngram_weight=0, context_weight=0);
 # bm25_sql_fallback: the index could not run (the file computes BM25, without the n-gram channel).
-RetrievalMode = Literal["full_bm25_tfidf", "bm25_in_process", "bm25_sql_fallback"]
+# full_bm25_tfidf_meaning / bm25_meaning_in_process: the same, with the meaning channel.
+RetrievalMode = Literal["full_bm25_tfidf_meaning", "bm25_meaning_in_process", "full_bm25_tfidf", "bm25_in_process",
+                        "bm25_sql_fallback"]
 
 
 class RecallResult(BaseModel):

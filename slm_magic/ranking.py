@@ -51,6 +51,33 @@ class RankingConfig(BaseModel):
     working_set_cap: float = Field(0.09, ge=0, le=0.2)
     # The learning loop (phases 2 and 3): off, recalls rank by the default fusion whatever the signals.
     learning: bool = True
+    # The meaning channel (`with_meaning`; RESULTS.md section 16 says how each was set). Its part
+    # of relevance is absolute: 0 up to a cosine of `meaning_floor`, 1 from `meaning_full`,
+    # linear between; it joins relevance as a noisy-or at `meaning_weight`.
+    meaning_weight: float = Field(0.5, ge=0, le=1)
+    meaning_floor: float = Field(0.10, ge=-1, lt=1)
+    meaning_full: float = Field(0.60, gt=-1, le=1)
+    # Whether a memory stands out from the rest is relative: its cosine in deviations above the
+    # question's mean cosine with the store's memories (`meaning_prior`: the mean and deviation
+    # assumed before a store has many, and how many memories that weighs). A memory that shares
+    # no word with the question comes only `meaning_admit` deviations up, and only the
+    # `meaning_top` closest of those: a store of a million has thousands a few deviations up
+    # by chance alone.
+    meaning_prior: tuple[float, float, int] = (0.08, 0.11, 32)
+    meaning_admit: float = Field(2.0, ge=0)
+    meaning_top: int = Field(3, ge=0)
+    # ... and only as relevant as this share of the best word match: asked for an identifier a
+    # memory holds, a memory of a similar meaning is not what the question wants.
+    meaning_relative: float = Field(0.3, ge=0, le=1)
+    # The word matches the meaning part re-orders (more than are shown: it can lift one).
+    meaning_pool: int = Field(50, ge=0)
+    # Only real matches: a word match under `word_floor` relevance that holds under
+    # `word_coverage` of the question's idf mass (a stray common word) stays only if its
+    # meaning agrees: `word_support` deviations up, or a cosine of `word_support_cos`.
+    word_floor: float = Field(0.7, ge=0, le=1)
+    word_coverage: float = Field(0.25, ge=0, le=1)
+    word_support: float = Field(2.0, ge=0)
+    word_support_cos: float = Field(0.45, ge=-1, le=1)
 
     @property
     def tfidf_on(self) -> bool:
@@ -75,6 +102,8 @@ class Ranked:
     related_to: np.ndarray | None = None  # per row: 0 for a match, else the rank of the match it is beside
     context: np.ndarray | None = None     # the context channel's part (in `relevance`), when it is on
     temporal: np.ndarray | None = None    # the temporal channel's part (in `relevance`): 1 for a day's session
+    meaning: np.ndarray | None = None     # the meaning channel's part (in `relevance`), when it ran
+    similar: np.ndarray | None = None     # per row: its cosine reached the admission threshold
 
     def take(self, rows: np.ndarray, *, score: np.ndarray | None = None,
              learned: np.ndarray | None = None) -> "Ranked":
@@ -82,7 +111,7 @@ class Ranked:
         `score` and `learned`, when given, are the new scores and their learned parts (already
         in that order)."""
         opt = {f: None if getattr(self, f) is None else getattr(self, f)[rows]
-               for f in ("learned", "related_to", "context", "temporal")}
+               for f in ("learned", "related_to", "context", "temporal", "meaning", "similar")}
         if learned is not None:
             opt["learned"] = learned
         return Ranked(self.doc_ids[rows], self.score[rows] if score is None else score,
@@ -99,8 +128,11 @@ class Ranked:
         learned = None if self.learned is None else np.concatenate([self.learned, np.zeros(near.doc_ids.size)])
         context = None if self.context is None else np.concatenate([self.context, np.zeros(near.doc_ids.size)])
         temporal = None if self.temporal is None else np.concatenate([self.temporal, np.zeros(near.doc_ids.size)])
+        meaning = None if self.meaning is None else np.concatenate([self.meaning, np.zeros(near.doc_ids.size)])
+        similar = None if self.similar is None else np.concatenate([self.similar, np.zeros(near.doc_ids.size, bool)])
         return Ranked(*cat, older_matches=self.older_matches, learned=learned, context=context, temporal=temporal,
-                      related_to=np.concatenate([np.zeros(self.doc_ids.size, np.int64), of]))
+                      related_to=np.concatenate([np.zeros(self.doc_ids.size, np.int64), of]), meaning=meaning,
+                      similar=similar)
 
     @classmethod
     def empty(cls) -> "Ranked":
@@ -209,7 +241,9 @@ def days_first(days: Ranked, rest: Ranked, cfg: RankingConfig, limit: int) -> Ra
                   joined(days.tfidf, rest.tfidf), joined(days.recency, rest.recency),
                   joined(days.revision, rest.revision), joined(days.working_set, rest.working_set),
                   older_matches=rest.older_matches, learned=optional(rest.learned),
-                  context=optional(rest.context), temporal=joined(np.ones(days.doc_ids.size), None))
+                  context=optional(rest.context), temporal=joined(np.ones(days.doc_ids.size), None),
+                  meaning=optional(rest.meaning),
+                  similar=None if rest.similar is None else joined(None, rest.similar).astype(bool))
 
 
 def rank_related(index: SparseIndex, matches: np.ndarray, cfg: RankingConfig, *, now: float, user: int,
@@ -354,7 +388,7 @@ def _scored(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, c: np.nda
     session neighbours, when it is on); the score is `search_score` of it plus the working
     set's lift."""
     t = index.docs
-    bm25 = bm25_relevance(cs.bm25[c], cs.idf_max)
+    bm25 = np.zeros(c.size) if cs is None or cs.bm25 is None else bm25_relevance(cs.bm25[c], cs.idf_max)
     if cos is not None:
         p1, n1 = t.prev[c], t.next[c]
         ctx = np.maximum(np.maximum(cos[p1], cos[n1]), cfg.context_decay * np.maximum(cos[t.prev[p1]], cos[t.next[n1]]))
@@ -372,7 +406,7 @@ def _with_grams(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs:
     """Scored candidates (`_scored`'s parts) with the n-gram channel's part fused in
     (`second_stage`): the best `limit`, as a Ranked."""
     score, rel, bm25, ctx, rec, rev, ws = parts
-    wg = cfg.ngram_weight if cs.grams[0].size else 0.0
+    wg = cfg.ngram_weight if cs is not None and cs.grams[0].size else 0.0
     gram = index.grams.cosine(docs, *cs.grams) if wg > 0 else np.zeros(docs.size)
     rows, rel2, score2 = second_stage(docs, score, rel, gram, index.docs.updated[docs], updated_after,
                                       cfg if wg > 0 else cfg.model_copy(update={"ngram_weight": 0.0}), limit)
@@ -391,3 +425,124 @@ def second_stage(docs: np.ndarray, score: np.ndarray, rel: np.ndarray, gram: np.
     if updated_after is not None:
         rows = rows[(updated >= updated_after) | (rel2 >= AGE_GATE_RELEVANCE)]
     return rows[np.lexsort((docs[rows], -score2[rows]))][:limit], rel2, score2
+
+
+# --------------------------------------------------------------------------- the meaning channel
+
+
+def meaning_part(cos: np.ndarray, cfg: RankingConfig) -> np.ndarray:
+    """A cosine as the meaning channel's part of relevance, in [0, 1]: 0 up to `meaning_floor`
+    (what unrelated texts reach), 1 from `meaning_full` (a restatement), linear between."""
+    span = max(cfg.meaning_full - cfg.meaning_floor, 1e-9)
+    return np.clip((np.asarray(cos, dtype=np.float64) - cfg.meaning_floor) / span, 0.0, 1.0)
+
+
+def closeness(index: SparseIndex, query: np.ndarray, cfg: RankingConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Every memory's cosine with the question, and that cosine in deviations above the
+    question's mean cosine with the store (a fixed sample of its memories, shrunk towards
+    `meaning_prior`): a generic question is close to everything, and a cosine that stands out
+    for one question is ordinary for another. Rows without a vector: cosine 0, -inf deviations."""
+    t, vs = index.docs, index.vectors
+    cos = vs.scan(query, t.size)
+    sample = vs.data[vs.sample_rows(t.alive)] @ query
+    m0, s0, k = cfg.meaning_prior
+    w = sample.size + k
+    mu = (float(sample.sum()) + k * m0) / w
+    var = (float(((sample - mu) ** 2).sum()) + k * (s0 ** 2 + (m0 - mu) ** 2)) / w
+    # (never below most of the prior's deviation: in a store of near-copies any difference
+    # between them would look like a meaning)
+    z = (cos - mu) / max(np.sqrt(var), 0.75 * s0)
+    z[~vs.has[: t.size]] = -np.inf
+    return cos, z
+
+
+def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, query: np.ndarray,
+                 cfg: RankingConfig, *, now: float, user: int, project: int | None, limit: int,
+                 working_set: WorkingSet | None = None, updated_after: float | None = None,
+                 kind: int | None = None, type_code: int | None = None, strict: bool = True,
+                 admit: bool = True) -> Ranked:
+    """The word matches `words` (ranked by the lexical channels) with the meaning part fused
+    into their relevance as a noisy-or, 1 − (1 − lexical)(1 − meaning_weight · part), a stray
+    one dropped (RankingConfig.word_floor; not with `strict` False: a question naming a day
+    matches that day's summaries by the day), and (unless `admit` is False: the question names
+    identifiers that memories hold) the memories that share no word with the
+    question but stand out by meaning (RankingConfig.meaning_admit), scored the same way with
+    a lexical part of 0. The age gate reads the fused relevance. A meaning-only match never
+    stands above a word match that is more relevant or scores as high. The best `limit`."""
+    t = index.docs
+    cos_all, z_all = closeness(index, query, cfg)
+    only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
+    pick = np.flatnonzero((z_all >= cfg.meaning_admit) & (cos_all > cfg.meaning_floor)) if admit else np.empty(0, np.int64)
+    pick = _eligible(t, pick, only_user, project, kind, type_code)
+    pick = pick[~np.isin(pick, words.doc_ids)]
+    if pick.size > cfg.meaning_top:
+        pick = pick[np.argsort(-z_all[pick], kind="stable")[: cfg.meaning_top]]
+    both = words
+    if pick.size:
+        # (scored as every match, without the n-gram part: it re-orders word matches only)
+        extra = _with_grams(index, None, cfg, pick, _scored(index, cs, cfg, pick, now=now, working_set=working_set),
+                            None, pick.size)
+        both = _concat(words, extra)
+    if not both.doc_ids.size:
+        return both
+    z = z_all[both.doc_ids]
+    part = meaning_part(cos_all[both.doc_ids], cfg)
+    lexical = both.bm25 > 0  # (the n-gram channel re-orders word matches; it never admits one)
+    if both.temporal is not None:
+        lexical |= both.temporal > 0
+    rel = 1.0 - (1.0 - both.relevance) * (1.0 - cfg.meaning_weight * part)
+    score = both.score + cfg.w_relevance * (rel - both.relevance)
+    real = (both.relevance >= cfg.word_floor) | (z >= cfg.word_support) | (cos_all[both.doc_ids] >= cfg.word_support_cos)
+    if cs is not None and cs.term_docs:
+        real |= cs.coverage(both.doc_ids)[1] >= cfg.word_coverage
+    if not strict:
+        real[:] = True
+    words_kept = lexical & real
+    best_word = float(rel[words_kept].max()) if words_kept.any() else 0.0
+    keep = words_kept | (~lexical & (z >= cfg.meaning_admit) & (rel >= cfg.meaning_relative * best_word))
+    if updated_after is not None:
+        keep &= (t.updated[both.doc_ids] >= updated_after) | (rel >= AGE_GATE_RELEVANCE)
+    rows = np.flatnonzero(keep)
+    rows = rows[np.lexsort((both.doc_ids[rows], -score[rows]))]
+    rows = rows[_words_first(lexical[rows], score[rows], rel[rows])][:limit]
+    out = both.take(rows, score=score[rows])
+    out.relevance, out.meaning, out.similar = rel[rows], part[rows], z[rows] >= cfg.meaning_admit
+    return out
+
+
+def _words_first(word: np.ndarray, score: np.ndarray, rel: np.ndarray) -> np.ndarray:
+    """An order of rows (already best first) in which each meaning-only row comes after every
+    word row that is more relevant or scores as high."""
+    key = np.arange(word.size, dtype=np.float64)
+    if not (word.any() and (~word).any()):
+        return np.arange(word.size)
+    w_pos = np.flatnonzero(word)
+    for i in np.flatnonzero(~word).tolist():
+        above = np.flatnonzero((score[w_pos] >= score[i]) | (rel[w_pos] > rel[i]))
+        key[i] = w_pos[above[-1]] + 0.5 if above.size else -0.5
+    return np.lexsort((-score, key))
+
+
+def _concat(a: Ranked, b: Ranked) -> Ranked:
+    """Rows of `a` then rows of `b` (optional parts of one side filled with zeros)."""
+    def col(f, dtype=float):
+        x, y = getattr(a, f), getattr(b, f)
+        if x is None and y is None:
+            return None
+        x = np.zeros(a.doc_ids.size, dtype) if x is None else x
+        y = np.zeros(b.doc_ids.size, dtype) if y is None else y
+        return np.concatenate([x, y])
+
+    return Ranked(*(np.concatenate([getattr(a, f), getattr(b, f)]) for f in
+                    ("doc_ids", "score", "relevance", "bm25", "tfidf", "recency", "revision", "working_set")),
+                  older_matches=a.older_matches, learned=col("learned"), related_to=col("related_to", np.int64),
+                  context=col("context"), temporal=col("temporal"))
+
+
+def retrieval_mode(*, sql: bool, tfidf: bool, meaning: bool) -> str:
+    """The channels that ran, by name (RecallResult.retrieval_mode)."""
+    if sql:
+        return "bm25_sql_fallback"
+    if meaning:
+        return "full_bm25_tfidf_meaning" if tfidf else "bm25_meaning_in_process"
+    return "full_bm25_tfidf" if tfidf else "bm25_in_process"

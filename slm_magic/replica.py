@@ -18,6 +18,7 @@ import numpy as np
 
 from . import bulk, index_file
 from .index import SparseIndex
+from .meaning import EmbeddingModel, memory_text
 from .models import MEMORY_TYPES, Fact
 from .records import Postings
 from .rows import FactRows
@@ -44,9 +45,12 @@ class IndexReplica:
     # Save again once this share of the memories changed since the saved stamp (or 1,000).
     SAVE_AFTER_CHANGES = 0.05
 
-    def __init__(self, store: Store, k1: float, b: float):
+    def __init__(self, store: Store, k1: float, b: float, embedder: EmbeddingModel | None = None):
         self.store = store
         self.index = SparseIndex(k1, b)
+        self.embedder = embedder                # the meaning channel's model (None: the channel is off)
+        if embedder is not None:
+            self.index.vectors.reset(embedder.dims, embedder.name)
         self.rows = FactRows()
         self.seen = 0                           # highest change stamp reflected here
         self.session_last: dict[str, int] = {}  # chain(session, author) -> its last memory's doc id
@@ -61,10 +65,10 @@ class IndexReplica:
         self.unowned = False
 
     @classmethod
-    def load(cls, store: Store, k1: float, b: float) -> "IndexReplica":
+    def load(cls, store: Store, k1: float, b: float, embedder: EmbeddingModel | None = None) -> "IndexReplica":
         """The replica of the whole file: its saved index mapped and caught up, else rebuilt."""
         def attempt() -> "IndexReplica":  # (a fresh one each time: a load cut short is started again)
-            replica = cls(store, k1, b)
+            replica = cls(store, k1, b, embedder)
             replica._load()
             return replica
         return store.consistent(attempt, bulk=True)
@@ -83,6 +87,10 @@ class IndexReplica:
                 index_file.discard(path, exc)  # never to be taken later
             else:
                 self.index, self.rows, self.session_last = got.index, got.rows, got.session_last
+                if self.embedder is not None and self.index.vectors.model != self.embedder.name:
+                    # saved with another model (or none): its vectors are never compared with ours
+                    self.index.vectors.reset(self.embedder.dims, self.embedder.name)
+                    self.embed_missing()
                 self.seen = self.saved = got.stamp
                 self.source = "saved index"
                 self._note_unowned(None)
@@ -219,6 +227,42 @@ class IndexReplica:
             return max([since, newest, *(int(c) for *_, c in tombs)])
         return since
 
+    # --- the meaning channel ----------------------------------------------------------------------
+    def _embed_rows(self, rows) -> None:
+        """Vectors for stored rows (an Arrow table with doc_id, content, title and tags), worked
+        out from their text with this replica's model."""
+        if self.embedder is None or not rows.num_rows:
+            return
+        texts = [memory_text(c, t, g) for c, t, g in zip(rows.column("content").to_pylist(),
+                                                        rows.column("title").to_pylist(),
+                                                        rows.column("tags").to_pylist())]
+        self.index.vectors.put(rows.column("doc_id").to_numpy().astype(np.int64), self.embedder.encode(texts))
+
+    EMBED_STEP = 20_000
+
+    def embed_missing(self, progress: bool | None = None) -> int:
+        """Vectors for the live memories that have none (another model made the saved ones),
+        with a progress bar when there are many; returns how many were made."""
+        if self.embedder is None:
+            return 0
+        t = self.index.docs
+        self.index.vectors.ensure(t.size)
+        missing = np.flatnonzero(t.alive[: t.size] & ~self.index.vectors.has[: t.size])
+        if not missing.size:
+            return 0
+        steps = range(0, missing.size, self.EMBED_STEP)
+        if progress if progress is not None else missing.size >= 5 * self.EMBED_STEP:
+            from tqdm.auto import tqdm
+
+            steps = tqdm(steps, desc=f"vectors for {missing.size:,} memories", unit_scale=self.EMBED_STEP)
+        for lo in steps:
+            docs = missing[lo: lo + self.EMBED_STEP]
+            facts = self.rows.get(docs.tolist())
+            docs = np.array([d for d in docs.tolist() if d in facts], dtype=np.int64)
+            texts = [memory_text(facts[d].content, facts[d].title, facts[d].tags) for d in docs.tolist()]
+            self.index.vectors.put(docs, self.embedder.encode(texts))
+        return int(missing.size)
+
     def _retire(self, old: int, new: int | None, terms: list[int] | None) -> None:
         """An index position stops being live: its successor (if any) takes its session place."""
         index = self.index
@@ -269,6 +313,7 @@ class IndexReplica:
             new_meta.update(_grams_of(sub, doc_ids[fresh]))
             self.add(doc_ids[fresh], new_meta, np.repeat(doc_ids[fresh], lengths), terms,
                      _list_values(sub.column("tfs"))[1], replaced=replaced)
+            self._embed_rows(sub)
         self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
         return int(meta["changed"].max())
 
@@ -283,6 +328,7 @@ class IndexReplica:
         meta.update(_gram_entries(grams, rows.column("doc_id").to_numpy().astype(np.int64)))
         self.add(meta["doc_id"].astype(np.int64), meta, post["doc_id"], post["term"], post["tf"], link=False)
         self.rows.add_table(rows)
+        self._embed_rows(rows)
 
     def add(self, doc_ids: np.ndarray, meta: Mapping[str, Any], p_doc: np.ndarray,
                    p_term: np.ndarray, p_tf: np.ndarray, link: bool = True,
@@ -310,6 +356,8 @@ class IndexReplica:
              "type": np.fromiter(map(TYPE_CODE.get, meta["type"], repeat(0)), dtype=np.int8, count=len(doc_ids))},
             count_df=link,
         )
+        if "vectors" in meta and self.embedder is not None:  # (worked out by the writer, from the text)
+            index.vectors.put(doc_ids, meta["vectors"])
         if "g_gram" in meta:  # the n-gram channel's forward vectors (their frequencies counted here)
             index.grams.add(meta["g_doc"], meta["g_gram"], meta["g_tf"], doc_ids,
                             unique=(meta["g_keys"], meta["g_of"], meta["g_holders"]) if "g_keys" in meta else None)

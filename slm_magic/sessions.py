@@ -157,7 +157,7 @@ class SessionService:
             # The age gate runs inside the ranking, so the best max_results that pass it come back.
             # (a new session's recall records what it showed; a continued session saw its context
             # already: showing it again is not news, so that recall is not the session's)
-            res = self.memory.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory",
+            res = self.memory.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory", strict=False,
                                      session_id=session_id if is_new else None)
             kept = list(res.memories)
         core = [ScoredMemory(fact=f, score=self._static_score(f, now)) for f in self.core_memories()]
@@ -178,7 +178,7 @@ class SessionService:
             success=True, session_id=session_id, viewer=self.memory.user_id,
             context=render_context(merged, {m.fact_id: m.fact.updated_at for m in scored}, note=message),
             memories=merged, memory_count=len(merged), core_memory=core_items,
-            degraded_mode=res.degraded_mode if res else self.memory.index is None,
+            degraded_mode=res.degraded_mode if res else (self.memory.index is None or self.memory.meaning_error is not None),
             retrieval_mode=res.retrieval_mode if res else self._mode(),
             calibration_status=conf.calibration_status, calibration_id=conf.calibration_id,
             answer_confidence=conf.answer_confidence, abstained=conf.abstained, abstention_reason=reason,
@@ -191,9 +191,7 @@ class SessionService:
 
     def _mode(self) -> str:
         """The retrieval mode a recall would run in now (said when none ran)."""
-        if self.memory.index is None:
-            return "bm25_sql_fallback"
-        return "full_bm25_tfidf" if self.memory.config.tfidf_on else "bm25_in_process"
+        return self.memory.retrieval_mode
 
     def _names(self) -> set[str]:
         """The person's names, which a path holds (/home/ana/…) without being about anything."""

@@ -289,6 +289,18 @@ def query_counts(text: str, known: Callable[[list[int]], set[int]]) -> Counter[i
     return counts
 
 
+def names_identifiers(text: str, known: Callable[[list[int]], set[int]]) -> bool:
+    """Whether every word of a question is an identifier some memory holds whole: it asks for
+    those memories by name, not for anything that means something alike."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    words = [w for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS]
+    if not words or not all(len(_word_terms(w)) > 1 and _is_identifier(w) for w in words):
+        return False
+    hashes = [term_hash(w.casefold()) for w in words]
+    return set(hashes) <= known(hashes)
+
+
 def _is_identifier(raw: str) -> bool:
     """A name of code: parts joined by underscores or camelCase (not "5pm" or "2nd", whose
     parts are just how a person writes them)."""

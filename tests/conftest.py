@@ -32,6 +32,14 @@ def mem(clock):
 
 
 @pytest.fixture
+def words_mem(clock):
+    """A memory ranked by the lexical channels alone (semantic=False): for what they promise
+    by themselves (the meaning channel reads every word of a question, known or not)."""
+    with Memory(":memory:", clock=clock, semantic=False) as m:
+        yield m
+
+
+@pytest.fixture
 def ip(tmp_path, monkeypatch):
     """A real InteractiveShell with the extension loaded, on a temporary memory file, as a
     notebook at /home/ana/churn/analysis.ipynb (history off: a clean, isolated shell)."""

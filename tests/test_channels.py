@@ -60,7 +60,7 @@ def test_tfidf_cosine_equals_scikit_learn():
 
 
 def test_context_reorders_matches_and_admits_nothing():
-    with Memory(":memory:", context_weight=0.6, ngram_weight=0.0) as m:
+    with Memory(":memory:", context_weight=0.6, ngram_weight=0.0, semantic=False) as m:
         m.remember_many([
             {"content": "which join lost rows in the churn table?", "session_id": "s1"},
             {"content": "the left merge on customer_id dropped 3% of the churn rows", "session_id": "s1"},
@@ -140,7 +140,7 @@ def test_ngram_channel_is_lnc_ltc_cosine_of_term_trigrams():
 
 
 def test_ngram_channel_sees_word_parts_and_typos_without_admitting_them():
-    with Memory(":memory:") as m:
+    with Memory(":memory:", semantic=False) as m:  # (the n-gram channel by itself)
         m.remember_many([{"content": "deduplicated the events table before the join"},
                          {"content": "the join kept every event"}])
         res = m.recall("dedup join")  # both match "join"; only one is about deduplicating

@@ -132,7 +132,7 @@ async def test_session_init_remember_recall_close_subprocess(tmp_path):
         assert same["tags"] == ["churn", "metrics"]  # a list means what the string does
 
         res = await call(session, "recall", query="how is churn defined", session_id=sid, limit=5)
-        assert res["query"] == "how is churn defined" and res["retrieval_mode"] == "full_bm25_tfidf"
+        assert res["query"] == "how is churn defined" and res["retrieval_mode"] == "full_bm25_tfidf_meaning"
         top = res["memories"][0]
         assert top["fact_id"] == fact["fact_id"] and res["memory_count"] == len(res["memories"])
         assert set(top["score_parts"]) >= {"relevance", "bm25", "tfidf", "recency", "revision", "working_set"}

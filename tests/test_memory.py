@@ -106,7 +106,8 @@ def bm25_only(m: Memory):
     return m.config.model_copy(update={"ngram_weight": 0.0})
 
 
-def test_sql_fallback_agrees_with_the_index(mem):
+def test_sql_fallback_agrees_with_the_index(words_mem):
+    mem = words_mem  # (the fallback has no vectors: the lexical channels on both paths)
     mem.remember_many({"content": c} for c in CORPUS)
     with_grams, mem.config = mem.config, bm25_only(mem)
     for q in ["churn", "customer_id rows", "holiday forecast", "feature churn label", "order value outliers"]:
@@ -133,7 +134,7 @@ def test_sql_fallback_returns_the_same_top_10_with_tags_titles_and_sessions(cloc
     rnd = random.Random(3)
     words = ("churn join leakage threshold cohort forecast dedup timezone seaborn label tenure "
              "customer_id orders weekly holdout sample bias drift").split()
-    with Memory(":memory:", clock=clock) as m:
+    with Memory(":memory:", clock=clock, semantic=False) as m:  # (the fallback has no vectors)
         now = clock.now
         for i in range(300):
             m.remember(" ".join(rnd.choice(words) for _ in range(rnd.randint(4, 20))),

@@ -20,6 +20,9 @@ def test_quickstart_runs_and_remembers_and_recalls(tmp_path):
     recall_out = next(t for t in outputs_text(executed) if t.startswith("recall 'why was a feature dropped'"))
     assert recall_out.splitlines()[2].split()[-1] != "" and "tenure_days" in recall_out.splitlines()[2]
     assert "core_memories: 1" in text and "closed session slm-" in text and "Result(" not in text
+    # asked in other words (no word in common), the join's memory comes back by its meaning
+    other = next(t for t in outputs_text(executed) if t.startswith("recall 'how many buyers lack a profile"))
+    assert "412 customers" in other and "similar meaning" in other
     from slm_magic.identity import default_user
 
     assert f"user_id: {default_user()}\n" in text  # (issue 25: it read "user_id: " with nothing after it)
@@ -30,7 +33,7 @@ def test_quickstart_runs_and_remembers_and_recalls(tmp_path):
     # the results were shown as widgets, whose state the notebook keeps
     views = [o.data["application/vnd.jupyter.widget-view+json"]["model_id"] for c in nb.cells
              if c.cell_type == "code" for o in c.outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-    assert len(views) == 4  # %slm_start, two %recall, and the last %recall
+    assert len(views) == 5  # %slm_start, three %recall (one in other words), and the last %recall
     html = widget_html(nb)
     top = next(v for v in html if "tenure_days" in v and "line-through" not in v)
     assert "Dropped the tenure_days feature" in top

@@ -37,7 +37,8 @@ def test_all_parts_are_within_bounds(mem):
                 assert 0.0 <= v <= 1.0
 
 
-def test_partial_match_sits_between_and_both_sides_of_070_are_reachable(mem):
+def test_partial_match_sits_between_and_both_sides_of_070_are_reachable(words_mem):
+    mem = words_mem  # (the lexical channels' scale; tests/test_meaning.py: with the meaning channel)
     strong = mem.remember("seasonal decomposition of the sales forecast")
     weak = mem.remember("sales numbers for the board deck")
     mem.remember_many(filler(4, 100))
@@ -59,7 +60,8 @@ def test_same_memory_and_query_score_the_same_in_different_stores_of_similar_siz
     assert min(rels) > 0.1  # three words that hundreds of memories share: weak evidence
 
 
-def test_relevance_does_not_depend_on_what_else_matched(mem):
+def test_relevance_does_not_depend_on_what_else_matched(words_mem):
+    mem = words_mem  # (the lexical channels' scale; tests/test_meaning.py: with the meaning channel)
     """No per-query min-max: the top hit of a weak query is not handed 1.0, and a memory's
     relevance does not change when other memories come to match the query too."""
     mem.remember_many(filler(5, 100))
@@ -74,7 +76,8 @@ def test_relevance_does_not_depend_on_what_else_matched(mem):
     assert again.relevance == pytest.approx(top.relevance, abs=0.05)
 
 
-def test_a_word_no_memory_contains_changes_no_relevance(mem):
+def test_a_word_no_memory_contains_changes_no_relevance(words_mem):
+    mem = words_mem  # (the lexical channels' promise: the meaning channel reads every word)
     mem.remember_many(filler(6, 200))
     mem.remember("label leakage from the cancellation date", tags="leakage")
     before = {r.fact_id: r.relevance for r in mem.recall("leakage cancellation", limit=300)}
@@ -123,7 +126,8 @@ def test_the_age_gate_reads_relevance_and_keeps_only_strong_old_matches():
         assert strong.fact_id in gated and fresh.fact_id in gated and weak.fact_id not in gated
 
 
-def test_an_identifier_some_memory_holds_is_asked_for_whole(mem):
+def test_an_identifier_some_memory_holds_is_asked_for_whole(words_mem):
+    mem = words_mem  # (the lexical channels' scale; tests/test_meaning.py: with the meaning channel)
     exact = mem.remember("store_master has one row per store and opening date")
     mem.remember("the store in Leeds closes on Sundays")
     mem.remember("the master branch was tagged v2")

@@ -42,7 +42,7 @@ def test_degraded_mode_is_honest(mem):
     mem.remember("a note on plotting colours")
     mem.remember("the churn model uses a 90 day window")
     normal = mem.session_init(query="churn window")
-    assert normal.degraded_mode is False and normal.retrieval_mode == "full_bm25_tfidf"
+    assert normal.degraded_mode is False and normal.retrieval_mode == "full_bm25_tfidf_meaning"
     def out_of_memory(*args):
         raise MemoryError("the machine ran out of memory")
 
@@ -53,7 +53,17 @@ def test_degraded_mode_is_honest(mem):
     with Memory(":memory:", ngram_weight=0.0) as bm25_only:  # a channel switched off is said too
         bm25_only.remember("the churn model uses a 90 day window")
         init = bm25_only.session_init(query="churn window")
-        assert init.retrieval_mode == "bm25_in_process" and not init.degraded_mode
+        assert init.retrieval_mode == "bm25_meaning_in_process" and not init.degraded_mode
+    with Memory(":memory:", semantic=False) as words_only:  # the meaning channel switched off: said, not degraded
+        words_only.remember("the churn model uses a 90 day window")
+        init = words_only.session_init(query="churn window")
+        assert init.retrieval_mode == "full_bm25_tfidf" and not init.degraded_mode
+    with Memory(":memory:", embedding_model="/nonexistent/model.npz") as no_model:  # configured, could not run
+        no_model.remember("the churn model uses a 90 day window")
+        init = no_model.session_init(query="churn window")
+        assert init.retrieval_mode == "full_bm25_tfidf" and init.degraded_mode
+        assert [m.content for m in init.memories] == ["the churn model uses a 90 day window"]
+        assert "did not load" in no_model.recall("churn").degraded_reason
 
 
 def test_core_memories_are_merged_and_listed(mem):
@@ -66,7 +76,8 @@ def test_core_memories_are_merged_and_listed(mem):
     assert init.memory_count == 2
 
 
-def test_age_gate_keeps_close_old_matches_and_drops_weak_old_ones(mem, clock):
+def test_age_gate_keeps_close_old_matches_and_drops_weak_old_ones(words_mem, clock):
+    mem = words_mem  # (on the lexical scale; tests/test_meaning.py: the gate reads the fused relevance)
     clock.now = datetime(2026, 1, 1)
     strong_old = mem.remember("seasonal decomposition of the weekly sales forecast")
     weak_old = mem.remember("sales numbers for the board deck")

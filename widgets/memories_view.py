@@ -316,7 +316,7 @@ class MemoriesView(SavedForm, W.VBox):
         self.grid = W.VBox([_grid(head), *(r.widget() for r in self.rows)], layout=W.Layout(width="100%"))
         self.grid.add_class("slm-table")
         self.show_parts = W.ToggleButton(description="score parts", value=False,
-                                         tooltip="show each score's parts: bm25, tfidf, recency, revision",
+                                         tooltip="show each score's parts: bm25, tfidf, meaning, recency, revision",
                                          layout=W.Layout(width="auto", flex="0 0 auto", padding="0 10px"))
         self.show_parts.observe(self._toggle_parts, "value")
         self.status = _html()

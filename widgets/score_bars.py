@@ -16,10 +16,14 @@ from slm_magic.models import SEARCH_WEIGHTS, SearchScore
 COLOURS = {"relevance": "#4c78a8", "bm25": "#4c78a8", "tfidf": "#9ecae9", "recency": "#72b7b2",
            "revision": "#f58518", "working_set": "#b279a2", "learned": "#54a24b"}
 COLOURS["context"] = "#c6dbef"
+COLOURS["meaning"] = "#e45756"
 # Plain words on screen; the API's technical names in each part's tooltip.
-LABELS = {"relevance": "match", "bm25": "words", "tfidf": "word parts", "context": "context", "recency": "recent",
+LABELS = {"relevance": "match", "bm25": "words", "tfidf": "word parts", "meaning": "meaning", "context": "context",
+          "recency": "recent",
           "revision": "revised", "working_set": "this session", "learned": "learned"}
-TECHNICAL = {"relevance": "relevance: words and word parts fused", "bm25": "bm25: the question's words (BM25F over "
+TECHNICAL = {"relevance": "relevance: words, word parts and meaning fused", "meaning": "meaning: how close the "
+             "memory's meaning is to the question's (cosine of their embeddings, from 0 at unrelated to 1)",
+             "bm25": "bm25: the question's words (BM25F over "
              "content, title, tags, project, type)", "tfidf": "tfidf: cosine of character 3-grams (word parts, "
              "variants, typos)", "context": "context: the session context channel", "recency": "recency: halves every "
              "30 days since the last update", "revision": "revision: min(revision_count, 10) / 10",
@@ -81,7 +85,7 @@ def _part_bar(name: str, value: float, note: str = "") -> str:
 def breakdown(score: SearchScore) -> str:
     """The parts side by side, each on its own 0-1 axis, and the sum they make."""
     w_rel, w_rec, w_rev = SEARCH_WEIGHTS
-    parts = (_part_bar("bm25", score.bm25) + _part_bar("tfidf", score.tfidf)
+    parts = (_part_bar("bm25", score.bm25) + _part_bar("tfidf", score.tfidf) + _part_bar("meaning", score.meaning)
              + (_part_bar("context", score.context) if score.context else "")
              + _part_bar("relevance", score.relevance, f"<span style='color:#888'> ×{w_rel:.2f}</span>")
              + _part_bar("recency", score.recency, f"<span style='color:#888'> ×{w_rec:.2f}</span>")
