@@ -126,6 +126,8 @@ def _why_text(m) -> str:
         return "pinned: in every session's context" if m.fact.is_core else "one of the newest (no question was given)"
     label = {"strong": "strong match", "partial": "match", "weak": "weak match"}[m.strength]
     reason = m.reason or ("the day asked about" if m.score.temporal else "")
+    if reason == "similar meaning":  # (no word in common)
+        return f"{label} by similar meaning"
     return f"{label} on {reason}" if reason else label
 
 
@@ -179,7 +181,7 @@ def recall_text(res, width: int | None = None, viewer: str | None = None) -> str
         lines += wrap(_why_text(m), width, indent)
         lines += wrap(_meta_text(f, viewer), width, indent)
     lines += wrap("score: how well a memory answers (0.60 match + 0.25 recency + 0.15 revisions); match: how much "
-                  "of the question it contains (strong from 0.70, weak under 0.35)", width)
+                  "of the question it contains, in words and in meaning (strong from 0.70, weak under 0.35)", width)
     if pinned:
         lines.append("* pinned: in every session's context")
     return "\n".join(lines)
