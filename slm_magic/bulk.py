@@ -48,7 +48,8 @@ class Worker:
             _widen(pipe)
 
     def send(self, columns: Mapping[str, Any]) -> None:
-        pickle.dump({k: columns.get(k) for k in (*ANALYSED, "grams_only")}, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump({k: columns.get(k) for k in (*ANALYSED, "grams_only", "embed_model")}, self.proc.stdin,
+                    protocol=pickle.HIGHEST_PROTOCOL)
         self.proc.stdin.flush()
 
     def receive(self) -> Postings:

@@ -32,6 +32,7 @@ PACKAGED = Path(__file__).resolve().parent / "data" / "static-minilm-256.npz"
 class EmbeddingModel(Protocol):
     name: str   # what each vector records: the model and a fingerprint of its weights
     dims: int
+    path: str | None  # a table another process can load (None: only here)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dims) float32, each row of norm 1 (or 0 for a text without a token)."""
@@ -161,7 +162,8 @@ class WordPiece:
 class StaticModel:
     """A static embedding table: a text is the normalised sum of its tokens' rows."""
 
-    def __init__(self, table: np.ndarray, vocab: Sequence[str], name: str):
+    def __init__(self, table: np.ndarray, vocab: Sequence[str], name: str, path: str | None = None):
+        self.path = path  # (a bulk write's second process loads the same table from it)
         self.table = np.ascontiguousarray(table, dtype=np.float32)
         self.dims = int(self.table.shape[1])
         self.tokenizer = WordPiece(vocab)
@@ -178,7 +180,7 @@ class StaticModel:
             vocab = [str(t) for t in z["vocab"].tolist()]
             meta = json.loads(str(z["meta"])) if "meta" in z.files else {}
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-        return cls(table, vocab, f"{meta.get('name', path.stem)}@{digest}")
+        return cls(table, vocab, f"{meta.get('name', path.stem)}@{digest}", str(path))
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         n = len(texts)
@@ -218,6 +220,7 @@ class SentenceTransformerModel:
         self.model = SentenceTransformer(spec, device="cpu")
         self.dims = int(self.model.get_sentence_embedding_dimension())
         self.name = f"st:{spec}"
+        self.path = None  # (loaded in this process only: too slow to load again in a second one)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not len(texts):

@@ -503,6 +503,8 @@ class Memory:
             columns["type"] = [type_override] * len(columns["content"])
         if "" in columns["user_id"]:  # (the empty user is nobody: this Memory's user, as in remember)
             columns["user_id"] = [u or self.user_id for u in columns["user_id"]]
+        if self.meaning is not None and self.meaning.path and self.replica is not None:
+            columns["embed_model"] = self.meaning.path  # (the vectors come with the postings)
         return columns
 
     def _write_many(self, records: Sequence[Mapping[str, Any]], kind: str = "memory",
@@ -534,7 +536,8 @@ class Memory:
         # each stored column as Arrow once, for the insert and for the index's rows
         arrow = {c: v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)
                  for c, v in ((c, columns[c]) for c in INSERT_COLUMNS)}
-        vectors = self._vectors_of(columns)  # (here, while the writer thread inserts the batch before)
+        # (from the analysis, else here, while the writer thread inserts the batch before)
+        vectors = {"vectors": post.vectors} if post.vectors is not None else self._vectors_of(columns)
         self._refresh()
         self._flush_events()
         def insert_and_index() -> list[str]:  # (one step under the lock: no catch-up sees it half done)

@@ -292,6 +292,9 @@ class Postings:
     gram_holders: np.ndarray | None = None  # how many of the batch's memories hold each gram key
     # (and the contents' hashes: the worker that reads the texts for the postings hashes them too)
     content_hashes: list[str] | None = None
+    # (and, when the batch names a static embedding table, "embed_model", each memory's vector:
+    # cutting texts into word pieces is the same kind of work, done in the same second process)
+    vectors: np.ndarray | None = None
 
     @classmethod
     def of(cls, contents: Sequence[str], titles: Sequence[str | None] | None = None,
@@ -377,8 +380,16 @@ class Postings:
         """Postings of validated columns (content, title, tags, project, type); with a true
         "grams_only", the 3-grams of content, title and tags alone (`grams_of`)."""
         if cols.get("grams_only"):
-            return cls.grams_of(cols["content"], cols["title"], cols["tags"])
-        return cls.of(cols["content"], cols.get("title"), cols.get("tags"), cols.get("project"), cols.get("type"))
+            post = cls.grams_of(cols["content"], cols["title"], cols["tags"])
+        else:
+            post = cls.of(cols["content"], cols.get("title"), cols.get("tags"), cols.get("project"), cols.get("type"))
+        if cols.get("embed_model"):
+            from .meaning import load_model, memory_text
+
+            texts = [memory_text(c, t, g) for c, t, g in zip(cols["content"], cols.get("title") or [None] * len(
+                cols["content"]), cols.get("tags") or [()] * len(cols["content"]))]
+            post.vectors = load_model(cols["embed_model"]).encode(texts)
+        return post
 
     def packed(self) -> "Postings":
         """The same postings without the hash arrays its keys give back (`unpacked`): what the

@@ -211,7 +211,8 @@ class IndexReplica:
             ranges = [(start, start + self.LOAD_CHUNK - 1) for start in range(lo, hi + 1, self.LOAD_CHUNK)]
             fetched = ((docs, store.fact_rows(0, docs)) for docs in ranges)
             # the next range's 3-grams are worked out in the analysis worker while this one loads
-            for (docs, rows), grams, _ in bulk.analysed(fetched, lambda b: _text_of(b[1]), lambda b: b[1].num_rows):
+            model = self.embedder.path if self.embedder is not None else None
+            for (docs, rows), grams, _ in bulk.analysed(fetched, lambda b: _text_of(b[1], model), lambda b: b[1].num_rows):
                 self._load_rows(docs, rows, grams)
             links = store.session_links()
             real = np.array([not is_synthetic_session(x) for x in links["session_id"]], dtype=bool)
@@ -328,7 +329,10 @@ class IndexReplica:
         meta.update(_gram_entries(grams, rows.column("doc_id").to_numpy().astype(np.int64)))
         self.add(meta["doc_id"].astype(np.int64), meta, post["doc_id"], post["term"], post["tf"], link=False)
         self.rows.add_table(rows)
-        self._embed_rows(rows)
+        if grams.vectors is not None and self.embedder is not None:  # (worked out with the 3-grams)
+            self.index.vectors.put(rows.column("doc_id").to_numpy().astype(np.int64), grams.vectors)
+        else:
+            self._embed_rows(rows)
 
     def add(self, doc_ids: np.ndarray, meta: Mapping[str, Any], p_doc: np.ndarray,
                    p_term: np.ndarray, p_tf: np.ndarray, link: bool = True,
@@ -443,13 +447,13 @@ def _grams_of(rows, doc_ids: np.ndarray) -> dict[str, np.ndarray]:
     return _gram_entries(Postings.of_columns(_text_of(rows)), doc_ids)
 
 
-def _text_of(rows) -> dict[str, Any] | None:
-    """The text columns of stored rows, for `Postings.of_columns` (3-grams only); None if
-    there are none."""
+def _text_of(rows, embed_model: str | None = None) -> dict[str, Any] | None:
+    """The text columns of stored rows, for `Postings.of_columns` (3-grams only, and the
+    vectors of `embed_model` when given); None if there are none."""
     if not rows.num_rows:
         return None
     return {"content": rows.column("content").to_pylist(), "title": rows.column("title").to_pylist(),
-            "tags": rows.column("tags").to_pylist(), "grams_only": True}
+            "tags": rows.column("tags").to_pylist(), "grams_only": True, "embed_model": embed_model}
 
 
 def _gram_entries(post: Postings, doc_ids: np.ndarray) -> dict[str, np.ndarray]:

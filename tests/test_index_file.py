@@ -269,7 +269,9 @@ def test_a_background_save_does_not_stop_writes(db_path, clock):
         late = m.remember("written while the index was being saved: zebra", tags=["zebra"])
         m.forget(ids[3])
         m.replica.wait_saved()
-        assert m.replica.save_error is None and m.replica.saved >= 1
+        # (whether that save was published depends on whether the forget came before its end:
+        # one from before a forget never is; either way the file is saved again when let go)
+        assert m.replica.save_error is None
     with Memory(db_path, clock=clock) as m:
         assert m.replica.source == "saved index"
         assert m.recall("zebra").memories[0].fact_id == late.fact_id
