@@ -1058,8 +1058,7 @@ class Memory:
         if self.index is None:
             return f"{self.meaning.name}: not running (no in-process index)"
         t = self.index.docs
-        return (f"{self.meaning.name}: {self.index.vectors.count(t.alive):,} of {self.index.n_live:,} "
-                "memories have vectors")
+        return f"{self.meaning.name}, vectors for {self.index.vectors.count(t.alive):,} of {self.index.n_live:,}"
 
     def _index_words(self) -> str:
         """The replica in a line: where it came from, how far behind the saved file is."""

@@ -88,7 +88,7 @@ def test_vectors_follow_bulk_writes_other_kernels_and_the_saved_index(tmp_path):
     second.detach()
     found = first.recall(OTHER_WORDS)  # caught up with the other kernel's write, its vector too
     assert found.memories and found.memories[0].content == FINDINGS[0] and found.memories[0].similar
-    assert "6,001 of 6,001 memories have vectors" in first.status().meaning
+    assert "vectors for 6,001 of 6,001" in first.status().meaning
     first.save_index()
     first.close()
     second.close()
@@ -113,7 +113,7 @@ def test_another_model_re_embeds_and_vectors_of_two_models_are_never_compared(tm
     with Memory(db, embedding_model=str(other)) as m:
         assert m.meaning.name != load_model().name
         assert m.index.vectors.model == m.meaning.name  # the saved vectors were not taken as its own
-        assert "6,000 of 6,000 memories have vectors" in m.status().meaning
+        assert "vectors for 6,000 of 6,000" in m.status().meaning
         assert m.recall(OTHER_WORDS).memories[0].content == FINDINGS[0]
 
 
