@@ -20,7 +20,7 @@ import argparse
 import importlib.util
 import itertools
 import json
-import math
+import functools
 import sys
 import time
 from pathlib import Path
@@ -36,17 +36,12 @@ if not SHARED.exists():
     SHARED = REPO.parent / "shared" / "bench" / "quality.py"
 
 
+@functools.cache
 def _quality():
     spec = importlib.util.spec_from_file_location("shared_quality", SHARED)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def ndcg_r10(ranked, rel):
-    dcg = sum(1 / math.log2(i + 2) for i, x in enumerate(ranked[:10]) if x in rel)
-    idcg = sum(1 / math.log2(i + 2) for i in range(min(10, len(rel))))
-    return dcg / idcg, len(rel & set(ranked[:10])) / len(rel)
 
 
 class Collection:
@@ -69,7 +64,7 @@ class Collection:
                 for q, rel, extra in qs:
                     got = mem.recall(q, limit=10).memories
                     ranked = [ids.get(m.fact_id) for m in got]
-                    a, b = ndcg_r10(ranked, rel)
+                    a, b = _quality().ndcg_r10(ranked, rel)
                     nd, r10, n = nd + a, r10 + b, n + 1
                     if self.unrelated is None:
                         non += sum(x not in rel for x in ranked)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import sys
 import time
@@ -99,22 +98,11 @@ def run_engine(memories, questions, *, sessions: bool, opts: dict) -> list[list[
 
 
 def run_bm25s(memories, questions) -> list[list[str]]:
-    import bm25s
-    import Stemmer
+    """bm25s as the notebook benchmark runs it (its results with a score > 0 count as shown)."""
+    import notebook
 
-    st = Stemmer.Stemmer("english")
-    r = bm25s.BM25()
-    r.index(bm25s.tokenize([m["content"] for m in memories], stopwords="en", stemmer=st, show_progress=False),
-            show_progress=False)
-    out = []
-    for q in questions:
-        toks = bm25s.tokenize([q["text"]], stopwords="en", stemmer=st, show_progress=False)
-        row = []
-        if toks.vocab:
-            ids, scores = r.retrieve(toks, k=K, show_progress=False, return_as="tuple")
-            row = [memories[i]["id"] for i, s in zip(ids[0].tolist(), scores[0].tolist()) if s > 0]
-        out.append(row)
-    return out
+    docs = [{"id": m["id"], "text": m["content"], "project": "", "type": ""} for m in memories]
+    return [[x.doc_id for x in row] for row in notebook.run_bm25s(docs, questions).shown]
 
 
 def run_minilm(memories, questions) -> list[list[str]]:
@@ -128,15 +116,12 @@ def run_minilm(memories, questions) -> list[list[str]]:
 
 
 def metrics(shown: list[list[str]], questions: list[dict]) -> dict[str, dict]:
+    from notebook import ndcg
+
     out = {}
     for name in SETS:
         rows = [(s, q["relevant"]) for s, q in zip(shown, questions) if q["set"] == name]
         n = len(rows)
-
-        def ndcg(ranked, rel):
-            dcg = sum(1 / math.log2(i + 2) for i, x in enumerate(ranked[:K]) if x in rel)
-            return dcg / sum(1 / math.log2(i + 2) for i in range(min(K, len(rel))))
-
         out[name] = {
             "ndcg": sum(ndcg(s, r) for s, r in rows) / n,
             "hit1": sum(bool(s) and s[0] in r for s, r in rows) / n,

@@ -11,6 +11,11 @@ from .memory import Memory
 from .models import MEMORY_TYPES, FeedbackRecorded, MemoryChange
 
 
+def _memory_options(args: argparse.Namespace) -> dict:
+    """Who and how, from the global options: the same for every command and the MCP server."""
+    return {"user_id": args.user, "semantic": args.semantic, "embedding_model": args.embedding_model}
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="slm-magic", description="Long-term memory for notebooks, from the shell.")
     ap.add_argument("--db", default=None, help="memory file or postgresql:// URL (default: $SLM_MAGIC_DB or "
@@ -87,7 +92,7 @@ def _mcp(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        return serve(args.db, user_id=args.user, semantic=args.semantic, embedding_model=args.embedding_model)
+        return serve(args.db, **_memory_options(args))
     except SlmMagicError as exc:
         print(f"slm-magic: {exc}", file=sys.stderr)
         return 2
@@ -139,7 +144,7 @@ def _forget(mem: Memory, args: argparse.Namespace) -> None:
 def _confirmed(args: argparse.Namespace) -> bool:
     """`forget --project P` or `--all` without --yes: how many would go, asked at a terminal
     with the file let go meanwhile (a kernel or the assistant may use it while you read)."""
-    with Memory(args.db, user_id=args.user, semantic=args.semantic, embedding_model=args.embedding_model) as mem:
+    with Memory(args.db, **_memory_options(args)) as mem:
         n = mem.own_count(project=args.project)
     what = f"of project {args.project}" if args.project is not None else "of yours"
     question = f"forget {n:,} {'memory' if n == 1 else 'memories'} {what}, for good?"
@@ -215,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SlmMagicError("forget takes one of: a memory ID, --project NAME, or --all")
             if args.id is None and not args.yes and not _confirmed(args):
                 return 0
-        with Memory(args.db, user_id=args.user, semantic=args.semantic, embedding_model=args.embedding_model) as mem:
+        with Memory(args.db, **_memory_options(args)) as mem:
             _run(mem, args)
     except SlmMagicError as exc:
         print(f"slm-magic: {exc}", file=sys.stderr)

@@ -126,7 +126,7 @@ def _why_text(m) -> str:
         return "pinned: in every session's context" if m.fact.is_core else "one of the newest (no question was given)"
     label = {"strong": "strong match", "partial": "match", "weak": "weak match"}[m.strength]
     reason = m.reason or ("the day asked about" if m.score.temporal else "")
-    if reason == "similar meaning":  # (no word in common)
+    if m.similar and not m.matched:  # (no word in common)
         return f"{label} by similar meaning"
     return f"{label} on {reason}" if reason else label
 

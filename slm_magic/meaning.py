@@ -44,6 +44,13 @@ def memory_text(content: str, title: str | None = None, tags: Iterable[str] | No
     return "\n".join(p for p in parts if p)
 
 
+def memory_texts(contents: Sequence[str], titles: Sequence[str | None] | None = None,
+                 tags: Sequence[Iterable[str] | None] | None = None) -> list[str]:
+    """`memory_text` of each memory, from columns (titles and tags may be left out)."""
+    none = [None] * len(contents)
+    return [memory_text(c, t, g) for c, t, g in zip(contents, titles or none, tags or none)]
+
+
 # --------------------------------------------------------------------------- the tokenizer
 
 # The CJK blocks BERT cuts one character at a time (as the `tokenizers` library lists them).
@@ -237,7 +244,7 @@ def load_model(spec: str | None = DEFAULT_MODEL) -> EmbeddingModel:
     """The model `spec` names, loaded once per process: "default" (or None) is the packaged
     table; a path to a .npz table; else a sentence-transformers folder or name. Raises
     ValueError with the reason when it cannot be loaded."""
-    key = DEFAULT_MODEL if spec in (None, "", DEFAULT_MODEL) else str(spec)
+    key = _key(spec)
     with _loading:
         model = _loaded.get(key)
         if model is None:
@@ -246,8 +253,17 @@ def load_model(spec: str | None = DEFAULT_MODEL) -> EmbeddingModel:
     return model
 
 
+def _key(spec: str | None) -> str:
+    """One name per model: a table by its resolved path, so that "default", its path and a
+    model's own `path` (what a bulk write's analysis asks for) load it once."""
+    if spec in (None, "", DEFAULT_MODEL):
+        return str(PACKAGED)
+    path = Path(spec).expanduser()
+    return str(path.resolve()) if path.suffix == ".npz" else str(spec)
+
+
 def _load(spec: str) -> EmbeddingModel:
-    path = PACKAGED if spec == DEFAULT_MODEL else Path(spec).expanduser()
+    path = Path(spec)
     if path.suffix == ".npz":
         if not path.is_file():
             raise ValueError(f"embedding model {spec!r}: no file {path}")

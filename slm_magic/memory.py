@@ -20,7 +20,7 @@ import numpy as np
 from . import bulk, text
 from .errors import InvalidInput, StoreError, type_name
 from .identity import default_user
-from .meaning import DEFAULT_MODEL, EmbeddingModel, load_model, memory_text
+from .meaning import DEFAULT_MODEL, EmbeddingModel, load_model, memory_texts
 from .index import SparseIndex
 from .models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
@@ -329,16 +329,12 @@ class Memory:
         except STORAGE_FAILURES as exc:
             self._degrade(f"in-process index failed while adding ({type(exc).__name__}: {exc})")
 
-    def _vectors_of(self, rows) -> dict[str, np.ndarray]:
-        """{"vectors": ...} for new memories (a list of rows, or columns), from their title,
-        content and tags; {} when the meaning channel is off."""
+    def _vectors_of(self, columns: Mapping[str, Sequence]) -> dict[str, np.ndarray]:
+        """{"vectors": ...} of new memories (validated columns) when the meaning channel runs
+        and their postings did not bring them; else {}."""
         if self.meaning is None or self.replica is None:
             return {}
-        if isinstance(rows, Mapping):
-            texts = [memory_text(c, t, g) for c, t, g in zip(rows["content"], rows["title"], rows["tags"])]
-        else:
-            texts = [memory_text(r["content"], r["title"], r["tags"]) for r in rows]
-        return {"vectors": self.meaning.encode(texts)}
+        return {"vectors": self.meaning.encode(memory_texts(columns["content"], columns["title"], columns["tags"]))}
 
     # --- writes -----------------------------------------------------------------------------
     def remember(self, content: str, *, session_id: str | None = None, tags: str | Iterable[str] | None = None,
@@ -401,7 +397,7 @@ class Memory:
              "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
              "shared": [row["shared"]], "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]],
              "g_doc": np.full(len(grams), doc_id), "g_gram": np.fromiter(grams.keys(), np.int64, len(grams)),
-             "g_tf": np.fromiter(grams.values(), np.int64, len(grams)), **self._vectors_of([row])},
+             "g_tf": np.fromiter(grams.values(), np.int64, len(grams)), **self._vectors_of(cols)},
             np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         sid = row["session_id"]
@@ -747,7 +743,7 @@ class Memory:
         tracked = bool(session_id) and not is_synthetic_session(session_id) and not self.session_is_closed(session_id)
         cfg = self.config
         meaning = self.meaning if self.index is not None else None
-        degraded, reason = self.meaning_error is not None, self.meaning_error
+        reason = self.meaning_error  # (the index's own failure, if any, is said below)
         ranked: Ranked | None = None
         if self.index is not None:
             try:
@@ -792,7 +788,7 @@ class Memory:
                 ranked = None
         mode = retrieval_mode(sql=ranked is None, tfidf=cfg.tfidf_on, meaning=meaning is not None and ranked is not None)
         if ranked is None:
-            degraded, reason = True, self.index_error
+            reason = self.index_error or "the in-process index is not available"
             ranked, memories = self._recall_sql(terms, qtf, qlen, words, now=now, user=user, project=project,
                                                 limit=limit, updated_after=updated_after, kind=kind, type=type,
                                                 days=days)
@@ -801,7 +797,7 @@ class Memory:
             self._note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories], now_dt,
                              project)
         result = RecallResult(query=query, project=project, memories=memories, retrieval_mode=mode,
-                              degraded_mode=degraded,
+                              degraded_mode=reason is not None,
                               degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000,
                               age_gate_days=max_age_days or None,
                               older_matches=ranked.older_matches if max_age_days else 0, viewer=user)
@@ -951,8 +947,7 @@ class Memory:
                 temporal=0.0 if ranked.temporal is None else float(ranked.temporal[i]),
                 meaning=0.0 if ranked.meaning is None else float(ranked.meaning[i])),
                 similar=ranked.similar is not None and bool(ranked.similar[i]),
-                related_to=near or None,
-                query_words={} if ranked.similar is not None and ranked.similar[i] and ranked.bm25[i] == 0 else words))
+                related_to=near or None, query_words=words if ranked.bm25[i] > 0 else {}))  # (none: by meaning)
         return out
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:
@@ -1042,6 +1037,11 @@ class Memory:
             core_memories=len(self.core_memories()), sessions=st["sessions"], feedback_signals=signals,
             learning_phase=self.learning_status().phase,
             retrieval_mode=self.retrieval_mode, meaning=self.meaning_status(), index=self._index_words())
+
+    @property
+    def degraded_reason(self) -> str | None:
+        """Why a recall now would skip a channel it should run (None: every one runs)."""
+        return self.index_error if self.index is None else self.meaning_error
 
     @property
     def retrieval_mode(self) -> str:

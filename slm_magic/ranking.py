@@ -123,16 +123,24 @@ class Ranked:
         """These matches followed by related memories `near` (beside matches `of`)."""
         if not near.doc_ids.size:
             return self
-        cat = [np.concatenate([getattr(self, f), getattr(near, f)]) for f in
-               ("doc_ids", "score", "relevance", "bm25", "tfidf", "recency", "revision", "working_set")]
-        learned = None if self.learned is None else np.concatenate([self.learned, np.zeros(near.doc_ids.size)])
-        context = None if self.context is None else np.concatenate([self.context, np.zeros(near.doc_ids.size)])
-        temporal = None if self.temporal is None else np.concatenate([self.temporal, np.zeros(near.doc_ids.size)])
-        meaning = None if self.meaning is None else np.concatenate([self.meaning, np.zeros(near.doc_ids.size)])
-        similar = None if self.similar is None else np.concatenate([self.similar, np.zeros(near.doc_ids.size, bool)])
-        return Ranked(*cat, older_matches=self.older_matches, learned=learned, context=context, temporal=temporal,
-                      related_to=np.concatenate([np.zeros(self.doc_ids.size, np.int64), of]), meaning=meaning,
-                      similar=similar)
+        out = self.followed_by(near)
+        out.related_to = np.concatenate([np.zeros(self.doc_ids.size, np.int64), of])
+        return out
+
+    def followed_by(self, other: "Ranked") -> "Ranked":
+        """These rows, then `other`'s; a part one side lacks is 0 (False) on that side."""
+        def col(f: str):
+            mine, theirs = getattr(self, f), getattr(other, f)
+            if mine is None and theirs is None:
+                return None
+            like = mine if mine is not None else theirs
+            return np.concatenate([np.zeros(self.doc_ids.size, like.dtype) if mine is None else mine,
+                                   np.zeros(other.doc_ids.size, like.dtype) if theirs is None else theirs])
+
+        return Ranked(*(col(f) for f in ("doc_ids", "score", "relevance", "bm25", "tfidf", "recency", "revision",
+                                         "working_set")),
+                      older_matches=self.older_matches,
+                      **{f: col(f) for f in ("learned", "related_to", "context", "temporal", "meaning", "similar")})
 
     @classmethod
     def empty(cls) -> "Ranked":
@@ -437,23 +445,21 @@ def meaning_part(cos: np.ndarray, cfg: RankingConfig) -> np.ndarray:
     return np.clip((np.asarray(cos, dtype=np.float64) - cfg.meaning_floor) / span, 0.0, 1.0)
 
 
-def closeness(index: SparseIndex, query: np.ndarray, cfg: RankingConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Every memory's cosine with the question, and that cosine in deviations above the
-    question's mean cosine with the store (a fixed sample of its memories, shrunk towards
-    `meaning_prior`): a generic question is close to everything, and a cosine that stands out
-    for one question is ordinary for another. Rows without a vector: cosine 0, -inf deviations."""
+def closeness(index: SparseIndex, query: np.ndarray, cfg: RankingConfig) -> tuple[np.ndarray, float, float]:
+    """Every memory's cosine with the question (0 for a row without a vector), and the mean
+    and deviation that measure how far one stands out: the question's cosines with a fixed
+    sample of the store's memories, shrunk towards `meaning_prior`. A generic question is close
+    to everything, and a cosine that stands out for one question is ordinary for another."""
     t, vs = index.docs, index.vectors
     cos = vs.scan(query, t.size)
-    sample = vs.data[vs.sample_rows(t.alive)] @ query
+    sample = cos[vs.sample_rows(t.alive, index.n_live)]
     m0, s0, k = cfg.meaning_prior
     w = sample.size + k
     mu = (float(sample.sum()) + k * m0) / w
     var = (float(((sample - mu) ** 2).sum()) + k * (s0 ** 2 + (m0 - mu) ** 2)) / w
     # (never below most of the prior's deviation: in a store of near-copies any difference
     # between them would look like a meaning)
-    z = (cos - mu) / max(np.sqrt(var), 0.75 * s0)
-    z[~vs.has[: t.size]] = -np.inf
-    return cos, z
+    return cos, mu, max(float(np.sqrt(var)), 0.75 * s0)
 
 
 def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, query: np.ndarray,
@@ -470,33 +476,34 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
     a lexical part of 0. The age gate reads the fused relevance. A meaning-only match never
     stands above a word match that is more relevant or scores as high. The best `limit`."""
     t = index.docs
-    cos_all, z_all = closeness(index, query, cfg)
-    only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
-    pick = np.flatnonzero((z_all >= cfg.meaning_admit) & (cos_all > cfg.meaning_floor)) if admit else np.empty(0, np.int64)
-    pick = _eligible(t, pick, only_user, project, kind, type_code)
-    pick = pick[~np.isin(pick, words.doc_ids)]
-    if pick.size > cfg.meaning_top:
-        pick = pick[np.argsort(-z_all[pick], kind="stable")[: cfg.meaning_top]]
+    cos_all, mu, sd = closeness(index, query, cfg)
+    pick = np.empty(0, np.int64)
+    if admit:  # (standing `meaning_admit` deviations up is a cosine of mu + meaning_admit·sd)
+        only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
+        pick = np.flatnonzero(cos_all >= max(mu + cfg.meaning_admit * sd, np.nextafter(cfg.meaning_floor, 1)))
+        pick = _eligible(t, pick, only_user, project, kind, type_code)
+        pick = pick[~np.isin(pick, words.doc_ids)]
+        if pick.size > cfg.meaning_top:
+            pick = pick[np.argsort(-cos_all[pick], kind="stable")[: cfg.meaning_top]]
     both = words
     if pick.size:
         # (scored as every match, without the n-gram part: it re-orders word matches only)
-        extra = _with_grams(index, None, cfg, pick, _scored(index, cs, cfg, pick, now=now, working_set=working_set),
-                            None, pick.size)
-        both = _concat(words, extra)
+        both = words.followed_by(_with_grams(index, None, cfg, pick, _scored(index, cs, cfg, pick, now=now,
+                                                                              working_set=working_set),
+                                             None, pick.size))
     if not both.doc_ids.size:
         return both
-    z = z_all[both.doc_ids]
-    part = meaning_part(cos_all[both.doc_ids], cfg)
+    cos = cos_all[both.doc_ids].astype(np.float64)
+    z = (cos - mu) / sd  # (a row without a vector has cosine 0: below the mean)
+    part = meaning_part(cos, cfg)
     lexical = both.bm25 > 0  # (the n-gram channel re-orders word matches; it never admits one)
-    if both.temporal is not None:
-        lexical |= both.temporal > 0
     rel = 1.0 - (1.0 - both.relevance) * (1.0 - cfg.meaning_weight * part)
     score = both.score + cfg.w_relevance * (rel - both.relevance)
-    real = (both.relevance >= cfg.word_floor) | (z >= cfg.word_support) | (cos_all[both.doc_ids] >= cfg.word_support_cos)
-    if cs is not None and cs.term_docs:
-        real |= cs.coverage(both.doc_ids)[1] >= cfg.word_coverage
-    if not strict:
-        real[:] = True
+    real = np.ones(both.doc_ids.size, bool)
+    if strict:
+        real = (both.relevance >= cfg.word_floor) | (z >= cfg.word_support) | (cos >= cfg.word_support_cos)
+        if cs is not None and cs.term_docs:
+            real |= cs.coverage(both.doc_ids)[1] >= cfg.word_coverage
     words_kept = lexical & real
     best_word = float(rel[words_kept].max()) if words_kept.any() else 0.0
     keep = words_kept | (~lexical & (z >= cfg.meaning_admit) & (rel >= cfg.meaning_relative * best_word))
@@ -513,30 +520,14 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
 def _words_first(word: np.ndarray, score: np.ndarray, rel: np.ndarray) -> np.ndarray:
     """An order of rows (already best first) in which each meaning-only row comes after every
     word row that is more relevant or scores as high."""
-    key = np.arange(word.size, dtype=np.float64)
-    if not (word.any() and (~word).any()):
+    if word.all() or not word.any():
         return np.arange(word.size)
+    key = np.arange(word.size, dtype=np.float64)
     w_pos = np.flatnonzero(word)
     for i in np.flatnonzero(~word).tolist():
         above = np.flatnonzero((score[w_pos] >= score[i]) | (rel[w_pos] > rel[i]))
         key[i] = w_pos[above[-1]] + 0.5 if above.size else -0.5
     return np.lexsort((-score, key))
-
-
-def _concat(a: Ranked, b: Ranked) -> Ranked:
-    """Rows of `a` then rows of `b` (optional parts of one side filled with zeros)."""
-    def col(f, dtype=float):
-        x, y = getattr(a, f), getattr(b, f)
-        if x is None and y is None:
-            return None
-        x = np.zeros(a.doc_ids.size, dtype) if x is None else x
-        y = np.zeros(b.doc_ids.size, dtype) if y is None else y
-        return np.concatenate([x, y])
-
-    return Ranked(*(np.concatenate([getattr(a, f), getattr(b, f)]) for f in
-                    ("doc_ids", "score", "relevance", "bm25", "tfidf", "recency", "revision", "working_set")),
-                  older_matches=a.older_matches, learned=col("learned"), related_to=col("related_to", np.int64),
-                  context=col("context"), temporal=col("temporal"))
 
 
 def retrieval_mode(*, sql: bool, tfidf: bool, meaning: bool) -> str:

@@ -384,11 +384,10 @@ class Postings:
         else:
             post = cls.of(cols["content"], cols.get("title"), cols.get("tags"), cols.get("project"), cols.get("type"))
         if cols.get("embed_model"):
-            from .meaning import load_model, memory_text
+            from .meaning import load_model, memory_texts
 
-            texts = [memory_text(c, t, g) for c, t, g in zip(cols["content"], cols.get("title") or [None] * len(
-                cols["content"]), cols.get("tags") or [()] * len(cols["content"]))]
-            post.vectors = load_model(cols["embed_model"]).encode(texts)
+            post.vectors = load_model(cols["embed_model"]).encode(
+                memory_texts(cols["content"], cols.get("title"), cols.get("tags")))
         return post
 
     def packed(self) -> "Postings":

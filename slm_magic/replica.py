@@ -18,7 +18,7 @@ import numpy as np
 
 from . import bulk, index_file
 from .index import SparseIndex
-from .meaning import EmbeddingModel, memory_text
+from .meaning import EmbeddingModel, memory_texts
 from .models import MEMORY_TYPES, Fact
 from .records import Postings
 from .rows import FactRows
@@ -211,8 +211,8 @@ class IndexReplica:
             ranges = [(start, start + self.LOAD_CHUNK - 1) for start in range(lo, hi + 1, self.LOAD_CHUNK)]
             fetched = ((docs, store.fact_rows(0, docs)) for docs in ranges)
             # the next range's 3-grams are worked out in the analysis worker while this one loads
-            model = self.embedder.path if self.embedder is not None else None
-            for (docs, rows), grams, _ in bulk.analysed(fetched, lambda b: _text_of(b[1], model), lambda b: b[1].num_rows):
+            for (docs, rows), grams, _ in bulk.analysed(fetched, lambda b: _text_of(b[1], self._embed_model),
+                                                        lambda b: b[1].num_rows):
                 self._load_rows(docs, rows, grams)
             links = store.session_links()
             real = np.array([not is_synthetic_session(x) for x in links["session_id"]], dtype=bool)
@@ -229,15 +229,22 @@ class IndexReplica:
         return since
 
     # --- the meaning channel ----------------------------------------------------------------------
-    def _embed_rows(self, rows) -> None:
-        """Vectors for stored rows (an Arrow table with doc_id, content, title and tags), worked
-        out from their text with this replica's model."""
+    @property
+    def _embed_model(self) -> str | None:
+        """The table the analysis of stored rows embeds them with (None: none, or a model only
+        this process can run, which `_put_vectors` runs instead)."""
+        return self.embedder.path if self.embedder is not None else None
+
+    def _put_vectors(self, rows, analysed: Postings) -> None:
+        """The vectors of stored rows (an Arrow table with doc_id, content, title and tags):
+        the ones their analysis brought, else worked out here from their text."""
         if self.embedder is None or not rows.num_rows:
             return
-        texts = [memory_text(c, t, g) for c, t, g in zip(rows.column("content").to_pylist(),
-                                                        rows.column("title").to_pylist(),
-                                                        rows.column("tags").to_pylist())]
-        self.index.vectors.put(rows.column("doc_id").to_numpy().astype(np.int64), self.embedder.encode(texts))
+        vecs = analysed.vectors
+        if vecs is None:
+            vecs = self.embedder.encode(memory_texts(rows.column("content").to_pylist(), rows.column("title").to_pylist(),
+                                                     rows.column("tags").to_pylist()))
+        self.index.vectors.put(rows.column("doc_id").to_numpy().astype(np.int64), vecs)
 
     EMBED_STEP = 20_000
 
@@ -260,8 +267,10 @@ class IndexReplica:
             docs = missing[lo: lo + self.EMBED_STEP]
             facts = self.rows.get(docs.tolist())
             docs = np.array([d for d in docs.tolist() if d in facts], dtype=np.int64)
-            texts = [memory_text(facts[d].content, facts[d].title, facts[d].tags) for d in docs.tolist()]
-            self.index.vectors.put(docs, self.embedder.encode(texts))
+            got = [facts[d] for d in docs.tolist()]
+            self.index.vectors.put(docs, self.embedder.encode(memory_texts([f.content for f in got],
+                                                                          [f.title for f in got],
+                                                                          [f.tags for f in got])))
         return int(missing.size)
 
     def _retire(self, old: int, new: int | None, terms: list[int] | None) -> None:
@@ -311,10 +320,12 @@ class IndexReplica:
             sub = table if fresh.size == table.num_rows else table.take(fresh)
             lengths, terms = _list_values(sub.column("terms"))
             new_meta = {k: v[fresh] for k, v in meta.items()}
-            new_meta.update(_grams_of(sub, doc_ids[fresh]))
+            # (the file keeps no 3-grams: the text gives the same ones again, and the vectors)
+            analysed = Postings.of_columns(_text_of(sub, self._embed_model))
+            new_meta.update(_gram_entries(analysed, doc_ids[fresh]))
             self.add(doc_ids[fresh], new_meta, np.repeat(doc_ids[fresh], lengths), terms,
                      _list_values(sub.column("tfs"))[1], replaced=replaced)
-            self._embed_rows(sub)
+            self._put_vectors(sub, analysed)
         self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
         return int(meta["changed"].max())
 
@@ -329,10 +340,7 @@ class IndexReplica:
         meta.update(_gram_entries(grams, rows.column("doc_id").to_numpy().astype(np.int64)))
         self.add(meta["doc_id"].astype(np.int64), meta, post["doc_id"], post["term"], post["tf"], link=False)
         self.rows.add_table(rows)
-        if grams.vectors is not None and self.embedder is not None:  # (worked out with the 3-grams)
-            self.index.vectors.put(rows.column("doc_id").to_numpy().astype(np.int64), grams.vectors)
-        else:
-            self._embed_rows(rows)
+        self._put_vectors(rows, grams)
 
     def add(self, doc_ids: np.ndarray, meta: Mapping[str, Any], p_doc: np.ndarray,
                    p_term: np.ndarray, p_tf: np.ndarray, link: bool = True,
@@ -440,16 +448,11 @@ def _list_values(column) -> tuple[np.ndarray, np.ndarray]:
     return np.diff(offsets), lists.values.to_numpy()[offsets[0]:offsets[-1]]
 
 
-def _grams_of(rows, doc_ids: np.ndarray) -> dict[str, np.ndarray]:
-    """The n-gram channel's entries of stored rows (an Arrow table with content, title and
-    tags), worked out from their text: the file keeps no 3-grams (they would double its size
-    and cost a bulk import a fifth of its time), the text gives the same ones again."""
-    return _gram_entries(Postings.of_columns(_text_of(rows)), doc_ids)
-
-
 def _text_of(rows, embed_model: str | None = None) -> dict[str, Any] | None:
-    """The text columns of stored rows, for `Postings.of_columns` (3-grams only, and the
-    vectors of `embed_model` when given); None if there are none."""
+    """The text columns of stored rows, for `Postings.of_columns`: their 3-grams (the file
+    keeps none: they would double its size and cost a bulk import a fifth of its time, and the
+    text gives the same ones again) and the vectors of `embed_model` when given. None if there
+    are no rows."""
     if not rows.num_rows:
         return None
     return {"content": rows.column("content").to_pylist(), "title": rows.column("title").to_pylist(),

@@ -178,7 +178,7 @@ class SessionService:
             success=True, session_id=session_id, viewer=self.memory.user_id,
             context=render_context(merged, {m.fact_id: m.fact.updated_at for m in scored}, note=message),
             memories=merged, memory_count=len(merged), core_memory=core_items,
-            degraded_mode=res.degraded_mode if res else (self.memory.index is None or self.memory.meaning_error is not None),
+            degraded_mode=res.degraded_mode if res else self.memory.degraded_reason is not None,
             retrieval_mode=res.retrieval_mode if res else self._mode(),
             calibration_status=conf.calibration_status, calibration_id=conf.calibration_id,
             answer_confidence=conf.answer_confidence, abstained=conf.abstained, abstention_reason=reason,

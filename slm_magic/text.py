@@ -274,11 +274,7 @@ def query_counts(text: str, known: Callable[[list[int]], set[int]]) -> Counter[i
     """A question's terms, as `term_counts` cuts them, except that an identifier some memory
     holds whole ("store_master", as `known` says of the whole terms) is asked for whole: its
     parts alone ("store", "master") would match every memory that merely says "store"."""
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
-    words = [w for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS]
-    idents = {w: term_hash(w.casefold()) for w in words if len(_word_terms(w)) > 1 and _is_identifier(w)}
-    held = known(list(set(idents.values()))) if idents else set()
+    words, idents, held = _held_identifiers(text, known)
     counts: Counter[int] = Counter()
     for w in words:
         whole = idents.get(w)
@@ -292,13 +288,19 @@ def query_counts(text: str, known: Callable[[list[int]], set[int]]) -> Counter[i
 def names_identifiers(text: str, known: Callable[[list[int]], set[int]]) -> bool:
     """Whether every word of a question is an identifier some memory holds whole: it asks for
     those memories by name, not for anything that means something alike."""
+    words, idents, held = _held_identifiers(text, known)
+    return bool(words) and all(idents.get(w) in held for w in words)
+
+
+def _held_identifiers(text: str, known: Callable[[list[int]], set[int]]):
+    """A question's words (stop words out), its identifiers' whole-term hashes, and which of
+    those some memory holds (`known`)."""
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
     words = [w for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS]
-    if not words or not all(len(_word_terms(w)) > 1 and _is_identifier(w) for w in words):
-        return False
-    hashes = [term_hash(w.casefold()) for w in words]
-    return set(hashes) <= known(hashes)
+    idents = {w: term_hash(w.casefold()) for w in words if len(_word_terms(w)) > 1 and _is_identifier(w)}
+    held = known(list(set(idents.values()))) if idents else set()
+    return words, idents, held
 
 
 def _is_identifier(raw: str) -> bool:

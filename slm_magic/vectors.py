@@ -21,7 +21,7 @@ class VectorStore:
         self.dims = dims
         self.data = np.zeros((capacity + 1, dims), dtype=np.float32)
         self.has = np.zeros(capacity + 1, dtype=bool)
-        self._sample: tuple[int, np.ndarray] | None = None  # (live count it was drawn at, rows)
+        self._sample: tuple[int, np.ndarray] | None = None  # (the live count it was drawn at, its rows)
 
     @classmethod
     def mapped(cls, model: str, data: np.ndarray, has: np.ndarray) -> "VectorStore":
@@ -32,7 +32,8 @@ class VectorStore:
 
     def reset(self, dims: int, model: str | None) -> None:
         """Drop every vector (another model: its vectors are never compared with these)."""
-        self.__init__(dims, model, max(1024, self.has.size - 1))
+        fresh = VectorStore(dims, model, max(1024, self.has.size - 1))
+        self.model, self.dims, self.data, self.has, self._sample = model, dims, fresh.data, fresh.has, None
 
     def ensure(self, n: int) -> None:
         """Room for doc ids below `n` (and the sentinel row after them)."""
@@ -70,16 +71,15 @@ class VectorStore:
             out[inside] = self.data[doc_ids[inside]] @ query
         return out
 
-    def sample_rows(self, alive: np.ndarray) -> np.ndarray:
-        """Up to SAMPLE live rows with a vector, drawn once and again when the count has moved
-        by a tenth (a fixed seed: the same store gives the same sample)."""
-        n = min(alive.size, self.has.size)
-        count = self.count(alive)
-        if self._sample is None or abs(count - self._sample[0]) > 0.1 * max(self._sample[0], 10):
+    def sample_rows(self, alive: np.ndarray, live: int) -> np.ndarray:
+        """Up to SAMPLE live rows with a vector, drawn once and again when the number of live
+        memories `live` has moved by a tenth (a fixed seed: the same store, the same sample)."""
+        if self._sample is None or abs(live - self._sample[0]) > 0.1 * max(self._sample[0], 10):
+            n = min(alive.size, self.has.size)
             rows = np.flatnonzero(self.has[:n] & alive[:n])
             if rows.size > self.SAMPLE:
                 rows = np.sort(np.random.default_rng(0).choice(rows, self.SAMPLE, replace=False))
-            self._sample = (count, rows)
+            self._sample = (live, rows)
         rows = self._sample[1]
         return rows[self.has[rows] & alive[rows]]
 

@@ -174,3 +174,8 @@ def test_the_age_gate_reads_the_fused_relevance(mem, clock):
     assert by_meaning[old.fact_id].relevance < 0.70  # found by meaning alone: under the gate's 0.70
     assert old.fact_id not in {m.fact_id for m in init.memories}  # older than 30 days: held back
     assert fresh.fact_id not in by_meaning
+
+
+def test_a_table_is_loaded_once_whatever_names_it():
+    model = load_model()
+    assert load_model(str(PACKAGED)) is model and load_model(model.path) is model

@@ -24,7 +24,7 @@ extra = ["Café naïve résumé — “quotes” and ‘single’", "ＡＢＣ f
          "[UNK] [PAD] literal specials", "x\U0002B820y and x\U0002B920y", "\ufeffbom start", "mixed\u00a0nbsp"]
 for name, texts in (("sample", sample), ("non-ascii corpus", nonascii), ("edge cases", extra)):
     ref = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
-    bad = [(t, r, m.tokenize(t)) for t, r in zip(texts, ref) if m.tokenize(t) != r]
+    bad = [(t, r, m.tokenizer.ids(t)) for t, r in zip(texts, ref) if m.tokenizer.ids(t) != r]
     print(json.dumps({"set": name, "n": len(texts), "agree": len(texts) - len(bad)}), flush=True)
     for t, r, p in bad[:8]:
         print("  MISMATCH", repr(t[:120]), "\n    tokenizers", tok.decode(r) if False else [tok.id_to_token(i) for i in r][:30],
