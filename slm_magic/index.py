@@ -339,8 +339,10 @@ class SparseIndex:
     def remove_documents(self, doc_ids: Iterable[int], cols_by_doc: dict[int, np.ndarray] | None = None) -> None:
         """Mark documents dead. Their postings stay in the segments, masked out, until a merge."""
         table = self.docs
+        gone = []
         for d in doc_ids:
             if 0 <= d < table.size and table.alive[d]:
+                gone.append(d)
                 table.alive[d] = False
                 self.n_live -= 1
                 self.total_len -= float(table.dl[d])
@@ -348,6 +350,7 @@ class SparseIndex:
                     np.subtract.at(self.df, cols_by_doc[d], 1)
                 self.grams.remove(d)
                 self.unlink(d)
+        self.vectors.drop(gone)  # (a forgotten memory's vector is not kept either)
 
     def _seal_tail(self) -> None:
         if not self.tail_nnz:

@@ -37,8 +37,8 @@ from .rows import FactRows, facts_table
 from .vectors import VectorStore
 
 MAGIC = b"SLMIDX01"
-FORMAT = 8  # 4: a shared flag per memory; 5: session chains per author; 6: 32-bit gram ids; 7: XXH3 sums, packed gram ids;
-# 8: the meaning channel's vectors
+FORMAT = 9  # 4: a shared flag per memory; 5: session chains per author; 6: 32-bit gram ids; 7: XXH3 sums, packed gram ids;
+# 8: the meaning channel's vectors; 9: its vectors in slots grouped by cell
 ALIGN = 4096
 
 
@@ -86,8 +86,7 @@ class Snapshot:
     chunk_of: np.ndarray
     offset_of: np.ndarray
     session_last: dict
-    vectors: VectorStore  # (rows below `size` never change in place: shared, not copied)
-    vec_has: np.ndarray
+    vectors: dict  # VectorStore.frozen
 
 
 def snapshot(index: SparseIndex, rows: FactRows, session_last: dict, *, stamp: int, schema: int,
@@ -111,7 +110,7 @@ def snapshot(index: SparseIndex, rows: FactRows, session_last: dict, *, stamp: i
         row_chunks=list(rows.chunks), row_pending=sorted(rows.pending.items()),
         chunk_of=rows.chunk_of.copy(), offset_of=rows.offset_of.copy(),
         session_last=dict(session_last),
-        vectors=index.vectors, vec_has=index.vectors.has[:n].copy() if index.vectors.dims else np.zeros(0, bool),
+        vectors=index.vectors.frozen(n),
     )
 
 
@@ -136,7 +135,8 @@ class _Blob:
 
 def _array(a: np.ndarray) -> _Blob:
     a = np.ascontiguousarray(a)
-    return _Blob({"dtype": a.dtype.str, "shape": list(a.shape)}, a.nbytes, lambda: [memoryview(a).cast("B")])
+    return _Blob({"dtype": a.dtype.str, "shape": list(a.shape)}, a.nbytes,
+                 lambda: [memoryview(a.reshape(-1)).cast("B")] if a.size else [])
 
 
 def _merged_postings(snap: Snapshot, alive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -207,23 +207,34 @@ def _blobs(snap: Snapshot) -> tuple[dict[str, _Blob], dict]:
     rows = _ipc(chunks)
     blobs["rows"] = _Blob({"arrow": True}, rows.nbytes, lambda: [rows])
     vs = snap.vectors
-    if vs.dims:  # each row a memory's vector (zeros past the saved ones: the headroom)
-        rows_kept = min(n, vs.data.shape[0])
-        blobs["vec.has"] = _array(_pad(snap.vec_has & alive[:snap.vec_has.size], cap + 1))
-        blobs["vec.data"] = _Blob({"dtype": "<f4", "shape": [cap + 1, vs.dims]}, (cap + 1) * vs.dims * 4,
-                                  _vector_pieces(vs.data, rows_kept, cap + 1))
+    vec = {"vec_model": vs["model"], "vec_dims": vs["dims"]}
+    if vs["dims"]:  # the rows by slot, a forgotten memory's row zeroed (headroom after them)
+        used, owner = vs["used"], vs["owner"]
+        slot = np.where(alive[: vs["slot"].size], vs["slot"], -1)
+        gone = owner >= 0
+        gone[gone] = slot[owner[gone]] < 0
+        owner[gone] = -1
+        room = used + max(4096, used // 8)
+        blobs["vec.slot"], blobs["vec.owner"] = _array(_pad(slot, cap + 1, -1)), _array(_pad(owner, room, -1))
+        blobs["vec.centroids"], blobs["vec.starts"] = _array(vs["centroids"]), _array(vs["starts"])
+        blobs["vec.data"] = _Blob({"dtype": "<f4", "shape": [room, vs["dims"]]}, room * vs["dims"] * 4,
+                                  _vector_pieces(vs["data"], owner, room))
+        vec.update(vec_used=used, vec_packed=vs["packed"], vec_live=int(np.count_nonzero(owner >= 0)),
+                   vec_trained_at=vs["trained_at"])
     counts = {"size": n, "capacity": cap, "n_live": snap.n_live, "total_len": snap.total_len,
-              "codes": snap.codes, "rows_chunks": len(chunks), "vec_model": vs.model, "vec_dims": vs.dims}
+              "codes": snap.codes, "rows_chunks": len(chunks), **vec}
     return blobs, counts
 
 
-def _vector_pieces(data: np.ndarray, kept: int, total: int):
+def _vector_pieces(data: np.ndarray, owner: np.ndarray, total: int):
+    """The rows of `data` whose `owner` is a live memory, zeros for the others and the headroom."""
     def pieces():
-        for lo in range(0, kept, DOC_STEP):
-            yield memoryview(np.ascontiguousarray(data[lo: min(kept, lo + DOC_STEP)])).cast("B")
-        zeros = np.zeros((DOC_STEP, data.shape[1]), np.float32)
-        for lo in range(kept, total, DOC_STEP):
-            yield memoryview(zeros[: min(total, lo + DOC_STEP) - lo]).cast("B")
+        for lo in range(0, total, DOC_STEP):
+            hi = min(total, lo + DOC_STEP)
+            piece = np.zeros((hi - lo, data.shape[1]), np.float32)
+            have = np.flatnonzero(owner[lo:hi] >= 0)
+            piece[have] = data[lo + have]
+            yield memoryview(piece).cast("B")
     return pieces
 
 
@@ -433,7 +444,8 @@ def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
     g.set_keys(a["gram.ids"])
     g.set_base(a["gram.buf"], a["gram.w"])
     if h.get("vec_dims"):
-        index.vectors = VectorStore.mapped(h["vec_model"], a["vec.data"], a["vec.has"])
+        index.vectors = VectorStore.mapped(h["vec_model"], a, {k: h[f"vec_{k}"] for k in
+                                                              ("used", "packed", "live", "trained_at")})
 
     rows = FactRows()
     if len(row_chunks) != h["rows_chunks"]:

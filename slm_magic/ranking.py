@@ -445,21 +445,19 @@ def meaning_part(cos: np.ndarray, cfg: RankingConfig) -> np.ndarray:
     return np.clip((np.asarray(cos, dtype=np.float64) - cfg.meaning_floor) / span, 0.0, 1.0)
 
 
-def closeness(index: SparseIndex, query: np.ndarray, cfg: RankingConfig) -> tuple[np.ndarray, float, float]:
-    """Every memory's cosine with the question (0 for a row without a vector), and the mean
-    and deviation that measure how far one stands out: the question's cosines with a fixed
-    sample of the store's memories, shrunk towards `meaning_prior`. A generic question is close
-    to everything, and a cosine that stands out for one question is ordinary for another."""
-    t, vs = index.docs, index.vectors
-    cos = vs.scan(query, t.size)
-    sample = cos[vs.sample_rows(t.alive, index.n_live)]
+def closeness(index: SparseIndex, query: np.ndarray, cfg: RankingConfig) -> tuple[float, float]:
+    """The mean and deviation of the question's cosines with the store, which measure how far
+    one memory stands out: its cosines with a fixed sample of the store's memories, shrunk
+    towards `meaning_prior`. A generic question is close to everything, and a cosine that
+    stands out for one question is ordinary for another."""
+    sample = index.vectors.background(query, index.docs.alive)
     m0, s0, k = cfg.meaning_prior
     w = sample.size + k
     mu = (float(sample.sum()) + k * m0) / w
     var = (float(((sample - mu) ** 2).sum()) + k * (s0 ** 2 + (m0 - mu) ** 2)) / w
     # (never below most of the prior's deviation: in a store of near-copies any difference
     # between them would look like a meaning)
-    return cos, mu, max(float(np.sqrt(var)), 0.75 * s0)
+    return mu, max(float(np.sqrt(var)), 0.75 * s0)
 
 
 def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, query: np.ndarray,
@@ -476,15 +474,15 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
     a lexical part of 0. The age gate reads the fused relevance. A meaning-only match never
     stands above a word match that is more relevant or scores as high. The best `limit`."""
     t = index.docs
-    cos_all, mu, sd = closeness(index, query, cfg)
+    mu, sd = closeness(index, query, cfg)
     pick = np.empty(0, np.int64)
     if admit:  # (standing `meaning_admit` deviations up is a cosine of mu + meaning_admit·sd)
         only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
-        pick = np.flatnonzero(cos_all >= max(mu + cfg.meaning_admit * sd, np.nextafter(cfg.meaning_floor, 1)))
-        pick = _eligible(t, pick, only_user, project, kind, type_code)
-        pick = pick[~np.isin(pick, words.doc_ids)]
+        pick, near = index.vectors.nearest(query, max(mu + cfg.meaning_admit * sd, np.nextafter(cfg.meaning_floor, 1)))
+        ok = np.isin(pick, _eligible(t, pick, only_user, project, kind, type_code)) & ~np.isin(pick, words.doc_ids)
+        pick, near = pick[ok], near[ok]
         if pick.size > cfg.meaning_top:
-            pick = pick[np.argsort(-cos_all[pick], kind="stable")[: cfg.meaning_top]]
+            pick = pick[np.lexsort((pick, -near))[: cfg.meaning_top]]
     both = words
     if pick.size:
         # (scored as every match, without the n-gram part: it re-orders word matches only)
@@ -493,7 +491,7 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
                                              None, pick.size))
     if not both.doc_ids.size:
         return both
-    cos = cos_all[both.doc_ids].astype(np.float64)
+    cos = index.vectors.cosine(both.doc_ids, query)
     z = (cos - mu) / sd  # (a row without a vector has cosine 0: below the mean)
     part = meaning_part(cos, cfg)
     lexical = both.bm25 > 0  # (the n-gram channel re-orders word matches; it never admits one)

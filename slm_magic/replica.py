@@ -96,10 +96,12 @@ class IndexReplica:
                 self._note_unowned(None)
                 if newest > got.stamp:  # what was written after the save
                     self.seen = max(self.seen, self.apply_changes(got.stamp))
+                self.index.vectors.settle()
                 store.caught_up(self.seen)
                 return
         self.seen = newest
         self.apply_changes(0, whole=True)
+        self.index.vectors.settle()  # (the cells of the meaning search, once for the whole load)
         self._note_unowned(None)
         store.caught_up(self.seen)
 
@@ -196,6 +198,7 @@ class IndexReplica:
         top = store.last_change()
         if top > self.seen:
             self.seen = max(self.seen, self.apply_changes(self.seen))
+            self.index.vectors.settle()
             if store.STAMPS_IN_COMMIT_ORDER:  # every stamp up to top has committed: none is missed
                 self.seen = max(self.seen, top)
         store.caught_up(self.seen)
@@ -271,6 +274,7 @@ class IndexReplica:
             self.index.vectors.put(docs, self.embedder.encode(memory_texts([f.content for f in got],
                                                                           [f.title for f in got],
                                                                           [f.tags for f in got])))
+        self.index.vectors.settle()
         return int(missing.size)
 
     def _retire(self, old: int, new: int | None, terms: list[int] | None) -> None:
@@ -416,11 +420,13 @@ class IndexReplica:
         stack = contextlib.ExitStack()
         stack.enter_context(self.index.merged_at_end())
         stack.enter_context(self.rows.merged_at_end())
+        stack.enter_context(self.index.vectors.held())
         try:
             yield
         finally:
             with self.store.lock:
                 stack.close()
+                self.index.vectors.settle()
 
     def after_write(self, doc_ids: np.ndarray, changed: np.ndarray, meta: Mapping[str, Any],
                     p_doc: np.ndarray, p_term: np.ndarray, p_tf: np.ndarray, rows_table=None,
@@ -436,6 +442,7 @@ class IndexReplica:
                 self.rows.add_fact(d, f)
             if not contiguous:
                 self.apply_changes(self.seen)
+            self.index.vectors.settle()
             self.seen = max(self.seen, hi)
             self.store.caught_up(self.seen)
 

@@ -1,94 +1,261 @@
-"""The meaning channel's side of the in-process index: each memory's unit vector, a row per
-index position (doc id), and which rows have one.
+"""The meaning channel's side of the in-process index: each memory's unit vector, and a search
+for the ones closest to a question that reads a small part of them.
 
-Exact search: a question's cosine with a memory is one dot product, and with every memory one
-matrix-vector product (BLAS, float32). Rows are kept as float32 so that product needs no
-conversion; the saved index maps them, so kernels on one file share the pages.
+Rows live in slots: `slot[doc]` is the row of a memory's vector, `owner[slot]` the memory (-1:
+a vector since replaced or forgotten, skipped and zeroed when saved). Slots below `packed` are
+grouped by cell, the nearest of `centroids` (spherical k-means on a sample), cell c holding
+`starts[c]:starts[c+1]`; slots from `packed` to `used` are the newest, in write order. A
+question scans the newest rows and the cells whose centroids are nearest to it: at 100,000
+memories about a tenth of the rows (RESULTS.md section 17 measures how often that changes a
+recall's top 10). Below EXACT vectors there are no cells and every row is read.
+
+A search is one contiguous float32 matrix-vector product per cell (BLAS): gathering rows by doc
+id instead costs ten times more. Rows are float32 for the same reason; the saved index maps
+them, so kernels on one file share the pages.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
+import scipy.sparse as sp
 
 
 class VectorStore:
-    """Rows of unit vectors by doc id; `model` names what made them (None: no vectors yet)."""
+    """Unit vectors by doc id; `model` names what made them (None: no vectors yet)."""
 
-    SAMPLE = 2_048  # memories whose cosines stand for the store's (a question's background)
+    SAMPLE = 2_048       # memories whose cosines stand for the store's (a question's background)
+    EXACT = 16_384       # fewer vectors than this: every row is read, no cells
+    NEWEST_SHARE = 0.125  # newest rows past this share of the grouped ones are grouped (`settle`)
+    PROBE_SHARE = 1 / 12  # the share of cells a question reads (RESULTS.md section 17)
+    PROBE_MIN = 12
+    RETRAIN = 8          # cells trained again once the vectors grew this many times
 
     def __init__(self, dims: int = 0, model: str | None = None, capacity: int = 1024):
         self.model = model
         self.dims = dims
-        self.data = np.zeros((capacity + 1, dims), dtype=np.float32)
-        self.has = np.zeros(capacity + 1, dtype=bool)
-        self._sample: tuple[int, np.ndarray] | None = None  # (the live count it was drawn at, its rows)
+        self.data = np.zeros((capacity + 1, dims), dtype=np.float32)  # rows by slot
+        self.slot = np.full(capacity + 1, -1, dtype=np.int64)         # doc id -> slot (-1: none)
+        self.owner = np.full(capacity + 1, -1, dtype=np.int64)        # slot -> doc id (-1: none)
+        self.used = 0      # slots written (grouped, then newest)
+        self.packed = 0    # slots grouped by cell
+        self.live = 0      # memories with a vector
+        self.centroids = np.zeros((0, dims), dtype=np.float32)
+        self.starts = np.zeros(1, dtype=np.int64)
+        self.trained_at = 0  # vectors when the cells were trained
+        self._held = 0
+        self._sample: tuple[int, np.ndarray, np.ndarray] | None = None  # (live count, doc ids, their rows)
 
     @classmethod
-    def mapped(cls, model: str, data: np.ndarray, has: np.ndarray) -> "VectorStore":
-        """Rows mapped from a saved index (copied on the first write)."""
-        out = cls(data.shape[1], model, 0)
-        out.data, out.has = data, has
+    def mapped(cls, model: str, a: dict, counts: dict) -> "VectorStore":
+        """The vectors of a saved index (its arrays `a`; the map is copy-on-write)."""
+        out = cls(a["vec.data"].shape[1], model, 0)
+        out.data, out.slot, out.owner = a["vec.data"], a["vec.slot"], a["vec.owner"]
+        out.centroids, out.starts = a["vec.centroids"], a["vec.starts"]
+        out.used, out.packed, out.live, out.trained_at = (int(counts[k]) for k in ("used", "packed", "live", "trained_at"))
         return out
+
+    def frozen(self, n: int) -> dict:
+        """What a save needs, as of now (under the store's lock): the rows are shared (rows below
+        `used` never change in place; a grouping makes new arrays), the small arrays copied."""
+        return {"model": self.model, "dims": self.dims, "data": self.data, "used": self.used, "packed": self.packed,
+                "owner": self.owner[: self.used].copy(), "slot": self.slot[:n].copy(),
+                "centroids": self.centroids, "starts": self.starts, "trained_at": self.trained_at}
 
     def reset(self, dims: int, model: str | None) -> None:
         """Drop every vector (another model: its vectors are never compared with these)."""
-        fresh = VectorStore(dims, model, max(1024, self.has.size - 1))
-        self.model, self.dims, self.data, self.has, self._sample = model, dims, fresh.data, fresh.has, None
+        self.__init__(dims, model, max(1024, self.slot.size - 1))
+
+    @property
+    def has(self) -> np.ndarray:
+        """Whether each doc id has a vector."""
+        return self.slot >= 0
 
     def ensure(self, n: int) -> None:
-        """Room for doc ids below `n` (and the sentinel row after them)."""
-        if n + 1 <= self.has.size:
-            return
-        cap = max(n + 1, 2 * self.has.size)
-        data = np.zeros((cap, self.dims), dtype=np.float32)
-        data[: self.data.shape[0]] = self.data
-        has = np.zeros(cap, dtype=bool)
-        has[: self.has.size] = self.has
-        self.data, self.has = data, has
+        """Room for doc ids below `n` (and the sentinel after them)."""
+        if n + 1 > self.slot.size:
+            self.slot = _grown(self.slot, max(n + 1, 2 * self.slot.size), -1)
+
+    def _room(self, n: int) -> None:
+        if n > self.owner.size:
+            cap = max(n, 2 * self.owner.size)
+            data = np.zeros((cap, self.dims), dtype=np.float32)
+            data[: self.used] = self.data[: self.used]
+            self.data, self.owner = data, _grown(self.owner, cap, -1)
 
     def put(self, doc_ids: np.ndarray, vecs: np.ndarray) -> None:
+        """Set these memories' vectors (a zero vector: none); a replaced one's old row is dropped."""
         doc_ids = np.asarray(doc_ids, dtype=np.int64)
         if not doc_ids.size:
             return
+        last = doc_ids.size - 1 - np.unique(doc_ids[::-1], return_index=True)[1]  # (the last write wins)
+        doc_ids, vecs = doc_ids[last], np.asarray(vecs, dtype=np.float32)[last]
+        self._own()
+        self.drop(doc_ids)
         self.ensure(int(doc_ids.max()) + 1)
-        if not self.data.flags.writeable:  # (a mapped saved index: copy on first write)
-            self.data = self.data.copy()
-            self.has = self.has.copy()
-        self.data[doc_ids] = vecs
-        self.has[doc_ids] = np.linalg.norm(vecs, axis=1) > 0 if vecs.size else False
+        keep = np.linalg.norm(vecs, axis=1) > 0
+        doc_ids, vecs = doc_ids[keep], vecs[keep]
+        lo, hi = self.used, self.used + doc_ids.size
+        self._room(hi)
+        self.data[lo:hi], self.owner[lo:hi], self.slot[doc_ids] = vecs, doc_ids, np.arange(lo, hi)
+        self.used, self.live = hi, self.live + doc_ids.size
+
+    def _own(self) -> None:
+        """Arrays this process can write (a read-only map is copied on the first write)."""
+        for name in ("data", "slot", "owner"):
+            if not getattr(self, name).flags.writeable:
+                setattr(self, name, getattr(self, name).copy())
+
+    def drop(self, doc_ids) -> None:
+        """These memories have no vector any more (forgotten, replaced)."""
+        doc_ids = np.asarray(doc_ids, dtype=np.int64)
+        self._own()
+        doc_ids = doc_ids[doc_ids < self.slot.size]
+        s = self.slot[doc_ids]
+        s = s[s >= 0]
+        if s.size:
+            self.owner[s] = -1
+            self.slot[doc_ids] = -1
+            self.live -= s.size
+            if self._sample is not None and np.isin(self._sample[1], doc_ids).any():
+                self._sample = None  # (its copied rows would outlive a vector put again)
 
     def count(self, alive: np.ndarray) -> int:
         """How many live memories have a vector."""
-        n = min(alive.size, self.has.size)
-        return int(np.count_nonzero(self.has[:n] & alive[:n]))
+        n = min(alive.size, self.slot.size)
+        return int(np.count_nonzero((self.slot[:n] >= 0) & alive[:n]))
 
     def cosine(self, doc_ids: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """The query's cosine with each of `doc_ids` (0 for a row without a vector)."""
+        """The query's cosine with each of `doc_ids` (0 for one without a vector)."""
         doc_ids = np.asarray(doc_ids, dtype=np.int64)
+        s = np.full(doc_ids.size, -1, np.int64)
+        inside = doc_ids < self.slot.size
+        s[inside] = self.slot[doc_ids[inside]]
         out = np.zeros(doc_ids.size)
-        inside = doc_ids < self.has.size
-        if inside.any():
-            out[inside] = self.data[doc_ids[inside]] @ query
+        if (s >= 0).any():
+            out[s >= 0] = self.data[s[s >= 0]] @ query
         return out
 
-    def sample_rows(self, alive: np.ndarray, live: int) -> np.ndarray:
-        """Up to SAMPLE live rows with a vector, drawn once and again when the number of live
-        memories `live` has moved by a tenth (a fixed seed: the same store, the same sample)."""
-        if self._sample is None or abs(live - self._sample[0]) > 0.1 * max(self._sample[0], 10):
-            n = min(alive.size, self.has.size)
-            rows = np.flatnonzero(self.has[:n] & alive[:n])
-            if rows.size > self.SAMPLE:
-                rows = np.sort(np.random.default_rng(0).choice(rows, self.SAMPLE, replace=False))
-            self._sample = (live, rows)
-        rows = self._sample[1]
-        return rows[self.has[rows] & alive[rows]]
+    def background(self, query: np.ndarray, alive: np.ndarray) -> np.ndarray:
+        """The query's cosines with up to SAMPLE live memories, drawn once and again when the
+        number with a vector has moved by a tenth (a fixed seed: the same store, the same
+        sample), their rows copied together so that this is one small product."""
+        if self._sample is None or abs(self.live - self._sample[0]) > 0.1 * max(self._sample[0], 10):
+            n = min(alive.size, self.slot.size)
+            docs = np.flatnonzero((self.slot[:n] >= 0) & alive[:n])
+            if docs.size > self.SAMPLE:
+                docs = np.sort(np.random.default_rng(0).choice(docs, self.SAMPLE, replace=False))
+            self._sample = (self.live, docs, self.data[self.slot[docs]])
+        _, docs, rows = self._sample
+        ok = (self.slot[docs] >= 0) & alive[docs]
+        return (rows @ query)[ok]
 
-    def scan(self, query: np.ndarray, size: int) -> np.ndarray:
-        """The query's cosine with every row below `size` (rows without a vector give 0)."""
-        size = min(size, self.data.shape[0])
-        out = np.zeros(size, dtype=np.float32)
-        step = 262_144  # (bounds the temporary product at a million memories)
-        for lo in range(0, size, step):
-            hi = min(size, lo + step)
-            np.dot(self.data[lo:hi], query, out=out[lo:hi])
-        return out
+    def nearest(self, query: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
+        """Memories whose cosine with the query is at least `cutoff`, with those cosines: every
+        row when there are no cells, else the newest rows and the nearest cells'."""
+        spans = [(0, self.used)]
+        k = self.centroids.shape[0]
+        if k:
+            probes = min(k, max(self.PROBE_MIN, int(np.ceil(k * self.PROBE_SHARE))))
+            cells = np.argpartition(-(self.centroids @ query), probes - 1)[:probes]
+            spans = [(int(self.starts[c]), int(self.starts[c + 1])) for c in np.sort(cells)] + [(self.packed, self.used)]
+        docs, cos = [], []
+        for lo, hi in spans:
+            if hi > lo:
+                c = self.data[lo:hi] @ query
+                at = np.flatnonzero(c >= cutoff)
+                docs.append(self.owner[lo + at])
+                cos.append(c[at])
+        if not docs:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
+        docs, cos = np.concatenate(docs), np.concatenate(cos)
+        return docs[docs >= 0], cos[docs >= 0]
+
+    # --- the cells --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def held(self):
+        """No grouping inside the block (a bulk write settles once, at its end)."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+
+    def settle(self) -> bool:
+        """Group the newest rows into cells once they outgrow NEWEST_SHARE of the grouped ones
+        (training the cells first, or again after the store grew RETRAIN times), and drop the
+        rows of replaced and forgotten vectors once they are a third; returns whether it did."""
+        if self._held:
+            return False
+        waste = self.used - self.live > max(4096, self.used // 3)
+        if self.live < self.EXACT:
+            if not (waste or self.centroids.shape[0]):
+                return False
+            self._pack(np.zeros((0, self.dims), np.float32))  # (no cells: every row is read)
+        elif not self.centroids.shape[0] or self.live >= self.RETRAIN * self.trained_at:
+            self._pack(self._train())
+        elif waste or self.used - self.packed > max(1024, self.NEWEST_SHARE * self.packed):
+            self._pack(self.centroids)
+        else:
+            return False
+        return True
+
+    def _train(self) -> np.ndarray:
+        """Spherical k-means on a sample of the live rows: √n cells, a fixed seed."""
+        rows = np.flatnonzero(self.owner[: self.used] >= 0)
+        k = int(min(2_048, max(64, round(np.sqrt(rows.size)))))
+        rng = np.random.default_rng(0)
+        sample = self.data[np.sort(rng.choice(rows, min(rows.size, 48 * k), replace=False))]
+        cent = sample[rng.choice(sample.shape[0], k, replace=False)]
+        for _ in range(8):
+            cell = _assign(sample, cent)
+            onehot = sp.csr_matrix((np.ones(cell.size, np.float32), (cell, np.arange(cell.size))),
+                                   shape=(k, cell.size))
+            sums = np.asarray(onehot @ sample)
+            norm = np.linalg.norm(sums, axis=1)
+            cent = np.where(norm[:, None] > 0, sums / np.maximum(norm, 1e-12)[:, None], cent).astype(np.float32)
+        self.trained_at = rows.size
+        return cent
+
+    def _pack(self, centroids: np.ndarray) -> None:
+        """Every live row in a new array, grouped by its nearest centroid (grouped rows keep
+        their cell unless the cells are new)."""
+        rows = np.flatnonzero(self.owner[: self.used] >= 0)
+        k = centroids.shape[0]
+        if k:
+            cell = np.empty(rows.size, np.int64)
+            fresh = centroids is not self.centroids
+            old = rows < self.packed
+            if not fresh and old.any():
+                cell[old] = np.searchsorted(self.starts, rows[old], side="right") - 1
+            todo = np.ones(rows.size, bool) if fresh else ~old
+            cell[todo] = _assign(self.data[rows[todo]], centroids)
+            order = np.argsort(cell, kind="stable")
+            rows = rows[order]
+            starts = np.searchsorted(cell[order], np.arange(k + 1))
+        else:
+            starts = np.zeros(1, np.int64)
+        cap = max(1024, rows.size + max(4096, rows.size // 8))
+        data = np.zeros((cap, self.dims), np.float32)
+        data[: rows.size] = self.data[rows]
+        owner = np.full(cap, -1, np.int64)
+        owner[: rows.size] = self.owner[rows]
+        self.slot[owner[: rows.size]] = np.arange(rows.size)
+        self.data, self.owner, self.centroids, self.starts = data, owner, centroids, starts.astype(np.int64)
+        self.used, self.packed = rows.size, rows.size if k else 0
+        self._sample = None
+
+
+def _assign(rows: np.ndarray, centroids: np.ndarray, step: int = 65_536) -> np.ndarray:
+    """Each row's nearest centroid (by cosine), a bounded product at a time."""
+    out = np.empty(rows.shape[0], np.int64)
+    for lo in range(0, rows.shape[0], step):
+        out[lo: lo + step] = np.argmax(rows[lo: lo + step] @ centroids.T, axis=1)
+    return out
+
+
+def _grown(a: np.ndarray, size: int, fill) -> np.ndarray:
+    out = np.full(size, fill, dtype=a.dtype)
+    out[: a.size] = a
+    return out

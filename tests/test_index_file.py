@@ -419,8 +419,8 @@ def test_an_index_of_a_newer_version_is_left_for_it(db_path, clock):
     head = bytes(data[16:16 + n]).replace(b'"format": %d' % index_file.FORMAT, b'"format": %d' % (index_file.FORMAT + 1))
     import zlib
 
-    data[16:16 + n] = head
-    data[16 + n:20 + n] = zlib.crc32(head).to_bytes(4, "little")
+    data[16:20 + n] = head + zlib.crc32(head).to_bytes(4, "little")  # (one digit longer from format 10)
+    data[8:16] = len(head).to_bytes(8, "little")
     open(idx, "wb").write(bytes(data))
     with no_saves(), Memory(db_path, clock=clock) as m:
         assert m.replica.source.startswith("rebuilt (index format")
