@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from scipy.special import ndtri
 
 from . import ngrams
 from .index import ChannelScores, SparseIndex
@@ -65,6 +66,9 @@ class RankingConfig(BaseModel):
     # by chance alone.
     meaning_prior: tuple[float, float, int] = (0.08, 0.11, 32)
     meaning_admit: float = Field(2.0, ge=0)
+    # ... and more in a big store: as far up as the best of its n memories would stand by chance
+    # (a normal tail holding `meaning_chance` of them; 0: off).
+    meaning_chance: float = Field(3.0, ge=0)
     meaning_top: int = Field(3, ge=0)
     # ... and only as relevant as this share of the best word match: asked for an identifier a
     # memory holds, a memory of a similar meaning is not what the question wants.
@@ -475,14 +479,13 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
     stands above a word match that is more relevant or scores as high. The best `limit`."""
     t = index.docs
     mu, sd = closeness(index, query, cfg)
+    need = standing(cfg, index.vectors.live)
     pick = np.empty(0, np.int64)
-    if admit:  # (standing `meaning_admit` deviations up is a cosine of mu + meaning_admit·sd)
+    if admit:  # (standing `need` deviations up is a cosine of mu + need·sd)
         only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
-        pick, near = index.vectors.nearest(query, max(mu + cfg.meaning_admit * sd, np.nextafter(cfg.meaning_floor, 1)))
-        ok = np.isin(pick, _eligible(t, pick, only_user, project, kind, type_code)) & ~np.isin(pick, words.doc_ids)
-        pick, near = pick[ok], near[ok]
-        if pick.size > cfg.meaning_top:
-            pick = pick[np.lexsort((pick, -near))[: cfg.meaning_top]]
+        pick, near = index.vectors.nearest(query, max(mu + need * sd, np.nextafter(cfg.meaning_floor, 1)))
+        pick = _closest_eligible(t, pick[np.lexsort((pick, -near))], words.doc_ids, cfg.meaning_top,
+                                 only_user, project, kind, type_code)
     both = words
     if pick.size:
         # (scored as every match, without the n-gram part: it re-orders word matches only)
@@ -504,14 +507,34 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
             real |= cs.coverage(both.doc_ids)[1] >= cfg.word_coverage
     words_kept = lexical & real
     best_word = float(rel[words_kept].max()) if words_kept.any() else 0.0
-    keep = words_kept | (~lexical & (z >= cfg.meaning_admit) & (rel >= cfg.meaning_relative * best_word))
+    keep = words_kept | (~lexical & (z >= need) & (rel >= cfg.meaning_relative * best_word))
     if updated_after is not None:
         keep &= (t.updated[both.doc_ids] >= updated_after) | (rel >= AGE_GATE_RELEVANCE)
     rows = np.flatnonzero(keep)
     rows = rows[np.lexsort((both.doc_ids[rows], -score[rows]))]
     rows = rows[_words_first(lexical[rows], score[rows], rel[rows])][:limit]
     out = both.take(rows, score=score[rows])
-    out.relevance, out.meaning, out.similar = rel[rows], part[rows], z[rows] >= cfg.meaning_admit
+    out.relevance, out.meaning, out.similar = rel[rows], part[rows], z[rows] >= need
+    return out
+
+
+def standing(cfg: RankingConfig, n: int) -> float:
+    """Deviations up a memory found by meaning alone must stand among `n` memories."""
+    if cfg.meaning_chance <= 0 or n <= cfg.meaning_chance:
+        return cfg.meaning_admit
+    return max(cfg.meaning_admit, float(ndtri(1.0 - cfg.meaning_chance / n)))
+
+
+def _closest_eligible(t, ordered: np.ndarray, taken: np.ndarray, k: int, *filters) -> np.ndarray:
+    """The first `k` of `ordered` (closest first) that pass the filters and are not `taken`,
+    read a few at a time: a store can hold thousands that clear the cutoff."""
+    out = np.empty(0, np.int64)
+    for lo in range(0, ordered.size, 4 * k + 8):
+        part = ordered[lo: lo + 4 * k + 8]
+        part = part[np.isin(part, _eligible(t, part, *filters)) & ~np.isin(part, taken)]
+        out = np.concatenate([out, part])[:k]
+        if out.size == k:
+            break
     return out
 
 
