@@ -54,6 +54,8 @@ MODE_WORDS = {
     "bm25_meaning_in_process": "ranked by the words and meaning it shares with the question",
     "full_bm25_tfidf": "ranked by the words and word parts it shares with the question",
     "bm25_in_process": "ranked by the words it shares with the question",
+    "bm25_meaning_sql_fallback": "ranked from the file by shared words and meaning (the in-memory index was not "
+                                 "available)",
     "bm25_sql_fallback": "ranked from the file by shared words (the in-memory index was not available)",
 }
 

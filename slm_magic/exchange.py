@@ -221,6 +221,7 @@ class Exchange:
         columns["code"] = code_kept(columns["code"], columns["shared"])
         columns["doc_len"] = post.doc_len
         columns["terms"], columns["tfs"] = post.list_columns()
+        self.memory._with_vectors(columns, self.memory._vectors_of(columns))  # (made again, never read from the file)
         self.memory._flush_events()
         self.memory.store.insert_many(columns)
         self.memory._sync()

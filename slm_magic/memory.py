@@ -27,8 +27,8 @@ from .models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, Forge
                      ScoredMemory, SearchScore, Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
 from .reranker import CANDIDATES
 from .ranking import (AGE_GATE_RELEVANCE, Ranked, RankingConfig, WorkingSet, bm25_relevance, days_first, fuse,
-                      rank_days, rank_index, rank_related, recency, retrieval_mode, revision, search_score,
-                      with_meaning)
+                      fuse_meaning, rank_days, rank_index, rank_related, recency, retrieval_mode, revision,
+                      search_score, spread, standing, with_meaning)
 from .exchange import Exchange
 from .calibration import AnswerCalibration, AnswerConfidence, Judge
 from .learning import LearningLoop
@@ -41,7 +41,8 @@ from .rows import FactRows, fact_of
 from .records import (Postings, content_hash, content_hashes, epoch_seconds, field_counts, field_grams, new_fact_ids,
                       to_utc_naive, validate)
 from .backends import is_url, missing_file, open_store
-from .store import FACT_COLUMNS, INSERT_COLUMNS, STORAGE_FAILURES, utcnow
+from .vectors import VectorStore
+from .store import FACT_COLUMNS, INSERT_COLUMNS, STORAGE_FAILURES, utcnow, vector_columns
 
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 
@@ -329,12 +330,19 @@ class Memory:
         except STORAGE_FAILURES as exc:
             self._degrade(f"in-process index failed while adding ({type(exc).__name__}: {exc})")
 
-    def _vectors_of(self, columns: Mapping[str, Sequence]) -> dict[str, np.ndarray]:
-        """{"vectors": ...} of new memories (validated columns) when the meaning channel runs
-        and their postings did not bring them; else {}."""
-        if self.meaning is None or self.replica is None:
+    def _vectors_of(self, columns: Mapping[str, Sequence]) -> np.ndarray | None:
+        """New memories' vectors (validated columns) when the meaning channel runs, else None."""
+        if self.meaning is None:
+            return None
+        return self.meaning.encode(memory_texts(columns["content"], columns["title"], columns["tags"]))
+
+    def _with_vectors(self, columns: dict[str, Any], vecs: np.ndarray | None) -> dict[str, np.ndarray]:
+        """The vectors into the columns the store writes (`vec`, `vec_model`); returns what the
+        index takes of them ({"vectors": ...}, or {} when there is none or no index)."""
+        if vecs is None:
             return {}
-        return {"vectors": self.meaning.encode(memory_texts(columns["content"], columns["title"], columns["tags"]))}
+        columns.update(vector_columns(vecs, self.meaning.name))
+        return {"vectors": vecs} if self.replica is not None else {}
 
     # --- writes -----------------------------------------------------------------------------
     def remember(self, content: str, *, session_id: str | None = None, tags: str | Iterable[str] | None = None,
@@ -387,6 +395,9 @@ class Memory:
         row.update(fact_id=new_fact_ids(1)[0], content_hash=content_hash(row["content"]),
                    revision_count=0, kind="memory", doc_len=length,
                    terms=list(counts.keys()), tfs=list(counts.values()))
+        vecs = self._vectors_of(cols)
+        if vecs is not None:
+            row.update(vec=vecs[0].tolist(), vec_model=self.meaning.name)
         self._refresh()
         doc_id, changed = self.store.insert_one(row)
         fact = Fact(**{k: row[k] for k in FACT_COLUMNS if k != "tags"}, tags=tuple(row["tags"]))
@@ -397,7 +408,8 @@ class Memory:
              "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
              "shared": [row["shared"]], "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]],
              "g_doc": np.full(len(grams), doc_id), "g_gram": np.fromiter(grams.keys(), np.int64, len(grams)),
-             "g_tf": np.fromiter(grams.values(), np.int64, len(grams)), **self._vectors_of(cols)},
+             "g_tf": np.fromiter(grams.values(), np.int64, len(grams)),
+             **({"vectors": vecs} if vecs is not None and self.replica is not None else {})},
             np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         sid = row["session_id"]
@@ -533,7 +545,7 @@ class Memory:
         arrow = {c: v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)
                  for c, v in ((c, columns[c]) for c in INSERT_COLUMNS)}
         # (from the analysis, else here, while the writer thread inserts the batch before)
-        vectors = {"vectors": post.vectors} if post.vectors is not None else self._vectors_of(columns)
+        vectors = self._with_vectors(arrow, post.vectors if post.vectors is not None else self._vectors_of(columns))
         self._refresh()
         self._flush_events()
         def insert_and_index() -> list[str]:  # (one step under the lock: no catch-up sees it half done)
@@ -587,10 +599,12 @@ class Memory:
                         now=now, default_user=current.user_id)
         row = {k: v[0] for k, v in cols.items()}
         counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
+        vecs = self._vectors_of(cols)  # (the old vector is of the old text: replaced, else cleared)
         self.store.revise(fact_id, {
             "content": row["content"], "content_hash": content_hash(row["content"]),
             "title": row["title"], "type": row["type"], "tags": row["tags"], "project": row["project"],
-            "terms": list(counts.keys()), "tfs": list(counts.values()), "doc_len": length, "updated_at": now})
+            "terms": list(counts.keys()), "tfs": list(counts.values()), "doc_len": length, "updated_at": now,
+            "vec": None if vecs is None else vecs[0].tolist(), "vec_model": None if vecs is None else self.meaning.name})
         self._sync()
         self.learning.after_showing(fact_id, "revised", current.user_id)
         return self.get(fact_id, user_id=current.user_id)
@@ -789,9 +803,12 @@ class Memory:
         mode = retrieval_mode(sql=ranked is None, tfidf=cfg.tfidf_on, meaning=meaning is not None and ranked is not None)
         if ranked is None:
             reason = self.index_error or "the in-process index is not available"
+            question = self.meaning.encode([query])[0] if self.meaning is not None and limit > 0 else None
+            mode = retrieval_mode(sql=True, tfidf=False, meaning=question is not None)
             ranked, memories = self._recall_sql(terms, qtf, qlen, words, now=now, user=user, project=project,
                                                 limit=limit, updated_after=updated_after, kind=kind, type=type,
-                                                days=days)
+                                                days=days, question=question, strict=strict,
+                                                admit=not text.names_identifiers(query, self._known_terms))
         doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
         if tracked and memories:
             self._note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories], now_dt,
@@ -804,12 +821,13 @@ class Memory:
         return result
 
     def _recall_sql(self, terms, qtf, qlen, words, *, now, user, project, limit, updated_after, kind, type,
-                    days) -> tuple[Ranked, list[ScoredMemory]]:
+                    days, question=None, strict=True, admit=True) -> tuple[Ranked, list[ScoredMemory]]:
         """`recall` from the file when the in-process index cannot run: the same filters, age
         gate and temporal channel; (the rows shown, their memories)."""
         wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
         ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide,
-                                kind=kind, type=type, days=self._day_docs(user, days, project) if days else ())
+                                kind=kind, type=type, days=self._day_docs(user, days, project) if days else (),
+                                question=question, strict=strict, admit=admit)
         facts = {d: fact_of(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
         wide_memories = [m for m in self._materialise(ranked, facts, words)
                          if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
@@ -899,34 +917,67 @@ class Memory:
             events, self._pending_events = self._pending_events, []
             self.store.sessions.record_recalls(events)
 
-    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, kind=None, type=None, days=()) -> Ranked:
+    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, kind=None, type=None, days=(),
+                  question: np.ndarray | None = None, strict: bool = True, admit: bool = True) -> Ranked:
         """The in-process ranking without its n-gram and context channels, computed from the
         file: the same fields, filters, BM25 relevance, recency and revision (the file keeps no
-        3-grams: they come from the text when an index loads; the caller reads the age gate).
-        The matches among `days` (a day's session summaries) are ranked apart, all of them,
-        and come first (`days_first`, the temporal channel), as `rank_days` does in process."""
-        if not terms or limit <= 0:
+        3-grams: they come from the text when an index loads; the caller reads the age gate),
+        and with the question's vector `question` the meaning channel from the stored vectors
+        (`_meaning_sql`). The matches among `days` (a day's session summaries) are ranked
+        apart, all of them, and come first (`days_first`, the temporal channel), as
+        `rank_days` does in process."""
+        if limit <= 0:
             return Ranked.empty()
         cfg = self.config
-        hits, n = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project)
+        hits, n = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project) if terms else ([], 0)
         if kind is not None or type is not None:
             hits = [h for h in hits if (kind is None or h[4] == kind) and (type is None or h[5] == type)]
-        if not hits:
-            return Ranked.empty()
-        docs, raw, updated, revs = (np.array(c) for c in list(zip(*hits))[:4])
-        docs, updated = docs.astype(np.int64), updated.astype(np.float64)
-        idf_max = float(np.log1p((n - 0.5) / 1.5))  # as SparseIndex.bm25_idf of df = 1
-        bm25 = bm25_relevance(raw.astype(np.float64), idf_max)
-        none = np.zeros(docs.size)
-        rel = fuse(bm25, none, cfg)
-        rec = recency(updated, now, cfg.recency_half_life_days)
-        rev = revision(revs.astype(np.float64), cfg.revision_cap)
-        every = Ranked(docs, search_score(rel, rec, rev, cfg), rel, bm25, none, rec, rev, none)
-        ranked = every.take(np.lexsort((docs, -every.score))[:limit])
-        if len(days):
-            on_days = every.take(np.flatnonzero(np.isin(docs, list(days))))
+        ranked, every = Ranked.empty(), None
+        updated, held = np.empty(0), np.empty(0)
+        if hits:
+            docs, raw, updated, revs = (np.array(c) for c in list(zip(*hits))[:4])
+            docs, updated, held = docs.astype(np.int64), updated.astype(np.float64), np.array([h[6] for h in hits])
+            idf_max = float(np.log1p((n - 0.5) / 1.5))  # as SparseIndex.bm25_idf of df = 1
+            bm25 = bm25_relevance(raw.astype(np.float64), idf_max)
+            none = np.zeros(docs.size)
+            rel = fuse(bm25, none, cfg)
+            rec = recency(updated, now, cfg.recency_half_life_days)
+            rev = revision(revs.astype(np.float64), cfg.revision_cap)
+            every = Ranked(docs, search_score(rel, rec, rev, cfg), rel, bm25, none, rec, rev, none)
+            top = np.lexsort((docs, -every.score))[:max(limit, cfg.meaning_pool) if question is not None else limit]
+            ranked, updated, held = every.take(top), updated[top], held[top]
+        if question is not None:
+            ranked = self._meaning_sql(ranked, updated, held, question, now=now, user=user, project=project,
+                                       kind=kind, type=type, limit=limit, strict=strict and not len(days), admit=admit)
+        if len(days) and every is not None:
+            on_days = every.take(np.flatnonzero(np.isin(every.doc_ids, list(days))))
             ranked = days_first(on_days, ranked, cfg, limit + on_days.doc_ids.size)
         return ranked
+
+    def _meaning_sql(self, words: Ranked, updated: np.ndarray, held: np.ndarray, question: np.ndarray, *, now, user,
+                     project, kind, type, limit, strict, admit) -> Ranked:
+        """`with_meaning` from the vectors the file keeps: the same background (a fixed sample
+        of them), admission and fusion (`fuse_meaning`)."""
+        cfg, store, name = self.config, self.store, self.meaning.name
+        sample, n = store.vector_sample(question, name, VectorStore.SAMPLE)
+        mu, sd = spread(sample, cfg)
+        need = standing(cfg, n)
+        both = words
+        if admit:
+            picks = store.vector_closest(question, name, max(mu + need * sd, np.nextafter(cfg.meaning_floor, 1)),
+                                         cfg.meaning_top, user, project, kind, type, words.doc_ids.tolist())
+            if picks:
+                docs, _, when, revs = (np.array(c) for c in zip(*picks))
+                none = np.zeros(docs.size)
+                rec = recency(when.astype(np.float64), now, cfg.recency_half_life_days)
+                rev = revision(revs.astype(np.float64), cfg.revision_cap)
+                both = words.followed_by(Ranked(docs.astype(np.int64), search_score(none, rec, rev, cfg), none, none,
+                                                none, rec, rev, none))
+                updated, held = np.concatenate([updated, when.astype(np.float64)]), np.concatenate([held, none])
+        if not both.doc_ids.size:
+            return both
+        return fuse_meaning(both, store.vector_cosines(question, name, both.doc_ids.tolist()), mu, sd, need, cfg,
+                            strict=strict, coverage=held, updated=updated, updated_after=None, limit=limit)
 
     @staticmethod
     def _materialise(ranked: Ranked, facts: Mapping[int, Fact], words: Mapping[int, str]) -> list[ScoredMemory]:
@@ -1046,8 +1097,7 @@ class Memory:
     @property
     def retrieval_mode(self) -> str:
         """The channels a recall would run now, by name (what RecallResult.retrieval_mode says)."""
-        return retrieval_mode(sql=self.index is None, tfidf=self.config.tfidf_on,
-                              meaning=self.meaning is not None and self.index is not None)
+        return retrieval_mode(sql=self.index is None, tfidf=self.config.tfidf_on, meaning=self.meaning is not None)
 
     def meaning_status(self) -> str:
         """The meaning channel in a line: its model and how many memories have a vector."""
@@ -1056,7 +1106,7 @@ class Memory:
         if self.meaning is None:
             return f"not running: {self.meaning_error}"
         if self.index is None:
-            return f"{self.meaning.name}: not running (no in-process index)"
+            return f"{self.meaning.name}, from the file's vectors (no in-process index)"
         t = self.index.docs
         return f"{self.meaning.name}, vectors for {self.index.vectors.count(t.alive):,} of {self.index.n_live:,}"
 

@@ -418,9 +418,10 @@ class ScoredMemory(BaseModel):
 # full_bm25_tfidf: BM25 and a TF-IDF channel (n-grams, context) ran in process; bm25_in_process:
 # the TF-IDF channels are switched off by configuration (ngram_weight=0, context_weight=0);
 # bm25_sql_fallback: the index could not run (the file computes BM25, without the n-gram channel).
-# full_bm25_tfidf_meaning / bm25_meaning_in_process: the same, with the meaning channel.
+# full_bm25_tfidf_meaning / bm25_meaning_in_process / bm25_meaning_sql_fallback: the same, with
+# the meaning channel (in the fallback, from the vectors the file keeps).
 RetrievalMode = Literal["full_bm25_tfidf_meaning", "bm25_meaning_in_process", "full_bm25_tfidf", "bm25_in_process",
-                        "bm25_sql_fallback"]
+                        "bm25_meaning_sql_fallback", "bm25_sql_fallback"]
 
 
 class RecallResult(BaseModel):

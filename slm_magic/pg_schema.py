@@ -143,7 +143,13 @@ ALTER TABLE recall_events ADD COLUMN showing_id text;
 CREATE UNIQUE INDEX recall_events_showing ON recall_events (showing_id);
 """
 
-MIGRATIONS = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
+# As the file's v8: each memory's vector for the meaning channel, and the model that made it.
+_V8 = """
+ALTER TABLE memories ADD COLUMN vec real[];
+ALTER TABLE memories ADD COLUMN vec_model text;
+"""
+
+MIGRATIONS = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
 #: The schema version of a team's database (a file's is `store.SCHEMA_VERSION`).
 VERSION = len(MIGRATIONS)
 

@@ -41,7 +41,7 @@ from . import pg_schema
 from .errors import StoreError
 from .session_store import SessionStore
 from .signal_store import SignalStore
-from .store import INSERT_COLUMNS, Store
+from .store import Store, insert_columns
 
 #: The schema version this slm_magic gives a team's database (its own numbers from 7 on).
 SCHEMA_VERSION = pg_schema.VERSION
@@ -136,7 +136,8 @@ def _insert_types():
 
     return {"tags": pa.list_(pa.string()), "is_core": pa.bool_(), "shared": pa.bool_(), "cell": pa.int32(),
             "created_at": pa.timestamp("us"), "updated_at": pa.timestamp("us"), "revision_count": pa.int32(),
-            "doc_len": pa.int32(), "terms": pa.list_(pa.int64()), "tfs": pa.list_(pa.int32())}
+            "doc_len": pa.int32(), "terms": pa.list_(pa.int64()), "tfs": pa.list_(pa.int32()),
+            "vec": pa.list_(pa.float32())}
 
 
 def _numbered(sql: str) -> str:
@@ -184,6 +185,8 @@ class PgStore(Store):
 
     EPOCH = "extract(epoch FROM updated_at)::float8"
     NEXT_STAMP = "take_stamps(1)"
+    DOT = "(SELECT sum(a::float8 * b) FROM unnest(vec, ?::float8[]) AS t(a, b))"
+    SAMPLE_ORDER = "hashint8(doc_id)"
     STAMPS_IN_COMMIT_ORDER = True
     RECONNECT_S = 60.0
     #: A snapshot read locks no row (it stalls no writer), and a kernel may pause between its
@@ -462,12 +465,13 @@ class PgStore(Store):
 
     # --- writes ---------------------------------------------------------------------------------
     def insert_one(self, row: dict) -> tuple[int, int]:
-        cols = ", ".join(INSERT_COLUMNS)
-        values = [row[c] for c in INSERT_COLUMNS]
+        names = insert_columns(row)
+        cols = ", ".join(names)
+        values = [row[c] for c in names]
 
         def work(con):
             got = self.fetch(con, f"INSERT INTO memories ({cols}, changed) VALUES "
-                                  f"({', '.join('?' * len(INSERT_COLUMNS))}, take_stamps(1)) "
+                                  f"({', '.join('?' * len(names))}, take_stamps(1)) "
                                   "ON CONFLICT (fact_id) DO NOTHING RETURNING doc_id, changed", values).rows
             if not got:  # a retry of a write the server had committed
                 got = self.fetch(con, "SELECT doc_id, changed FROM memories WHERE fact_id = ?", [row["fact_id"]]).rows
@@ -482,10 +486,11 @@ class PgStore(Store):
 
         insert_types = _insert_types()
         n = len(columns["fact_id"])
-        cols = ", ".join(INSERT_COLUMNS)
+        names = insert_columns(columns)
+        cols = ", ".join(names)
         batch = pa.table({**{c: pa.array(columns[c], type=insert_types.get(c, pa.string())) if not isinstance(
             columns[c], (pa.Array, pa.ChunkedArray)) else columns[c].cast(insert_types.get(c, pa.string()))
-            for c in INSERT_COLUMNS}, "ord": np.arange(n, dtype=np.int64)})
+            for c in names}, "ord": np.arange(n, dtype=np.int64)})
         def attempt():
             with self.arrow_job() as cur:
                 cur.adbc_ingest("_new_memories", batch, mode="replace", temporary=True)

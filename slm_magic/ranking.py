@@ -454,7 +454,11 @@ def closeness(index: SparseIndex, query: np.ndarray, cfg: RankingConfig) -> tupl
     one memory stands out: its cosines with a fixed sample of the store's memories, shrunk
     towards `meaning_prior`. A generic question is close to everything, and a cosine that
     stands out for one question is ordinary for another."""
-    sample = index.vectors.background(query, index.docs.alive)
+    return spread(index.vectors.background(query, index.docs.alive), cfg)
+
+
+def spread(sample: np.ndarray, cfg: RankingConfig) -> tuple[float, float]:
+    """`closeness` of a sample of cosines (the in-process store's, or the file's)."""
     m0, s0, k = cfg.meaning_prior
     w = sample.size + k
     mu = (float(sample.sum()) + k * m0) / w
@@ -494,7 +498,18 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
                                              None, pick.size))
     if not both.doc_ids.size:
         return both
-    cos = index.vectors.cosine(both.doc_ids, query)
+    coverage = cs.coverage(both.doc_ids)[1] if cs is not None and cs.term_docs else None
+    return fuse_meaning(both, index.vectors.cosine(both.doc_ids, query), mu, sd, need, cfg, strict=strict,
+                        coverage=coverage, updated=t.updated[both.doc_ids], updated_after=updated_after, limit=limit)
+
+
+def fuse_meaning(both: Ranked, cos: np.ndarray, mu: float, sd: float, need: float, cfg: RankingConfig, *,
+                 strict: bool, coverage: np.ndarray | None, updated: np.ndarray, updated_after: float | None,
+                 limit: int) -> Ranked:
+    """The one fusion of the meaning channel (`with_meaning`, and the SQL fallback's): word
+    matches and then meaning-only rows (bm25 0) in `both`, each row's cosine `cos` with the
+    question, the store's mean `mu` and deviation `sd`, the deviations `need`ed to come by
+    meaning alone; the idf share of the question each row holds (`coverage`, None: unknown)."""
     z = (cos - mu) / sd  # (a row without a vector has cosine 0: below the mean)
     part = meaning_part(cos, cfg)
     lexical = both.bm25 > 0  # (the n-gram channel re-orders word matches; it never admits one)
@@ -503,13 +518,13 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
     real = np.ones(both.doc_ids.size, bool)
     if strict:
         real = (both.relevance >= cfg.word_floor) | (z >= cfg.word_support) | (cos >= cfg.word_support_cos)
-        if cs is not None and cs.term_docs:
-            real |= cs.coverage(both.doc_ids)[1] >= cfg.word_coverage
+        if coverage is not None:
+            real |= coverage >= cfg.word_coverage
     words_kept = lexical & real
     best_word = float(rel[words_kept].max()) if words_kept.any() else 0.0
     keep = words_kept | (~lexical & (z >= need) & (rel >= cfg.meaning_relative * best_word))
     if updated_after is not None:
-        keep &= (t.updated[both.doc_ids] >= updated_after) | (rel >= AGE_GATE_RELEVANCE)
+        keep &= (updated >= updated_after) | (rel >= AGE_GATE_RELEVANCE)
     rows = np.flatnonzero(keep)
     rows = rows[np.lexsort((both.doc_ids[rows], -score[rows]))]
     rows = rows[_words_first(lexical[rows], score[rows], rel[rows])][:limit]
@@ -554,7 +569,7 @@ def _words_first(word: np.ndarray, score: np.ndarray, rel: np.ndarray) -> np.nda
 def retrieval_mode(*, sql: bool, tfidf: bool, meaning: bool) -> str:
     """The channels that ran, by name (RecallResult.retrieval_mode)."""
     if sql:
-        return "bm25_sql_fallback"
+        return "bm25_meaning_sql_fallback" if meaning else "bm25_sql_fallback"
     if meaning:
         return "full_bm25_tfidf_meaning" if tfidf else "bm25_meaning_in_process"
     return "full_bm25_tfidf" if tfidf else "bm25_in_process"

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import bulk, index_file
 from .index import SparseIndex
@@ -212,7 +214,9 @@ class IndexReplica:
             index.set_vocabulary(vocab["term"], vocab["df"])
             lo, hi = store.doc_bounds()
             ranges = [(start, start + self.LOAD_CHUNK - 1) for start in range(lo, hi + 1, self.LOAD_CHUNK)]
-            fetched = ((docs, store.fact_rows(0, docs)) for docs in ranges)
+            # (a model the analysis worker cannot run takes the vectors the writers stored)
+            stored = self.embedder is not None and self._embed_model is None
+            fetched = ((docs, store.fact_rows(0, docs, vectors=stored)) for docs in ranges)
             # the next range's 3-grams are worked out in the analysis worker while this one loads
             for (docs, rows), grams, _ in bulk.analysed(fetched, lambda b: _text_of(b[1], self._embed_model),
                                                         lambda b: b[1].num_rows):
@@ -239,15 +243,35 @@ class IndexReplica:
         return self.embedder.path if self.embedder is not None else None
 
     def _put_vectors(self, rows, analysed: Postings) -> None:
-        """The vectors of stored rows (an Arrow table with doc_id, content, title and tags):
-        the ones their analysis brought, else worked out here from their text."""
+        """The vectors of stored rows (an Arrow table with doc_id, content, title and tags, and
+        maybe vec and vec_model): the ones their analysis brought, else the stored ones of this
+        model, else worked out here from their text."""
         if self.embedder is None or not rows.num_rows:
             return
         vecs = analysed.vectors
         if vecs is None:
-            vecs = self.embedder.encode(memory_texts(rows.column("content").to_pylist(), rows.column("title").to_pylist(),
-                                                     rows.column("tags").to_pylist()))
+            vecs, mine = self._stored_vectors(rows)
+            if not mine.all():
+                todo = rows.filter(pa.array(~mine))
+                vecs[~mine] = self.embedder.encode(memory_texts(todo.column("content").to_pylist(),
+                                                                todo.column("title").to_pylist(),
+                                                                todo.column("tags").to_pylist()))
         self.index.vectors.put(rows.column("doc_id").to_numpy().astype(np.int64), vecs)
+
+    def _stored_vectors(self, rows) -> tuple[np.ndarray, np.ndarray]:
+        """(the rows' stored vectors of this model, zeros for the others; which rows had one)."""
+        n, dims = rows.num_rows, self.embedder.dims
+        out = np.zeros((n, dims), np.float32)
+        if "vec_model" not in rows.column_names:
+            return out, np.zeros(n, bool)
+        mine = np.asarray(pc.fill_null(pc.equal(rows.column("vec_model"), self.embedder.name), False))
+        vec = rows.column("vec").combine_chunks()
+        if mine.any():
+            lengths = pc.fill_null(pc.list_value_length(vec), 0).to_numpy(zero_copy_only=False)
+            mine &= lengths == dims
+            flat = pc.list_flatten(vec.filter(pa.array(mine))).to_numpy(zero_copy_only=False)
+            out[mine] = flat.reshape(-1, dims)
+        return out, mine
 
     EMBED_STEP = 20_000
 
@@ -324,8 +348,10 @@ class IndexReplica:
             sub = table if fresh.size == table.num_rows else table.take(fresh)
             lengths, terms = _list_values(sub.column("terms"))
             new_meta = {k: v[fresh] for k, v in meta.items()}
-            # (the file keeps no 3-grams: the text gives the same ones again, and the vectors)
-            analysed = Postings.of_columns(_text_of(sub, self._embed_model))
+            # (the file keeps no 3-grams: the text gives the same ones again; the vectors a writer of
+            # this model stored are taken, else the text gives them too)
+            stored = self.embedder is not None and bool(self._stored_vectors(sub)[1].all())
+            analysed = Postings.of_columns(_text_of(sub, None if stored else self._embed_model))
             new_meta.update(_gram_entries(analysed, doc_ids[fresh]))
             self.add(doc_ids[fresh], new_meta, np.repeat(doc_ids[fresh], lengths), terms,
                      _list_values(sub.column("tfs"))[1], replaced=replaced)

@@ -248,7 +248,14 @@ def _v7(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"UPDATE {table} SET user_id = ? WHERE user_id = ''", [user])
 
 
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
+def _v8(con: duckdb.DuckDBPyConnection) -> None:
+    """The meaning channel's vector of each memory, and the model that made it (issue 26): a
+    kernel whose model is the writer's takes it instead of working it out again (a transformer
+    takes 10 ms a memory); a row without one, or of another model, is embedded from its text."""
+    con.execute("ALTER TABLE memories ADD COLUMN vec FLOAT[]; ALTER TABLE memories ADD COLUMN vec_model VARCHAR;")
+
+
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # What a caller provides for a new memory (doc_id and changed come from the sequences).
@@ -257,6 +264,8 @@ INSERT_COLUMNS = (
     "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
     "updated_at", "revision_count", "kind", "shared", "doc_len", "terms", "tfs",
 )
+#: The meaning channel's columns, written with a memory when the channel runs (else NULL).
+VECTOR_COLUMNS = ("vec", "vec_model")
 FACT_COLUMNS = (
     "fact_id", "content", "user_id", "session_id", "project", "type", "title", "topic_key",
     "tags", "is_core", "source", "notebook", "cell", "created_at", "updated_at",
@@ -267,6 +276,23 @@ INDEX_COLUMNS = (
     "doc_id", "user_id", "project", "type", "is_core", "shared", "kind", "{epoch} AS updated",
     "revision_count", "doc_len", "session_id", "coalesce(seq, doc_id) AS seq", "changed",
 )
+
+
+def insert_columns(given) -> tuple[str, ...]:
+    """The columns a write of `given` (a row or columns by name) inserts: INSERT_COLUMNS, and
+    the vectors' when it brings them."""
+    return (*INSERT_COLUMNS, *VECTOR_COLUMNS) if "vec" in given else INSERT_COLUMNS
+
+
+def vector_columns(vecs: np.ndarray, model: str) -> dict:
+    """New memories' vectors (one row each) as the columns `insert_many` writes."""
+    import pyarrow as pa
+
+    vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+    n, dims = vecs.shape
+    offsets = pa.array(np.arange(0, (n + 1) * dims, dims, dtype=np.int32))
+    return {"vec": pa.ListArray.from_arrays(offsets, pa.array(vecs.reshape(-1))),
+            "vec_model": pa.array([model] * n, pa.string())}
 
 
 def utcnow() -> datetime:
@@ -483,6 +509,11 @@ class Store:
     EPOCH = "epoch(updated_at)"
     #: The next change stamp, in this database's SQL (for a change of one row).
     NEXT_STAMP = "nextval('change_seq')"
+    #: A stored vector's dot product with a question's (unit vectors: their cosine; in double
+    #: precision, so that a file and a server give the same), and a fixed order of memories to
+    #: draw a sample in, in this database's SQL.
+    DOT = "list_dot_product(vec::DOUBLE[], ?::DOUBLE[])"
+    SAMPLE_ORDER = "hash(doc_id)"
 
     def _select(self, columns) -> str:
         return ", ".join(columns).format(epoch=self.EPOCH)
@@ -537,12 +568,13 @@ class Store:
     # --- writes -----------------------------------------------------------------------------
     def insert_one(self, row: dict) -> tuple[int, int]:
         """One memory in one statement (the single-remember path); returns (doc_id, changed)."""
+        cols = insert_columns(row)
         with self.lock:
             self._cache.clear()
             return self.con.execute(
-                f"INSERT INTO memories ({', '.join(INSERT_COLUMNS)}) VALUES ({', '.join('?' * len(INSERT_COLUMNS))}) "
+                f"INSERT INTO memories ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) "
                 "RETURNING doc_id, changed",
-                [row[c] for c in INSERT_COLUMNS],
+                [row[c] for c in cols],
             ).fetchall()[0]
 
     @contextlib.contextmanager
@@ -576,14 +608,15 @@ class Store:
         """Many memories in one statement from an Arrow table; returns fact_id, doc_id, changed."""
         import pyarrow as pa
 
-        table = pa.table({c: columns[c] for c in INSERT_COLUMNS})
+        cols = insert_columns(columns)
+        table = pa.table({c: columns[c] for c in cols})
         with self.lock:
             self._cache.clear()
             self.con.register("_new_memories", table)
             try:
                 got = self.con.execute(
-                    f"INSERT INTO memories ({', '.join(INSERT_COLUMNS)}) "
-                    f"SELECT {', '.join(INSERT_COLUMNS)} FROM _new_memories RETURNING fact_id, doc_id, changed"
+                    f"INSERT INTO memories ({', '.join(cols)}) "
+                    f"SELECT {', '.join(cols)} FROM _new_memories RETURNING fact_id, doc_id, changed"
                 ).fetchnumpy()
             finally:
                 self.con.unregister("_new_memories")
@@ -669,7 +702,7 @@ class Store:
     def changes(self, since: int):
         """Everything the index and the rows need about rows changed after `since`, in one
         statement (the catch-up after another process wrote): an Arrow table in insertion order."""
-        cols = self._select(dict.fromkeys([*INDEX_COLUMNS, *FACT_COLUMNS, "terms", "tfs"]))
+        cols = self._select(dict.fromkeys([*INDEX_COLUMNS, *FACT_COLUMNS, "terms", "tfs", *VECTOR_COLUMNS]))
         with self.lock:
             return self.con.sql(f"SELECT {cols} FROM memories WHERE changed > {int(since)} ORDER BY seq").to_arrow_table()
 
@@ -791,12 +824,14 @@ class Store:
                 "ORDER BY updated_at DESC LIMIT 1", [user_id, val]).fetchall()
         return rows[0][0] if rows else None
 
-    def fact_rows(self, since: int = 0, docs: tuple[int, int] | None = None):
-        """The displayable fields of rows changed after `since`, as an Arrow table."""
+    def fact_rows(self, since: int = 0, docs: tuple[int, int] | None = None, vectors: bool = False):
+        """The displayable fields of rows changed after `since` (and their vectors), as an
+        Arrow table."""
         where, params = self._where(since, docs)
+        cols = ", ".join([*FACT_COLUMNS, *(VECTOR_COLUMNS if vectors else ())])
         with self.lock:
             return self.con.sql(
-                f"SELECT doc_id, {', '.join(FACT_COLUMNS)} FROM memories WHERE {where} ORDER BY doc_id", params=params
+                f"SELECT doc_id, {cols} FROM memories WHERE {where} ORDER BY doc_id", params=params
             ).to_arrow_table()
 
     def facts_by_doc(self, doc_ids: Sequence[int]) -> dict[int, tuple]:
@@ -807,13 +842,52 @@ class Store:
             ).fetchall()
         return {r[0]: r[1:] for r in rows}
 
+    # --- the meaning channel, when the in-process index cannot run --------------------------
+    def vector_sample(self, query: np.ndarray, model: str, size: int) -> tuple[np.ndarray, int]:
+        """The question's cosines with up to `size` stored vectors of `model` (always the same
+        ones for the same memories), and how many memories have one."""
+        q = [float(x) for x in query]
+        with self.lock:
+            n = self.con.execute("SELECT count(*) FROM memories WHERE vec_model = ?", [model]).fetchall()[0][0]
+            rows = self.con.execute(f"SELECT {self.DOT} FROM memories WHERE vec_model = ? "
+                                    f"ORDER BY {self.SAMPLE_ORDER} LIMIT ?", [q, model, size]).fetchall()
+        return np.array([r[0] for r in rows], dtype=np.float64), int(n)
+
+    def vector_cosines(self, query: np.ndarray, model: str, doc_ids: Sequence[int]) -> np.ndarray:
+        """The question's cosine with each of these memories (0 without a vector of `model`)."""
+        with self.lock:
+            got = dict(self.con.execute(
+                f"SELECT doc_id, {self.DOT} FROM memories WHERE vec_model = ? "
+                "AND doc_id IN (SELECT unnest(?::BIGINT[]))",
+                [[float(x) for x in query], model, list(map(int, doc_ids))]).fetchall())
+        return np.array([float(got.get(int(d), 0.0)) for d in doc_ids])
+
+    def vector_closest(self, query: np.ndarray, model: str, cutoff: float, k: int, user_id: str,
+                       project: str | None, kind: str | None, type: str | None,
+                       taken: Sequence[int]) -> list[tuple[int, float, float, int]]:
+        """The `k` memories closest to the question at a cosine of at least `cutoff` that this
+        user may see and the filters keep, not among `taken`: (doc_id, cosine, updated_at
+        epoch, revision_count), closest first (a scan of every vector: the fallback's)."""
+        filters, params = "vec_model = ? AND (user_id = ? OR shared)", [model, user_id]
+        for column, value in (("project", project), ("kind", kind), ("type", type)):
+            if value is not None:
+                filters += f" AND {column} = ?"
+                params.append(value)
+        with self.lock:
+            rows = self.con.execute(
+                f"SELECT doc_id, cos, updated, revision_count FROM (SELECT doc_id, {self.DOT} AS cos, "
+                f"{self.EPOCH} AS updated, revision_count FROM memories WHERE {filters}) AS s "
+                "WHERE cos >= ? AND doc_id NOT IN (SELECT unnest(?::BIGINT[])) ORDER BY cos DESC, doc_id LIMIT ?",
+                [[float(x) for x in query], *params, float(cutoff), list(map(int, taken)), int(k)]).fetchall()
+        return [(int(d), float(c), float(u), int(r)) for d, c, u, r in rows]
+
     def bm25_sql(self, terms: Sequence[int], qtf: Sequence[int], k1: float, b: float,
-                 user_id: str, project: str | None) -> tuple[list[tuple[int, float, float, int, str, str]], int]:
+                 user_id: str, project: str | None) -> tuple[list[tuple[int, float, float, int, str, str, float]], int]:
         """BM25 straight from the stored postings, for when the in-process index is unusable.
 
         Returns every matching memory as (doc_id, raw bm25, updated_at epoch, revision_count,
-        kind, type) and the number of memories, so the caller ranks them exactly as the
-        in-process path does.
+        kind, type, the share of the question's idf it holds) and the number of memories, so
+        the caller ranks them exactly as the in-process path does.
         """
         with self.lock:
             n, avgdl = self.con.execute(
@@ -844,13 +918,14 @@ class Store:
                 SELECT p.doc_id,
                        sum(q.qtf * q.idf * p.tf * (k.k1 + 1)
                            / (p.tf + k.k1 * (1 - k.b + k.b * p.doc_len / k.avgdl))) AS score,
-                       min(p.updated), min(p.revision_count), min(p.kind), min(p.type)
+                       min(p.updated), min(p.revision_count), min(p.kind), min(p.type), sum(q.idf)
                 FROM p JOIN q USING (term), k
                 GROUP BY p.doc_id
                 """,
                 params,
             ).fetchall()
-        return [(int(d), float(s), float(u), int(r), k, t) for d, s, u, r, k, t in rows], int(n)
+        total = sum(idf.values()) or 1.0
+        return [(int(d), float(s), float(u), int(r), k, t, float(h) / total) for d, s, u, r, k, t, h in rows], int(n)
 
     # --- sessions ---------------------------------------------------------------------------
     def _cached(self, key: tuple, compute):

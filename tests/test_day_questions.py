@@ -94,7 +94,7 @@ def test_the_sql_fallback_brings_the_day_first_too(mem):
     sid = demo_session(mem)
     mem._degrade("test: answer from SQL")
     res = mem.recall("what did I do today", limit=3)
-    assert res.retrieval_mode == "bm25_sql_fallback"
+    assert res.retrieval_mode == "bm25_meaning_sql_fallback"
     assert whole(res[0]) and res[0].fact.session_id == sid and res[0].relevance >= 0.70
 
 

@@ -76,12 +76,12 @@ def test_a_degraded_memory_builds_its_index_again_on_its_next_attach(db_path, mo
     mem.detach()
     with mem.attached():
         res = mem.recall("parquet scan")
-    assert mem.index is None and res.retrieval_mode == "bm25_sql_fallback" and res.degraded_mode
+    assert mem.index is None and res.retrieval_mode == "bm25_meaning_sql_fallback" and res.degraded_mode
     assert "MemoryError" in res.degraded_reason and len(res) == 1  # the fallback still answers
     monkeypatch.setattr(SparseIndex, "add_documents", real)
     with mem.attached():
         res = mem.recall("parquet scan")
-    assert mem.index is not None and res.retrieval_mode != "bm25_sql_fallback" and not res.degraded_mode
+    assert mem.index is not None and "sql" not in res.retrieval_mode and not res.degraded_mode
     assert len(res) == 1
     mem.close()
 

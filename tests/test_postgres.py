@@ -517,6 +517,7 @@ def test_a_fifth_version_team_database_lets_its_grams_go(team_db, clock, tmp_pat
                         [list(old), list(old.values()), fid])
         con.execute("ALTER TABLE memories ENABLE TRIGGER USER")
         con.execute("ALTER TABLE recall_events DROP COLUMN showing_id")  # (version 7's)
+        con.execute("ALTER TABLE memories DROP COLUMN vec, DROP COLUMN vec_model")  # (version 8's)
         con.execute("DELETE FROM schema_version WHERE version > 5")
     assert Memory.setup_team(team_db["admin"], ["alice", "bob"]) == (5, SCHEMA_VERSION)
     with psycopg.connect(team_db["admin"], autocommit=True) as con:
@@ -626,3 +627,30 @@ def test_forgetting_all_of_a_project_or_everything_on_the_server(team_db, clock)
     with psycopg.connect(team_db["admin"]) as con:
         assert con.execute("SELECT user_id, count(*) FROM slm.memories GROUP BY user_id").fetchall() == [("bob", 1)]
         assert con.execute("SELECT count(*) FROM slm.recall_events WHERE user_id = 'alice'").fetchone()[0] == 0
+
+
+def test_the_team_database_keeps_each_memorys_vector_and_a_teammates_kernel_takes_it(team_db, clock, monkeypatch):
+    from test_meaning import FINDINGS, OTHER_WORDS
+
+    bob = Memory(team_db["bob"], clock=clock)
+    bob.remember("bob's first note", share=True)
+    with Memory(team_db["alice"], clock=clock) as alice:
+        alice.remember_many([{"content": f, "share": True} for f in FINDINGS[1:]])
+        alice.remember(FINDINGS[0], share=True)
+        name = alice.meaning.name
+    with psycopg.connect(team_db["admin"], autocommit=True) as con:
+        rows = con.execute("SELECT vec_model, array_length(vec, 1) FROM slm.memories WHERE user_id = 'alice'").fetchall()
+    assert rows and all(r == (name, 256) for r in rows)
+    model = type(bob.meaning)
+    calls = []
+    real = model.encode
+    monkeypatch.setattr(model, "encode", lambda self, texts: calls.append(list(texts)) or real(self, texts))
+    top = bob.recall(OTHER_WORDS).memories[0]  # caught up with alice's writes: her vectors, taken
+    assert top.content == FINDINGS[0] and top.similar
+    assert [c for c in calls if c != [OTHER_WORDS]] == []
+    full = bob.recall(OTHER_WORDS)
+    bob.replica, bob.index_error = None, "switched off by the test"  # the server's SQL, its vectors
+    fb = bob.recall(OTHER_WORDS)
+    assert fb.retrieval_mode == "bm25_meaning_sql_fallback" and fb.memories[0].content == FINDINGS[0]
+    assert [m.fact_id for m in fb] == [m.fact_id for m in full]
+    bob.close()

@@ -48,7 +48,7 @@ def test_degraded_mode_is_honest(mem):
 
     mem.index.channel_scores = out_of_memory  # the machine fails, not the code
     broken = mem.session_init(query="churn window")
-    assert broken.degraded_mode is True and broken.retrieval_mode == "bm25_sql_fallback"
+    assert broken.degraded_mode is True and broken.retrieval_mode == "bm25_meaning_sql_fallback"
     assert [m.content for m in broken.memories] == ["the churn model uses a 90 day window"]
     with Memory(":memory:", ngram_weight=0.0) as bm25_only:  # a channel switched off is said too
         bm25_only.remember("the churn model uses a 90 day window")

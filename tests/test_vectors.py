@@ -109,3 +109,76 @@ def test_a_memory_with_cells_finds_other_words_keeps_its_cells_in_the_saved_inde
     assert not rows.any()  # the forgotten memory's vector is not in the saved file
     assert v3.live == third.index.n_live == 3_004
     third.close()
+
+
+def stored(db: str) -> list[tuple]:
+    import duckdb
+
+    con = duckdb.connect(db, read_only=True)
+    try:
+        return con.execute("SELECT content, vec, vec_model FROM memories ORDER BY doc_id").fetchall()
+    finally:
+        con.close()
+
+
+def test_each_memory_s_vector_is_kept_in_the_file_with_its_model_and_follows_a_revision(tmp_path):
+    db = str(tmp_path / "m.duckdb")
+    with Memory(db) as mem:
+        one = mem.remember(FINDINGS[0])
+        mem.remember_many([{"content": f} for f in FINDINGS[1:]])
+        name = mem.meaning.name
+        in_index = mem.index.vectors.cosine(np.array([0]), mem.meaning.encode([FINDINGS[0]])[0])
+        mem.revise(one.fact_id, content=FINDINGS[0].replace("huskies", "malamutes"))
+    rows = stored(db)
+    assert [r[0] for r in rows] == [*FINDINGS[1:], FINDINGS[0].replace("huskies", "malamutes")]
+    assert all(r[2] == name and len(r[1]) == 256 for r in rows)
+    assert in_index[0] == pytest.approx(1.0, abs=1e-5)
+    with Memory(db) as mem:  # the revised memory's vector is of its new text
+        want = mem.meaning.encode([rows[-1][0]])[0]
+        assert np.allclose(rows[-1][1], want, atol=1e-6)
+    with Memory(db, semantic=False) as words:
+        words.remember("written without the meaning channel")
+    assert stored(db)[-1][1:] == (None, None)
+
+
+def test_another_kernel_takes_the_stored_vectors_instead_of_working_them_out(tmp_path, monkeypatch):
+    db = str(tmp_path / "m.duckdb")
+    reader = Memory(db)
+    reader.remember("an early note")
+    reader.detach()
+    with Memory(db) as writer:
+        writer.remember_many([{"content": f} for f in FINDINGS])
+    model = type(reader.meaning)
+    calls = []
+    real = model.encode
+    monkeypatch.setattr(model, "encode", lambda self, texts: calls.append(list(texts)) or real(self, texts))
+    found = reader.recall(OTHER_WORDS)  # catches up: the writer's vectors, none worked out again
+    assert [c for c in calls if c != [OTHER_WORDS]] == []
+    assert found.memories[0].content == FINDINGS[0] and found.memories[0].similar
+    reader.close()
+
+
+def test_the_sql_fallback_finds_by_meaning_from_the_files_vectors_as_the_index_does(tmp_path):
+    from test_memory import CORPUS, bm25_only
+
+    with Memory(str(tmp_path / "m.duckdb")) as mem:
+        mem.remember_many([{"content": c} for c in CORPUS])
+        for f in FINDINGS:
+            mem.remember(f)
+        mem.config = bm25_only(mem)  # (the file keeps no 3-grams)
+        for q in [OTHER_WORDS, "which shops must be left out of the revenue numbers", "churn label leakage",
+                  "a recipe for sourdough bread with a long cold proof"]:
+            full = mem.recall(q)
+            replica = mem.replica
+            mem.replica, mem.index_error = None, "switched off by the test"
+            fb = mem.recall(q)
+            mem.replica = replica
+            assert fb.degraded_mode and fb.retrieval_mode == "bm25_meaning_sql_fallback"
+            assert full.retrieval_mode == "bm25_meaning_in_process"
+            assert [r.fact_id for r in fb] == [r.fact_id for r in full], q
+            assert [r.relevance for r in fb] == pytest.approx([r.relevance for r in full], abs=1e-5), q
+            assert [r.similar for r in fb] == [r.similar for r in full], q
+            if q == OTHER_WORDS:
+                assert fb.memories[0].content == FINDINGS[0] and fb.memories[0].similar
+        assert fb.memories == [] and full.memories == []  # (only real matches, on both paths)
+        assert mem.recall(OTHER_WORDS).memories[0].content == FINDINGS[0]
