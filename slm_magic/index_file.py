@@ -15,6 +15,7 @@ CRC-32 (4 bytes); then every array at a 4,096-byte boundary from `data_start`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import copy
 import json
@@ -418,10 +419,14 @@ def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
         raise Stale("saved for another history of the memory file (a restored file written again)")
     buf = memoryview(mm)
     a: dict = {}
+    views = {name: buf[h["data_start"] + info["offset"]: h["data_start"] + info["offset"] + info["nbytes"]]
+             for name, info in h["blobs"].items()}
+    # (two at a time: the hash lets go of the GIL, and reading the pages in is most of an open)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        sums = dict(zip(views, pool.map(xxhash.xxh3_64_hexdigest, views.values())))
     for name, info in h["blobs"].items():
-        lo = h["data_start"] + info["offset"]
-        mv = buf[lo: lo + info["nbytes"]]
-        if xxhash.xxh3_64_hexdigest(mv) != info["xxh3"]:
+        mv = views[name]
+        if sums[name] != info["xxh3"]:
             raise Stale(f"damaged ({name})")
         a[name] = mv if info.get("arrow") else np.frombuffer(mv, dtype=np.dtype(info["dtype"])).reshape(info["shape"])
     reader = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(a["rows"])))

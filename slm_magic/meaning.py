@@ -14,7 +14,6 @@ machine. Every vector is tagged with `model.name`; two models' vectors are never
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+import xxhash
 
 DEFAULT_MODEL = "default"
 PACKAGED = Path(__file__).resolve().parent / "data" / "static-minilm-256.npz"
@@ -169,13 +169,25 @@ class WordPiece:
 class StaticModel:
     """A static embedding table: a text is the normalised sum of its tokens' rows."""
 
-    def __init__(self, table: np.ndarray, vocab: Sequence[str], name: str, path: str | None = None):
+    def __init__(self, table: np.ndarray, vocab: Sequence[str], name: str, path: str | None = None,
+                 scale: np.ndarray | None = None):
         self.path = path  # (a bulk write's second process loads the same table from it)
-        self.table = np.ascontiguousarray(table, dtype=np.float32)
-        self.dims = int(self.table.shape[1])
+        # int8 rows and each row's scale (as saved), or float32 rows (scale None)
+        self.rows = np.ascontiguousarray(table, dtype=np.int8 if scale is not None else np.float32)
+        self.scale = None if scale is None else np.asarray(scale, dtype=np.float32)
+        self._dense: np.ndarray | None = None if scale is not None else self.rows
+        self.dims = int(self.rows.shape[1])
         self.tokenizer = WordPiece(vocab)
         self.name = name
         self._lock = threading.Lock()  # (the word cache is shared by the threads of a kernel)
+
+    @property
+    def table(self) -> np.ndarray:
+        """The rows as float32, made on the first batch (a new kernel's first recall and a
+        remember read a few rows each: a 31 MB array made at open took most of the load)."""
+        if self._dense is None:
+            self._dense = self.rows.astype(np.float32) * self.scale[:, None]
+        return self._dense
 
     @classmethod
     def from_file(cls, path: str | Path) -> "StaticModel":
@@ -183,11 +195,11 @@ class StaticModel:
         (each row's float32 scale), `meta` (a JSON string with its name)."""
         path = Path(path)
         with np.load(path, allow_pickle=False) as z:
-            table = z["table"].astype(np.float32) * z["scale"].astype(np.float32)[:, None]
+            table, scale = z["table"], z["scale"]
             vocab = [str(t) for t in z["vocab"].tolist()]
             meta = json.loads(str(z["meta"])) if "meta" in z.files else {}
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-        return cls(table, vocab, f"{meta.get('name', path.stem)}@{digest}", str(path))
+        digest = xxhash.xxh3_64_hexdigest(path.read_bytes())[:12]  # (sha-256 took 12 ms a kernel)
+        return cls(table, vocab, f"{meta.get('name', path.stem)}@{digest}", str(path), scale)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         n = len(texts)
@@ -198,7 +210,10 @@ class StaticModel:
             ids = [self.tokenizer.ids(t or "") for t in texts]
         if n == 1:
             if ids[0]:
-                out[0] = self.table[ids[0]].sum(axis=0)
+                rows = self.rows[ids[0]].astype(np.float32)
+                if self.scale is not None:
+                    rows *= self.scale[ids[0], None]
+                out[0] = rows.sum(axis=0)
         else:
             import scipy.sparse as sp
 
