@@ -217,7 +217,8 @@ def _blobs(snap: Snapshot) -> tuple[dict[str, _Blob], dict]:
         owner[gone] = -1
         room = used + max(4096, used // 8)
         blobs["vec.slot"], blobs["vec.owner"] = _array(_pad(slot, cap + 1, -1)), _array(_pad(owner, room, -1))
-        blobs["vec.centroids"], blobs["vec.starts"] = _array(vs["centroids"]), _array(vs["starts"])
+        centroids = VectorStore.live_centroids(vs["data"], owner, vs["starts"], vs["dims"])
+        blobs["vec.centroids"], blobs["vec.starts"] = _array(centroids), _array(vs["starts"])
         blobs["vec.data"] = _Blob({"dtype": "<f4", "shape": [room, vs["dims"]]}, room * vs["dims"] * 4,
                                   _vector_pieces(vs["data"], owner, room))
         vec.update(vec_used=used, vec_packed=vs["packed"], vec_live=int(np.count_nonzero(owner >= 0)),

@@ -959,8 +959,8 @@ class Memory:
         """`with_meaning` from the vectors the file keeps: the same background (a fixed sample
         of them), admission and fusion (`fuse_meaning`)."""
         cfg, store, name = self.config, self.store, self.meaning.name
-        sample, n = store.vector_sample(question, name, VectorStore.SAMPLE)
-        mu, sd = spread(sample, cfg)
+        docs, got, n = store.vector_sample(question, name, VectorStore.SAMPLE)
+        mu, sd = spread(self._sql_cosines(question, docs, got), cfg)
         need = standing(cfg, n)
         both = words
         if admit:
@@ -976,8 +976,23 @@ class Memory:
                 updated, held = np.concatenate([updated, when.astype(np.float64)]), np.concatenate([held, none])
         if not both.doc_ids.size:
             return both
-        return fuse_meaning(both, store.vector_cosines(question, name, both.doc_ids.tolist()), mu, sd, need, cfg,
+        return fuse_meaning(both, self._sql_cosines(question, both.doc_ids.tolist()), mu, sd, need, cfg,
                             strict=strict, coverage=held, updated=updated, updated_after=None, limit=limit)
+
+    def _sql_cosines(self, question: np.ndarray, doc_ids: list[int], got: dict[int, float] | None = None) -> np.ndarray:
+        """The question's cosine with each of these memories: the file's vector (`got`, else
+        read here), else one worked out from the text (a row written before the file kept
+        vectors, or by another model), as the in-process index does."""
+        if got is None:
+            got = self.store.vector_cosines(question, self.meaning.name, doc_ids)
+        missing = [d for d in doc_ids if d not in got]
+        if missing:
+            facts = self.store.facts_by_doc(missing)
+            rows = [fact_of(facts[d]) for d in missing if d in facts]
+            vecs = self.meaning.encode(memory_texts([f.content for f in rows], [f.title for f in rows],
+                                                    [f.tags for f in rows]))
+            got.update(zip((d for d in missing if d in facts), (vecs @ question).tolist()))
+        return np.array([got.get(d, 0.0) for d in doc_ids])
 
     @staticmethod
     def _materialise(ranked: Ranked, facts: Mapping[int, Fact], words: Mapping[int, str]) -> list[ScoredMemory]:

@@ -185,7 +185,7 @@ class PgStore(Store):
 
     EPOCH = "extract(epoch FROM updated_at)::float8"
     NEXT_STAMP = "take_stamps(1)"
-    DOT = "(SELECT sum(a::float8 * b) FROM unnest(vec, ?::float8[]) AS t(a, b))"
+    DOT = "(SELECT sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0) FROM unnest(vec, ?::float8[]) AS t(a, b))"
     SAMPLE_ORDER = "hashint8(doc_id)"
     STAMPS_IN_COMMIT_ORDER = True
     RECONNECT_S = 60.0

@@ -271,6 +271,12 @@ class IndexReplica:
             mine &= lengths == dims
             flat = pc.list_flatten(vec.filter(pa.array(mine))).to_numpy(zero_copy_only=False)
             out[mine] = flat.reshape(-1, dims)
+            # (a vector written by hand counts as its direction; a broken one as none: the text's)
+            norm = np.linalg.norm(out, axis=1)
+            bad = ~np.isfinite(norm) | (norm == 0)
+            mine &= ~bad
+            out[bad] = 0
+            np.divide(out, norm[:, None], out=out, where=mine[:, None])
         return out, mine
 
     EMBED_STEP = 20_000

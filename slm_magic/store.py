@@ -284,6 +284,12 @@ def insert_columns(given) -> tuple[str, ...]:
     return (*INSERT_COLUMNS, *VECTOR_COLUMNS) if "vec" in given else INSERT_COLUMNS
 
 
+def _cosines(values: Sequence) -> np.ndarray:
+    """Cosines read back from SQL: a NULL or NaN (a zero or broken vector) counts as 0."""
+    return np.nan_to_num(np.array([np.nan if v is None else v for v in values], dtype=np.float64), nan=0.0,
+                         posinf=0.0, neginf=0.0)
+
+
 def vector_columns(vecs: np.ndarray, model: str) -> dict:
     """New memories' vectors (one row each) as the columns `insert_many` writes."""
     import pyarrow as pa
@@ -509,11 +515,12 @@ class Store:
     EPOCH = "epoch(updated_at)"
     #: The next change stamp, in this database's SQL (for a change of one row).
     NEXT_STAMP = "nextval('change_seq')"
-    #: A stored vector's dot product with a question's (unit vectors: their cosine; in double
-    #: precision, so that a file and a server give the same), and a fixed order of memories to
-    #: draw a sample in, in this database's SQL.
-    DOT = "list_dot_product(vec::DOUBLE[], ?::DOUBLE[])"
+    #: A stored vector's cosine with a question's (divided by its norm: a vector written by hand
+    #: counts as its direction only; in double precision, so that a file and a server give the
+    #: same), and a fixed order of memories to draw a sample in, in this database's SQL.
+    DOT = "list_dot_product(vec::DOUBLE[], ?::DOUBLE[]) / nullif(sqrt(list_dot_product(vec::DOUBLE[], vec::DOUBLE[])), 0)"
     SAMPLE_ORDER = "hash(doc_id)"
+    HAS_VECTOR = "vec_model = ? AND vec IS NOT NULL"
 
     def _select(self, columns) -> str:
         return ", ".join(columns).format(epoch=self.EPOCH)
@@ -843,24 +850,26 @@ class Store:
         return {r[0]: r[1:] for r in rows}
 
     # --- the meaning channel, when the in-process index cannot run --------------------------
-    def vector_sample(self, query: np.ndarray, model: str, size: int) -> tuple[np.ndarray, int]:
-        """The question's cosines with up to `size` stored vectors of `model` (always the same
-        ones for the same memories), and how many memories have one."""
-        q = [float(x) for x in query]
+    def vector_sample(self, query: np.ndarray, model: str, size: int) -> tuple[list[int], dict[int, float], int]:
+        """Up to `size` memories (always the same ones for the same memories), the question's
+        cosine with those of them that have a vector of `model`, and how many memories there are."""
         with self.lock:
-            n = self.con.execute("SELECT count(*) FROM memories WHERE vec_model = ?", [model]).fetchall()[0][0]
-            rows = self.con.execute(f"SELECT {self.DOT} FROM memories WHERE vec_model = ? "
-                                    f"ORDER BY {self.SAMPLE_ORDER} LIMIT ?", [q, model, size]).fetchall()
-        return np.array([r[0] for r in rows], dtype=np.float64), int(n)
+            n = self.con.execute("SELECT count(*) FROM memories").fetchall()[0][0]
+            rows = self.con.execute(f"SELECT doc_id, CASE WHEN {self.HAS_VECTOR} THEN {self.DOT} END FROM memories "
+                                    f"ORDER BY {self.SAMPLE_ORDER} LIMIT ?",
+                                    [model, [float(x) for x in query], size]).fetchall()
+        docs = [int(d) for d, _ in rows]
+        have = [(int(d), c) for d, c in rows if c is not None]
+        return docs, dict(zip((d for d, _ in have), _cosines([c for _, c in have]).tolist())), int(n)
 
-    def vector_cosines(self, query: np.ndarray, model: str, doc_ids: Sequence[int]) -> np.ndarray:
-        """The question's cosine with each of these memories (0 without a vector of `model`)."""
+    def vector_cosines(self, query: np.ndarray, model: str, doc_ids: Sequence[int]) -> dict[int, float]:
+        """The question's cosine with those of these memories that have a vector of `model`."""
         with self.lock:
-            got = dict(self.con.execute(
-                f"SELECT doc_id, {self.DOT} FROM memories WHERE vec_model = ? "
+            got = self.con.execute(
+                f"SELECT doc_id, {self.DOT} FROM memories WHERE {self.HAS_VECTOR} "
                 "AND doc_id IN (SELECT unnest(?::BIGINT[]))",
-                [[float(x) for x in query], model, list(map(int, doc_ids))]).fetchall())
-        return np.array([float(got.get(int(d), 0.0)) for d in doc_ids])
+                [[float(x) for x in query], model, list(map(int, doc_ids))]).fetchall()
+        return dict(zip((int(d) for d, _ in got), _cosines([c for _, c in got]).tolist()))
 
     def vector_closest(self, query: np.ndarray, model: str, cutoff: float, k: int, user_id: str,
                        project: str | None, kind: str | None, type: str | None,
@@ -868,7 +877,7 @@ class Store:
         """The `k` memories closest to the question at a cosine of at least `cutoff` that this
         user may see and the filters keep, not among `taken`: (doc_id, cosine, updated_at
         epoch, revision_count), closest first (a scan of every vector: the fallback's)."""
-        filters, params = "vec_model = ? AND (user_id = ? OR shared)", [model, user_id]
+        filters, params = f"{self.HAS_VECTOR} AND (user_id = ? OR shared)", [model, user_id]
         for column, value in (("project", project), ("kind", kind), ("type", type)):
             if value is not None:
                 filters += f" AND {column} = ?"
@@ -877,7 +886,8 @@ class Store:
             rows = self.con.execute(
                 f"SELECT doc_id, cos, updated, revision_count FROM (SELECT doc_id, {self.DOT} AS cos, "
                 f"{self.EPOCH} AS updated, revision_count FROM memories WHERE {filters}) AS s "
-                "WHERE cos >= ? AND doc_id NOT IN (SELECT unnest(?::BIGINT[])) ORDER BY cos DESC, doc_id LIMIT ?",
+                "WHERE cos >= ? AND cos <= 1.000001 AND doc_id NOT IN (SELECT unnest(?::BIGINT[])) "  # (not NaN)
+                "ORDER BY cos DESC, doc_id LIMIT ?",
                 [[float(x) for x in query], *params, float(cutoff), list(map(int, taken)), int(k)]).fetchall()
         return [(int(d), float(c), float(u), int(r)) for d, c, u, r in rows]
 

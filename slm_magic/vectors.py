@@ -56,6 +56,26 @@ class VectorStore:
         out.used, out.packed, out.live, out.trained_at = (int(counts[k]) for k in ("used", "packed", "live", "trained_at"))
         return out
 
+    @staticmethod
+    def live_centroids(data: np.ndarray, owner: np.ndarray, starts: np.ndarray, dims: int) -> np.ndarray:
+        """Each cell's centre worked out again from its live rows (zeros for a cell with none):
+        what a save keeps, so that a cell whose one member was forgotten does not keep its
+        vector as the centre."""
+        k = starts.size - 1
+        if k <= 0:
+            return np.zeros((0, dims), np.float32)
+        packed = int(starts[-1])
+        sums = np.zeros((k, dims), np.float64)
+        full = np.flatnonzero(starts[1:] > starts[:-1])
+        if full.size:  # (every row's sum by cell without a copy of the rows, then the dead ones taken out)
+            sums[full] = np.add.reduceat(data[:packed], starts[full], axis=0, dtype=np.float64)
+        dead = np.flatnonzero(owner[:packed] < 0)
+        if dead.size:
+            cell = np.searchsorted(starts, dead, side="right") - 1
+            np.subtract.at(sums, cell, data[dead].astype(np.float64))
+        norm = np.linalg.norm(sums, axis=1, keepdims=True)
+        return np.divide(sums, norm, out=np.zeros_like(sums), where=norm > 0).astype(np.float32)
+
     def frozen(self, n: int) -> dict:
         """What a save needs, as of now (under the store's lock): the rows are shared (rows below
         `used` never change in place; a grouping makes new arrays), the small arrays copied."""
@@ -109,7 +129,7 @@ class VectorStore:
 
     def drop(self, doc_ids) -> None:
         """These memories have no vector any more (forgotten, replaced)."""
-        doc_ids = np.asarray(doc_ids, dtype=np.int64)
+        doc_ids = np.unique(np.asarray(doc_ids, dtype=np.int64))
         self._own()
         doc_ids = doc_ids[doc_ids < self.slot.size]
         s = self.slot[doc_ids]
@@ -189,8 +209,9 @@ class VectorStore:
         if self._held:
             return False
         waste = self.used - self.live > max(4096, self.used // 3)
-        if self.live < self.EXACT:
-            if not (waste or self.centroids.shape[0]):
+        cells = self.centroids.shape[0] > 0
+        if self.live < (self.EXACT // 2 if cells else self.EXACT):  # (slack: no rebuild per write at the edge)
+            if not (waste or cells):
                 return False
             self._pack(np.zeros((0, self.dims), np.float32))  # (no cells: every row is read)
         elif not self.centroids.shape[0] or self.live >= self.RETRAIN * self.trained_at:

@@ -80,6 +80,28 @@ def test_a_replaced_or_dropped_vector_never_comes_back_and_its_row_is_reclaimed(
     assert set(vs.nearest(x[7_950], 0.9)[0].tolist()) == exact(x, vs.has[:8_000], x[7_950], 0.9)
 
 
+def test_a_saved_cell_centre_comes_from_its_live_rows_only(small_cells):
+    x = clustered(3_000)
+    vs = VectorStore(64, "m")
+    vs.put(np.arange(3_000), x)
+    vs.settle()
+    sizes = np.diff(vs.starts)
+    c = int(np.argmax(sizes))
+    members = vs.owner[vs.starts[c]: vs.starts[c + 1]]
+    vs.drop(members[1:])  # one member left in the biggest cell; every member of the next one forgotten
+    d = int(next(k for k in np.flatnonzero(sizes) if k != c))
+    vs.drop(vs.owner[vs.starts[d]: vs.starts[d + 1]])
+    snap = vs.frozen(3_000)
+    saved = VectorStore.live_centroids(snap["data"], snap["owner"], snap["starts"], 64)
+    assert np.allclose(saved[c], x[members[0]], atol=1e-5)  # (the one live member: its own vector)
+    assert not saved[d].any()  # a cell whose members are all forgotten keeps no trace of them
+    other = [k for k in range(sizes.size) if k not in (c, d) and sizes[k]]
+    for k in other[:5]:
+        rows = vs.owner[vs.starts[k]: vs.starts[k + 1]]
+        mean = x[rows].sum(axis=0)
+        assert np.allclose(saved[k], mean / np.linalg.norm(mean), atol=1e-5)
+
+
 def test_a_memory_with_cells_finds_other_words_keeps_its_cells_in_the_saved_index_and_forgets(tmp_path, small_cells):
     db = str(tmp_path / "m.duckdb")
     first = Memory(db)
@@ -94,7 +116,8 @@ def test_a_memory_with_cells_finds_other_words_keeps_its_cells_in_the_saved_inde
     first.close()
     second = Memory(db)  # maps the saved index: its cells too
     assert second.replica.source == "saved index"
-    assert np.array_equal(second.index.vectors.centroids, vs.centroids)
+    assert np.array_equal(second.index.vectors.starts, vs.starts)  # (the cells' centres: from their live rows)
+    assert second.index.vectors.centroids.shape == vs.centroids.shape
     top = second.recall(OTHER_WORDS).memories[0]
     assert top.content == FINDINGS[0] and top.similar
     second.forget(top.fact.fact_id)
@@ -182,3 +205,30 @@ def test_the_sql_fallback_finds_by_meaning_from_the_files_vectors_as_the_index_d
                 assert fb.memories[0].content == FINDINGS[0] and fb.memories[0].similar
         assert fb.memories == [] and full.memories == []  # (only real matches, on both paths)
         assert mem.recall(OTHER_WORDS).memories[0].content == FINDINGS[0]
+
+
+def test_rows_without_a_stored_vector_or_with_one_written_by_hand_count_as_their_text(tmp_path):
+    from test_memory import CORPUS, bm25_only
+
+    db = str(tmp_path / "m.duckdb")
+    with Memory(db) as mem:
+        mem.remember_many([{"content": c} for c in CORPUS])
+        for f in [*FINDINGS, "Buy our premium widgets today"]:
+            mem.remember(f)
+        mem.config = bm25_only(mem)
+        questions = [OTHER_WORDS, "which shops must be left out of the revenue numbers", "churn label leakage",
+                     "where is the revenue dashboard"]
+        full = [[m.fact_id for m in mem.recall(q)] for q in questions]
+    import duckdb
+
+    con = duckdb.connect(db)  # rows from before the file kept vectors; one vector scaled by hand
+    con.execute("UPDATE memories SET vec = NULL, vec_model = NULL WHERE content NOT LIKE 'Buy%'")
+    con.execute("UPDATE memories SET vec = list_transform(vec, lambda x: x * 40) WHERE content LIKE 'Buy%'")
+    con.close()
+    with Memory(db) as mem:  # a whole load: the text gives the missing ones, the scaled one is its direction
+        mem.config = bm25_only(mem)
+        assert [[m.fact_id for m in mem.recall(q)] for q in questions] == full
+        # the fallback: the same, but a memory found by meaning alone only among stored vectors
+        mem.replica, mem.index_error = None, "switched off by the test"
+        assert [[m.fact_id for m in mem.recall(q)] for q in questions[1:]] == full[1:]
+        assert mem.recall(OTHER_WORDS).memories == []
