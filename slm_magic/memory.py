@@ -50,7 +50,7 @@ _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.
 
 
 class Memory:
-    """Long-term memory on one DuckDB file.
+    """Long-term memory on a DuckDB file, or on a team's PostgreSQL database.
 
     `Memory(path)` opens (or creates) the file; ``":memory:"`` keeps everything in RAM;
     ``None`` uses $SLM_MAGIC_DB or ~/.slm_magic/memory.duckdb. `user_id` None (or "") is

@@ -430,7 +430,7 @@ def second_stage(docs: np.ndarray, score: np.ndarray, rel: np.ndarray, gram: np.
                  updated_after: float | None, cfg: RankingConfig, limit: int):
     """The pool's n-gram part fused into its relevance as a noisy-or (it can only raise it), the
     age gate read on that relevance, the best `limit` (ties broken by doc id): (rows kept in order, relevance, score).
-    The in-process and the SQL paths both end here."""
+    (The SQL fallback has no n-gram part, so it does not come here; `fuse_meaning` is what both share.)"""
     rel2 = 1.0 - (1.0 - rel) * (1.0 - cfg.ngram_weight * gram)
     score2 = score + cfg.w_relevance * (rel2 - rel)
     rows = np.arange(docs.size)

@@ -1,8 +1,8 @@
 """API A, the session lifecycle: `session_init` opens a session with its context, and
 `close_session` writes one temporal summary event per entity the session touched.
 
-A part of `Memory` (`memory.sessions`): it uses the engine only through `recall`, the bulk
-write and the store's session statements.
+A part of `Memory` (`memory.sessions`): it uses the engine through `recall`, the bulk write,
+the working sets and the store's session statements.
 """
 
 from __future__ import annotations

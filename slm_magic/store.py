@@ -1,7 +1,8 @@
 """DuckDB storage: the schema, its migrations, the connection, and the statements on memories
 (their rows, postings and change stamps). Sessions and signals have repositories of their own
-(`session_store.py`, `signal_store.py`), held as `store.sessions` and `store.signals`: these
-three are the only code that runs SQL.
+(`session_store.py`, `signal_store.py`), held as `store.sessions` and `store.signals`. Only
+the store layer runs SQL: these, the file's attachments, and the server's forms of them
+(`pg_store.py`, `pg_schema.py`); `tests/test_architecture.py` checks it.
 
 The DuckDB file is the source of truth. Everything held in memory (the sparse index, the
 session links) is derived from it and can be rebuilt from it at any time.
