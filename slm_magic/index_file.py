@@ -211,18 +211,13 @@ def _blobs(snap: Snapshot) -> tuple[dict[str, _Blob], dict]:
     vec = {"vec_model": vs["model"], "vec_dims": vs["dims"]}
     if vs["dims"]:  # the rows by slot, a forgotten memory's row zeroed (headroom after them)
         used, owner = vs["used"], vs["owner"]
-        slot = np.where(alive[: vs["slot"].size], vs["slot"], -1)
-        gone = owner >= 0
-        gone[gone] = slot[owner[gone]] < 0
-        owner[gone] = -1
         room = used + max(4096, used // 8)
-        blobs["vec.slot"], blobs["vec.owner"] = _array(_pad(slot, cap + 1, -1)), _array(_pad(owner, room, -1))
+        blobs["vec.slot"], blobs["vec.owner"] = _array(_pad(vs["slot"], cap + 1, -1)), _array(_pad(owner, room, -1))
         centroids = VectorStore.live_centroids(vs["data"], owner, vs["starts"], vs["dims"])
         blobs["vec.centroids"], blobs["vec.starts"] = _array(centroids), _array(vs["starts"])
         blobs["vec.data"] = _Blob({"dtype": "<f4", "shape": [room, vs["dims"]]}, room * vs["dims"] * 4,
                                   _vector_pieces(vs["data"], owner, room))
-        vec.update(vec_used=used, vec_packed=vs["packed"], vec_live=int(np.count_nonzero(owner >= 0)),
-                   vec_trained_at=vs["trained_at"])
+        vec.update(vec_used=used, vec_packed=vs["packed"], vec_live=vs["live"], vec_trained_at=vs["trained_at"])
     counts = {"size": n, "capacity": cap, "n_live": snap.n_live, "total_len": snap.total_len,
               "codes": snap.codes, "rows_chunks": len(chunks), **vec}
     return blobs, counts

@@ -51,6 +51,11 @@ def memory_texts(contents: Sequence[str], titles: Sequence[str | None] | None = 
     return [memory_text(c, t, g) for c, t, g in zip(contents, titles or none, tags or none)]
 
 
+def fact_texts(facts: Iterable) -> list[str]:
+    """`memory_text` of stored memories (anything with content, title and tags)."""
+    return [memory_text(f.content, f.title, f.tags) for f in facts]
+
+
 # --------------------------------------------------------------------------- the tokenizer
 
 # The CJK blocks BERT cuts one character at a time (as the `tokenizers` library lists them).

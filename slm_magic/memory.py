@@ -20,15 +20,15 @@ import numpy as np
 from . import bulk, text
 from .errors import InvalidInput, StoreError, type_name
 from .identity import default_user
-from .meaning import DEFAULT_MODEL, EmbeddingModel, load_model, memory_texts
+from .meaning import DEFAULT_MODEL, EmbeddingModel, fact_texts, load_model, memory_texts
 from .index import SparseIndex
 from .models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
                      ScoredMemory, SearchScore, Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
 from .reranker import CANDIDATES
 from .ranking import (AGE_GATE_RELEVANCE, Ranked, RankingConfig, WorkingSet, bm25_relevance, days_first, fuse,
-                      fuse_meaning, rank_days, rank_index, rank_related, recency, retrieval_mode, revision,
-                      search_score, spread, standing, with_meaning)
+                      admission, fuse_meaning, rank_days, rank_index, rank_related, recency, retrieval_mode,
+                      revision, search_score, spread, with_meaning)
 from .exchange import Exchange
 from .calibration import AnswerCalibration, AnswerConfidence, Judge
 from .learning import LearningLoop
@@ -338,11 +338,15 @@ class Memory:
 
     def _with_vectors(self, columns: dict[str, Any], vecs: np.ndarray | None) -> dict[str, np.ndarray]:
         """The vectors into the columns the store writes (`vec`, `vec_model`); returns what the
-        index takes of them ({"vectors": ...}, or {} when there is none or no index)."""
+        index takes of them ({"vectors": ...}, or {} when there are none)."""
         if vecs is None:
             return {}
         columns.update(vector_columns(vecs, self.meaning.name))
-        return {"vectors": vecs} if self.replica is not None else {}
+        return {"vectors": vecs}
+
+    def _vector_fields(self, vecs: np.ndarray | None) -> dict[str, Any]:
+        """One memory's `vec` and `vec_model` as a row writes them (NULL without the channel)."""
+        return {"vec": None if vecs is None else vecs[0].tolist(), "vec_model": None if vecs is None else self.meaning.name}
 
     # --- writes -----------------------------------------------------------------------------
     def remember(self, content: str, *, session_id: str | None = None, tags: str | Iterable[str] | None = None,
@@ -396,8 +400,7 @@ class Memory:
                    revision_count=0, kind="memory", doc_len=length,
                    terms=list(counts.keys()), tfs=list(counts.values()))
         vecs = self._vectors_of(cols)
-        if vecs is not None:
-            row.update(vec=vecs[0].tolist(), vec_model=self.meaning.name)
+        row.update(self._vector_fields(vecs))
         self._refresh()
         doc_id, changed = self.store.insert_one(row)
         fact = Fact(**{k: row[k] for k in FACT_COLUMNS if k != "tags"}, tags=tuple(row["tags"]))
@@ -408,8 +411,7 @@ class Memory:
              "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
              "shared": [row["shared"]], "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]],
              "g_doc": np.full(len(grams), doc_id), "g_gram": np.fromiter(grams.keys(), np.int64, len(grams)),
-             "g_tf": np.fromiter(grams.values(), np.int64, len(grams)),
-             **({"vectors": vecs} if vecs is not None and self.replica is not None else {})},
+             "g_tf": np.fromiter(grams.values(), np.int64, len(grams)), **({} if vecs is None else {"vectors": vecs})},
             np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         sid = row["session_id"]
@@ -604,7 +606,7 @@ class Memory:
             "content": row["content"], "content_hash": content_hash(row["content"]),
             "title": row["title"], "type": row["type"], "tags": row["tags"], "project": row["project"],
             "terms": list(counts.keys()), "tfs": list(counts.values()), "doc_len": length, "updated_at": now,
-            "vec": None if vecs is None else vecs[0].tolist(), "vec_model": None if vecs is None else self.meaning.name})
+            **self._vector_fields(vecs)})
         self._sync()
         self.learning.after_showing(fact_id, "revised", current.user_id)
         return self.get(fact_id, user_id=current.user_id)
@@ -756,7 +758,8 @@ class Memory:
         now = epoch_seconds(now_dt)
         tracked = bool(session_id) and not is_synthetic_session(session_id) and not self.session_is_closed(session_id)
         cfg = self.config
-        meaning = self.meaning if self.index is not None else None
+        # (the question's vector, for whichever path ranks: the index's, else the file's)
+        question = self.meaning.encode([query])[0] if self.meaning is not None and limit > 0 else None
         reason = self.meaning_error  # (the index's own failure, if any, is said below)
         ranked: Ranked | None = None
         if self.index is not None:
@@ -776,11 +779,11 @@ class Memory:
                     cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
                     cs.words = words
                     ranked = rank_index(index, cs, cfg, now=now, user=user_code, project=project_code,
-                                        limit=max(wanted, cfg.meaning_pool) if meaning is not None else wanted,
+                                        limit=max(wanted, cfg.meaning_pool) if question is not None else wanted,
                                         working_set=ws, updated_after=updated_after, kind=kind_code,
                                         type_code=type_code)
-                if meaning is not None and limit > 0 and (project_code is None or project_code >= 0):
-                    ranked = with_meaning(index, cs, ranked, meaning.encode([query])[0], cfg, now=now, user=user_code,
+                if question is not None and (project_code is None or project_code >= 0):
+                    ranked = with_meaning(index, cs, ranked, question, cfg, now=now, user=user_code,
                                           project=project_code, limit=wanted, working_set=ws,
                                           updated_after=updated_after, kind=kind_code, type_code=type_code,
                                           strict=strict and not days,
@@ -800,11 +803,8 @@ class Memory:
             except STORAGE_FAILURES as exc:  # degrade to SQL rather than fail the user
                 self._degrade(f"in-process index failed ({type_name(exc)}: {exc})")
                 ranked = None
-        mode = retrieval_mode(sql=ranked is None, tfidf=cfg.tfidf_on, meaning=meaning is not None and ranked is not None)
         if ranked is None:
             reason = self.index_error or "the in-process index is not available"
-            question = self.meaning.encode([query])[0] if self.meaning is not None and limit > 0 else None
-            mode = retrieval_mode(sql=True, tfidf=False, meaning=question is not None)
             ranked, memories = self._recall_sql(terms, qtf, qlen, words, now=now, user=user, project=project,
                                                 limit=limit, updated_after=updated_after, kind=kind, type=type,
                                                 days=days, question=question, strict=strict,
@@ -813,7 +813,7 @@ class Memory:
         if tracked and memories:
             self._note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories], now_dt,
                              project)
-        result = RecallResult(query=query, project=project, memories=memories, retrieval_mode=mode,
+        result = RecallResult(query=query, project=project, memories=memories, retrieval_mode=self.retrieval_mode,
                               degraded_mode=reason is not None,
                               degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000,
                               age_gate_days=max_age_days or None,
@@ -961,11 +961,11 @@ class Memory:
         cfg, store, name = self.config, self.store, self.meaning.name
         docs, got, n = store.vector_sample(question, name, VectorStore.SAMPLE)
         mu, sd = spread(self._sql_cosines(question, docs, got), cfg)
-        need = standing(cfg, n)
+        need, cutoff = admission(cfg, mu, sd, n)
         both = words
         if admit:
-            picks = store.vector_closest(question, name, max(mu + need * sd, np.nextafter(cfg.meaning_floor, 1)),
-                                         cfg.meaning_top, user, project, kind, type, words.doc_ids.tolist())
+            picks = store.vector_closest(question, name, cutoff, cfg.meaning_top, user, project, kind, type,
+                                         words.doc_ids.tolist())
             if picks:
                 docs, _, when, revs = (np.array(c) for c in zip(*picks))
                 none = np.zeros(docs.size)
@@ -988,10 +988,9 @@ class Memory:
         missing = [d for d in doc_ids if d not in got]
         if missing:
             facts = self.store.facts_by_doc(missing)
-            rows = [fact_of(facts[d]) for d in missing if d in facts]
-            vecs = self.meaning.encode(memory_texts([f.content for f in rows], [f.title for f in rows],
-                                                    [f.tags for f in rows]))
-            got.update(zip((d for d in missing if d in facts), (vecs @ question).tolist()))
+            found = [d for d in missing if d in facts]
+            vecs = self.meaning.encode(fact_texts(fact_of(facts[d]) for d in found))
+            got.update(zip(found, (vecs @ question).tolist()))
         return np.array([got.get(d, 0.0) for d in doc_ids])
 
     @staticmethod
@@ -1122,8 +1121,7 @@ class Memory:
             return f"not running: {self.meaning_error}"
         if self.index is None:
             return f"{self.meaning.name}, from the file's vectors (no in-process index)"
-        t = self.index.docs
-        return f"{self.meaning.name}, vectors for {self.index.vectors.count(t.alive):,} of {self.index.n_live:,}"
+        return f"{self.meaning.name}, vectors for {self.index.vectors.live:,} of {self.index.n_live:,}"
 
     def _index_words(self) -> str:
         """The replica in a line: where it came from, how far behind the saved file is."""

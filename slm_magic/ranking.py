@@ -483,11 +483,11 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
     stands above a word match that is more relevant or scores as high. The best `limit`."""
     t = index.docs
     mu, sd = closeness(index, query, cfg)
-    need = standing(cfg, index.vectors.live)
+    need, cutoff = admission(cfg, mu, sd, index.vectors.live)
     pick = np.empty(0, np.int64)
-    if admit:  # (standing `need` deviations up is a cosine of mu + need·sd)
+    if admit:
         only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
-        pick, near = index.vectors.nearest(query, max(mu + need * sd, np.nextafter(cfg.meaning_floor, 1)))
+        pick, near = index.vectors.nearest(query, cutoff)
         pick = _closest_eligible(t, pick[np.lexsort((pick, -near))], words.doc_ids, cfg.meaning_top,
                                  only_user, project, kind, type_code)
     both = words
@@ -533,11 +533,13 @@ def fuse_meaning(both: Ranked, cos: np.ndarray, mu: float, sd: float, need: floa
     return out
 
 
-def standing(cfg: RankingConfig, n: int) -> float:
-    """Deviations up a memory found by meaning alone must stand among `n` memories."""
-    if cfg.meaning_chance <= 0 or n <= cfg.meaning_chance:
-        return cfg.meaning_admit
-    return max(cfg.meaning_admit, float(ndtri(1.0 - cfg.meaning_chance / n)))
+def admission(cfg: RankingConfig, mu: float, sd: float, n: int) -> tuple[float, float]:
+    """How far up a memory found by meaning alone must stand among `n` memories whose cosines
+    with the question have mean `mu` and deviation `sd`: (in deviations, as a cosine)."""
+    need = cfg.meaning_admit
+    if 0 < cfg.meaning_chance < n:
+        need = max(need, float(ndtri(1.0 - cfg.meaning_chance / n)))
+    return need, max(mu + need * sd, float(np.nextafter(cfg.meaning_floor, 1)))
 
 
 def _closest_eligible(t, ordered: np.ndarray, taken: np.ndarray, k: int, *filters) -> np.ndarray:

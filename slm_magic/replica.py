@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from . import bulk, index_file
 from .index import SparseIndex
-from .meaning import EmbeddingModel, memory_texts
+from .meaning import EmbeddingModel, fact_texts, memory_texts
 from .models import MEMORY_TYPES, Fact
 from .records import Postings
 from .rows import FactRows
@@ -242,15 +242,16 @@ class IndexReplica:
         this process can run, which `_put_vectors` runs instead)."""
         return self.embedder.path if self.embedder is not None else None
 
-    def _put_vectors(self, rows, analysed: Postings) -> None:
+    def _put_vectors(self, rows, analysed: Postings, stored: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """The vectors of stored rows (an Arrow table with doc_id, content, title and tags, and
         maybe vec and vec_model): the ones their analysis brought, else the stored ones of this
-        model, else worked out here from their text."""
+        model (`stored`, when read already: `_stored_vectors`), else worked out here from their
+        text."""
         if self.embedder is None or not rows.num_rows:
             return
         vecs = analysed.vectors
         if vecs is None:
-            vecs, mine = self._stored_vectors(rows)
+            vecs, mine = stored or self._stored_vectors(rows)
             if not mine.all():
                 todo = rows.filter(pa.array(~mine))
                 vecs[~mine] = self.embedder.encode(memory_texts(todo.column("content").to_pylist(),
@@ -301,9 +302,7 @@ class IndexReplica:
             facts = self.rows.get(docs.tolist())
             docs = np.array([d for d in docs.tolist() if d in facts], dtype=np.int64)
             got = [facts[d] for d in docs.tolist()]
-            self.index.vectors.put(docs, self.embedder.encode(memory_texts([f.content for f in got],
-                                                                          [f.title for f in got],
-                                                                          [f.tags for f in got])))
+            self.index.vectors.put(docs, self.embedder.encode(fact_texts(got)))
         self.index.vectors.settle()
         return int(missing.size)
 
@@ -356,12 +355,12 @@ class IndexReplica:
             new_meta = {k: v[fresh] for k, v in meta.items()}
             # (the file keeps no 3-grams: the text gives the same ones again; the vectors a writer of
             # this model stored are taken, else the text gives them too)
-            stored = self.embedder is not None and bool(self._stored_vectors(sub)[1].all())
-            analysed = Postings.of_columns(_text_of(sub, None if stored else self._embed_model))
+            stored = self._stored_vectors(sub) if self.embedder is not None else None
+            analysed = Postings.of_columns(_text_of(sub, None if stored and stored[1].all() else self._embed_model))
             new_meta.update(_gram_entries(analysed, doc_ids[fresh]))
             self.add(doc_ids[fresh], new_meta, np.repeat(doc_ids[fresh], lengths), terms,
                      _list_values(sub.column("tfs"))[1], replaced=replaced)
-            self._put_vectors(sub, analysed)
+            self._put_vectors(sub, analysed, stored)
         self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
         return int(meta["changed"].max())
 

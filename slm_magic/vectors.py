@@ -40,7 +40,7 @@ class VectorStore:
         self.owner = np.full(capacity + 1, -1, dtype=np.int64)        # slot -> doc id (-1: none)
         self.used = 0      # slots written (grouped, then newest)
         self.packed = 0    # slots grouped by cell
-        self.live = 0      # memories with a vector
+        self.live = 0      # memories with a vector (a forgotten one's is dropped: all of them live)
         self.centroids = np.zeros((0, dims), dtype=np.float32)
         self.starts = np.zeros(1, dtype=np.int64)
         self.trained_at = 0  # vectors when the cells were trained
@@ -78,9 +78,10 @@ class VectorStore:
 
     def frozen(self, n: int) -> dict:
         """What a save needs, as of now (under the store's lock): the rows are shared (rows below
-        `used` never change in place; a grouping makes new arrays), the small arrays copied."""
+        `used` never change in place; a grouping makes new arrays), the small arrays copied (a
+        forgotten memory has no slot and owns no row already: `drop`)."""
         return {"model": self.model, "dims": self.dims, "data": self.data, "used": self.used, "packed": self.packed,
-                "owner": self.owner[: self.used].copy(), "slot": self.slot[:n].copy(),
+                "live": self.live, "owner": self.owner[: self.used].copy(), "slot": self.slot[:n].copy(),
                 "centroids": self.centroids, "starts": self.starts, "trained_at": self.trained_at}
 
     def reset(self, dims: int, model: str | None) -> None:
@@ -95,14 +96,14 @@ class VectorStore:
     def ensure(self, n: int) -> None:
         """Room for doc ids below `n` (and the sentinel after them)."""
         if n + 1 > self.slot.size:
-            self.slot = _grown(self.slot, max(n + 1, 2 * self.slot.size), -1)
+            self.slot = np.pad(self.slot, (0, max(n + 1, 2 * self.slot.size) - self.slot.size), constant_values=-1)
 
     def _room(self, n: int) -> None:
         if n > self.owner.size:
             cap = max(n, 2 * self.owner.size)
             data = np.zeros((cap, self.dims), dtype=np.float32)
             data[: self.used] = self.data[: self.used]
-            self.data, self.owner = data, _grown(self.owner, cap, -1)
+            self.data, self.owner = data, np.pad(self.owner, (0, cap - self.owner.size), constant_values=-1)
 
     def put(self, doc_ids: np.ndarray, vecs: np.ndarray) -> None:
         """Set these memories' vectors (a zero vector: none); a replaced one's old row is dropped."""
@@ -140,11 +141,6 @@ class VectorStore:
             self.live -= s.size
             if self._sample is not None and np.isin(self._sample[1], doc_ids).any():
                 self._sample = None  # (its copied rows would outlive a vector put again)
-
-    def count(self, alive: np.ndarray) -> int:
-        """How many live memories have a vector."""
-        n = min(alive.size, self.slot.size)
-        return int(np.count_nonzero((self.slot[:n] >= 0) & alive[:n]))
 
     def cosine(self, doc_ids: np.ndarray, query: np.ndarray) -> np.ndarray:
         """The query's cosine with each of `doc_ids` (0 for one without a vector)."""
@@ -214,7 +210,7 @@ class VectorStore:
             if not (waste or cells):
                 return False
             self._pack(np.zeros((0, self.dims), np.float32))  # (no cells: every row is read)
-        elif not self.centroids.shape[0] or self.live >= self.RETRAIN * self.trained_at:
+        elif not cells or self.live >= self.RETRAIN * self.trained_at:
             self._pack(self._train())
         elif waste or self.used - self.packed > max(1024, self.NEWEST_SHARE * self.packed):
             self._pack(self.centroids)
@@ -275,8 +271,3 @@ def _assign(rows: np.ndarray, centroids: np.ndarray, step: int = 65_536) -> np.n
         out[lo: lo + step] = np.argmax(rows[lo: lo + step] @ centroids.T, axis=1)
     return out
 
-
-def _grown(a: np.ndarray, size: int, fill) -> np.ndarray:
-    out = np.full(size, fill, dtype=a.dtype)
-    out[: a.size] = a
-    return out

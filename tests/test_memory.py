@@ -106,16 +106,23 @@ def bm25_only(m: Memory):
     return m.config.model_copy(update={"ngram_weight": 0.0})
 
 
+def recall_from_sql(mem: Memory, query: str, **kw):
+    """`mem.recall` as the SQL fallback answers it (the in-process index switched off for it)."""
+    replica = mem.replica
+    mem.replica, mem.index_error = None, "switched off by the test"
+    try:
+        return mem.recall(query, **kw)
+    finally:
+        mem.replica = replica
+
+
 def test_sql_fallback_agrees_with_the_index(words_mem):
     mem = words_mem  # (the fallback has no vectors: the lexical channels on both paths)
     mem.remember_many({"content": c} for c in CORPUS)
     with_grams, mem.config = mem.config, bm25_only(mem)
     for q in ["churn", "customer_id rows", "holiday forecast", "feature churn label", "order value outliers"]:
         full = mem.recall(q)
-        replica = mem.replica
-        mem.replica, mem.index_error = None, "switched off by the test"
-        fb = mem.recall(q)
-        mem.replica = replica
+        fb = recall_from_sql(mem, q)
         assert fb.degraded_mode and fb.retrieval_mode == "bm25_sql_fallback"
         assert not full.degraded_mode and full.retrieval_mode == "bm25_in_process"
         assert [r.fact_id for r in fb] == [r.fact_id for r in full]
@@ -145,10 +152,7 @@ def test_sql_fallback_returns_the_same_top_10_with_tags_titles_and_sessions(cloc
         m.config = bm25_only(m)
         for q in ["churn join", "leakage", "timezone dedup orders", "audit", "decision threshold", "cohort drift"]:
             full = m.recall(q, limit=10)
-            replica = m.replica
-            m.replica, m.index_error = None, "switched off by the test"
-            fb = m.recall(q, limit=10)
-            m.replica = replica
+            fb = recall_from_sql(m, q, limit=10)
             assert fb.degraded_mode and len(full) == 10
             assert [r.fact_id for r in fb] == [r.fact_id for r in full], q
             assert [r.score.value for r in fb] == pytest.approx([r.score.value for r in full]), q
@@ -169,10 +173,8 @@ def test_users_never_see_each_other(mem):
     assert [r.content for r in mem.recall("churn threshold", user_id="bob")] == ["bob's churn threshold is 0.37"]
     assert mem.recall("churn threshold").memories == []  # the default user has none
     assert mem.recall("churn threshold", user_id="carol").memories == []
-    replica = mem.replica
-    mem.replica, mem.index_error = None, "test"
-    assert [r.content for r in mem.recall("churn threshold", user_id="bob")] == ["bob's churn threshold is 0.37"]
-    mem.replica = replica
+    assert [r.content for r in recall_from_sql(mem, "churn threshold", user_id="bob")] == \
+        ["bob's churn threshold is 0.37"]
 
 
 def test_project_filter(mem):

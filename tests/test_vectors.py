@@ -182,7 +182,7 @@ def test_another_kernel_takes_the_stored_vectors_instead_of_working_them_out(tmp
 
 
 def test_the_sql_fallback_finds_by_meaning_from_the_files_vectors_as_the_index_does(tmp_path):
-    from test_memory import CORPUS, bm25_only
+    from test_memory import CORPUS, bm25_only, recall_from_sql
 
     with Memory(str(tmp_path / "m.duckdb")) as mem:
         mem.remember_many([{"content": c} for c in CORPUS])
@@ -192,10 +192,7 @@ def test_the_sql_fallback_finds_by_meaning_from_the_files_vectors_as_the_index_d
         for q in [OTHER_WORDS, "which shops must be left out of the revenue numbers", "churn label leakage",
                   "a recipe for sourdough bread with a long cold proof"]:
             full = mem.recall(q)
-            replica = mem.replica
-            mem.replica, mem.index_error = None, "switched off by the test"
-            fb = mem.recall(q)
-            mem.replica = replica
+            fb = recall_from_sql(mem, q)
             assert fb.degraded_mode and fb.retrieval_mode == "bm25_meaning_sql_fallback"
             assert full.retrieval_mode == "bm25_meaning_in_process"
             assert [r.fact_id for r in fb] == [r.fact_id for r in full], q
@@ -208,7 +205,7 @@ def test_the_sql_fallback_finds_by_meaning_from_the_files_vectors_as_the_index_d
 
 
 def test_rows_without_a_stored_vector_or_with_one_written_by_hand_count_as_their_text(tmp_path):
-    from test_memory import CORPUS, bm25_only
+    from test_memory import CORPUS, bm25_only, recall_from_sql
 
     db = str(tmp_path / "m.duckdb")
     with Memory(db) as mem:
@@ -229,6 +226,5 @@ def test_rows_without_a_stored_vector_or_with_one_written_by_hand_count_as_their
         mem.config = bm25_only(mem)
         assert [[m.fact_id for m in mem.recall(q)] for q in questions] == full
         # the fallback: the same, but a memory found by meaning alone only among stored vectors
-        mem.replica, mem.index_error = None, "switched off by the test"
-        assert [[m.fact_id for m in mem.recall(q)] for q in questions[1:]] == full[1:]
-        assert mem.recall(OTHER_WORDS).memories == []
+        assert [[m.fact_id for m in recall_from_sql(mem, q)] for q in questions[1:]] == full[1:]
+        assert recall_from_sql(mem, OTHER_WORDS).memories == []
