@@ -37,6 +37,9 @@ class EmbeddingModel(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dims) float32, each row of norm 1 (or 0 for a text without a token)."""
 
+    def knows(self, words: Iterable[str]) -> bool:
+        """Whether the model has a meaning for one of a question's content words."""
+
 
 def memory_text(content: str, title: str | None = None, tags: Iterable[str] | None = None) -> str:
     """What a memory's vector is made of: its title, content and tags (as the user wrote them)."""
@@ -206,6 +209,15 @@ class StaticModel:
         digest = xxhash.xxh3_64_hexdigest(path.read_bytes())[:12]  # (sha-256 took 12 ms a kernel)
         return cls(table, vocab, f"{meta.get('name', path.stem)}@{digest}", str(path), scale)
 
+    def knows(self, words: Iterable[str]) -> bool:
+        """Whether one of these words (a question's, stop words out) is a token of the table
+        whole. A word it never saw is cut into pieces ("nipyxo": ni, ##py, ##xo), and a question
+        made only of such words is a sum of pieces that says nothing of what it means: what it
+        is close to is chance, and a match by meaning alone would be a look-alike string."""
+        tok = self.tokenizer
+        with self._lock:
+            return any(len(p) == 1 and p[0] != tok.unk for w in words for p in map(tok.pieces, tok.words(w)))
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         n = len(texts)
         out = np.zeros((n, self.dims), dtype=np.float32)
@@ -248,6 +260,10 @@ class SentenceTransformerModel:
         self.dims = int(self.model.get_sentence_embedding_dimension())
         self.name = f"st:{spec}"
         self.path = None  # (loaded in this process only: too slow to load again in a second one)
+
+    def knows(self, words: Iterable[str]) -> bool:
+        """A transformer reads word pieces in their context: every question means something."""
+        return True
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not len(texts):

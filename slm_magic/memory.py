@@ -760,6 +760,10 @@ class Memory:
         cfg = self.config
         # (the question's vector, for whichever path ranks: the index's, else the file's)
         question = self.meaning.encode([query])[0] if self.meaning is not None and limit > 0 else None
+        # (by meaning alone only for a question that means something to the model and does not
+        # ask for memories by the identifiers they hold)
+        admit = question is not None and self.meaning.knows(words.values()) \
+            and not text.names_identifiers(query, self._known_terms)
         reason = self.meaning_error  # (the index's own failure, if any, is said below)
         ranked: Ranked | None = None
         if self.index is not None:
@@ -787,7 +791,7 @@ class Memory:
                                           project=project_code, limit=wanted, working_set=ws,
                                           updated_after=updated_after, kind=kind_code, type_code=type_code,
                                           strict=strict and not days,
-                                          admit=not text.names_identifiers(query, self._known_terms))
+                                          admit=admit)
                 if cs is not None:
                     if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
                         ranked = learner.rerank(ranked, cs, index, limit)
@@ -808,7 +812,7 @@ class Memory:
             ranked, memories = self._recall_sql(terms, qtf, qlen, words, now=now, user=user, project=project,
                                                 limit=limit, updated_after=updated_after, kind=kind, type=type,
                                                 days=days, question=question, strict=strict,
-                                                admit=not text.names_identifiers(query, self._known_terms))
+                                                admit=admit)
         doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
         if tracked and memories:
             self._note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories], now_dt,
@@ -960,7 +964,8 @@ class Memory:
         of them), admission and fusion (`fuse_meaning`)."""
         cfg, store, name = self.config, self.store, self.meaning.name
         docs, got, n = store.vector_sample(question, name, VectorStore.SAMPLE)
-        mu, sd = spread(self._sql_cosines(question, docs, got), cfg)
+        cos = self._sql_cosines(question, docs, got)
+        mu, sd = spread(cos.size, float(cos.sum()), float(cos @ cos), cfg)
         need, cutoff = admission(cfg, mu, sd, n)
         both = words
         if admit:
@@ -977,7 +982,7 @@ class Memory:
         if not both.doc_ids.size:
             return both
         return fuse_meaning(both, self._sql_cosines(question, both.doc_ids.tolist()), mu, sd, need, cfg,
-                            strict=strict, coverage=held, updated=updated, updated_after=None, limit=limit)
+                            strict=strict, coverage=held.__getitem__, updated=updated, updated_after=None, limit=limit)
 
     def _sql_cosines(self, question: np.ndarray, doc_ids: list[int], got: dict[int, float] | None = None) -> np.ndarray:
         """The question's cosine with each of these memories: the file's vector (`got`, else

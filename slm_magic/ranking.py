@@ -17,6 +17,7 @@ lowers LongMemEval and notebooks, so it is not on by default (RESULTS.md, sectio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import ndtri
 
 from . import ngrams
-from .index import ChannelScores, SparseIndex
+from .index import ChannelScores, SparseIndex, locate
 from .models import SEARCH_WEIGHTS
 
 DAY = 86_400.0
@@ -276,7 +277,7 @@ def rank_related(index: SparseIndex, matches: np.ndarray, cfg: RankingConfig, *,
                 docs.append(n)
                 of.append(rank)
     c = np.array(docs, dtype=np.int64)
-    keep = np.isin(c, _eligible(t, c, user, project, 0, None))
+    keep = _passes(t, c, user, project, 0, None)
     if updated_after is not None:  # the age gate: relevance 0 never passes it
         keep &= t.updated[c] >= updated_after
     c, of = c[keep][:limit], np.array(of, dtype=np.int64)[keep][:limit]
@@ -289,6 +290,12 @@ def rank_related(index: SparseIndex, matches: np.ndarray, cfg: RankingConfig, *,
 def _eligible(t, c: np.ndarray, user: int | None, project: int | None, kind: int | None,
               type_code: int | None) -> np.ndarray:
     """The live documents among `c` that pass the filters (None: no filter)."""
+    return c[_passes(t, c, user, project, kind, type_code)]
+
+
+def _passes(t, c: np.ndarray, user: int | None, project: int | None, kind: int | None,
+            type_code: int | None) -> np.ndarray:
+    """Per document of `c`: whether it is live and passes the filters."""
     keep = t.alive[c]
     if user is not None:  # the user's own memories and those their authors shared
         keep &= (t.user[c] == user) | t.shared[c]
@@ -298,7 +305,7 @@ def _eligible(t, c: np.ndarray, user: int | None, project: int | None, kind: int
         keep &= t.kind[c] == kind
     if type_code is not None:
         keep &= t.type[c] == type_code
-    return c[keep]
+    return keep
 
 
 def bm25_relevance(raw: np.ndarray, idf_max: float) -> np.ndarray:
@@ -454,15 +461,16 @@ def closeness(index: SparseIndex, query: np.ndarray, cfg: RankingConfig) -> tupl
     one memory stands out: its cosines with a fixed sample of the store's memories, shrunk
     towards `meaning_prior`. A generic question is close to everything, and a cosine that
     stands out for one question is ordinary for another."""
-    return spread(index.vectors.background(query, index.docs.alive), cfg)
+    return spread(*index.vectors.background(query, index.docs.alive), cfg)
 
 
-def spread(sample: np.ndarray, cfg: RankingConfig) -> tuple[float, float]:
-    """`closeness` of a sample of cosines (the in-process store's, or the file's)."""
+def spread(count: int, total: float, squares: float, cfg: RankingConfig) -> tuple[float, float]:
+    """`closeness` of a sample of `count` cosines given by their sum and the sum of their squares
+    (the in-process store's sample, or the file's)."""
     m0, s0, k = cfg.meaning_prior
-    w = sample.size + k
-    mu = (float(sample.sum()) + k * m0) / w
-    var = (float(((sample - mu) ** 2).sum()) + k * (s0 ** 2 + (m0 - mu) ** 2)) / w
+    w = count + k
+    mu = (total + k * m0) / w
+    var = (max(squares - 2 * mu * total + count * mu * mu, 0.0) + k * (s0 ** 2 + (m0 - mu) ** 2)) / w
     # (never below most of the prior's deviation: in a store of near-copies any difference
     # between them would look like a meaning)
     return mu, max(float(np.sqrt(var)), 0.75 * s0)
@@ -498,18 +506,20 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
                                              None, pick.size))
     if not both.doc_ids.size:
         return both
-    coverage = cs.coverage(both.doc_ids)[1] if cs is not None and cs.term_docs else None
-    return fuse_meaning(both, index.vectors.cosine(both.doc_ids, query), mu, sd, need, cfg, strict=strict,
+    docs = both.doc_ids
+    coverage = (lambda rows: cs.coverage(docs[rows])[1]) if cs is not None and cs.term_docs else None
+    return fuse_meaning(both, index.vectors.cosine(docs, query), mu, sd, need, cfg, strict=strict,
                         coverage=coverage, updated=t.updated[both.doc_ids], updated_after=updated_after, limit=limit)
 
 
 def fuse_meaning(both: Ranked, cos: np.ndarray, mu: float, sd: float, need: float, cfg: RankingConfig, *,
-                 strict: bool, coverage: np.ndarray | None, updated: np.ndarray, updated_after: float | None,
-                 limit: int) -> Ranked:
+                 strict: bool, coverage: Callable[[np.ndarray], np.ndarray] | None, updated: np.ndarray,
+                 updated_after: float | None, limit: int) -> Ranked:
     """The one fusion of the meaning channel (`with_meaning`, and the SQL fallback's): word
     matches and then meaning-only rows (bm25 0) in `both`, each row's cosine `cos` with the
     question, the store's mean `mu` and deviation `sd`, the deviations `need`ed to come by
-    meaning alone; the idf share of the question each row holds (`coverage`, None: unknown)."""
+    meaning alone; `coverage` gives the idf share of the question that rows (by position) hold
+    (None: unknown), asked only for the weak word matches the meaning does not support."""
     z = (cos - mu) / sd  # (a row without a vector has cosine 0: below the mean)
     part = meaning_part(cos, cfg)
     lexical = both.bm25 > 0  # (the n-gram channel re-orders word matches; it never admits one)
@@ -518,8 +528,9 @@ def fuse_meaning(both: Ranked, cos: np.ndarray, mu: float, sd: float, need: floa
     real = np.ones(both.doc_ids.size, bool)
     if strict:
         real = (both.relevance >= cfg.word_floor) | (z >= cfg.word_support) | (cos >= cfg.word_support_cos)
-        if coverage is not None:
-            real |= coverage >= cfg.word_coverage
+        weak = np.flatnonzero(lexical & ~real)
+        if coverage is not None and weak.size:
+            real[weak] = coverage(weak) >= cfg.word_coverage
     words_kept = lexical & real
     best_word = float(rel[words_kept].max()) if words_kept.any() else 0.0
     keep = words_kept | (~lexical & (z >= need) & (rel >= cfg.meaning_relative * best_word))
@@ -543,16 +554,11 @@ def admission(cfg: RankingConfig, mu: float, sd: float, n: int) -> tuple[float, 
 
 
 def _closest_eligible(t, ordered: np.ndarray, taken: np.ndarray, k: int, *filters) -> np.ndarray:
-    """The first `k` of `ordered` (closest first) that pass the filters and are not `taken`,
-    read a few at a time: a store can hold thousands that clear the cutoff."""
-    out = np.empty(0, np.int64)
-    for lo in range(0, ordered.size, 4 * k + 8):
-        part = ordered[lo: lo + 4 * k + 8]
-        part = part[np.isin(part, _eligible(t, part, *filters)) & ~np.isin(part, taken)]
-        out = np.concatenate([out, part])[:k]
-        if out.size == k:
-            break
-    return out
+    """The first `k` of `ordered` (closest first) that pass the filters and are not `taken`."""
+    keep = _passes(t, ordered, *filters)
+    if taken.size:
+        keep &= ~locate(np.sort(taken), ordered)[1]
+    return ordered[keep][:k]
 
 
 def _words_first(word: np.ndarray, score: np.ndarray, rel: np.ndarray) -> np.ndarray:

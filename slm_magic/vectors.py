@@ -45,7 +45,7 @@ class VectorStore:
         self.starts = np.zeros(1, dtype=np.int64)
         self.trained_at = 0  # vectors when the cells were trained
         self._held = 0
-        self._sample: tuple[int, np.ndarray, np.ndarray] | None = None  # (live count, doc ids, their rows)
+        self._sample: tuple | None = None  # (live count, doc ids, their rows' sum, their Gram matrix)
 
     @classmethod
     def mapped(cls, model: str, a: dict, counts: dict) -> "VectorStore":
@@ -140,7 +140,7 @@ class VectorStore:
             self.slot[doc_ids] = -1
             self.live -= s.size
             if self._sample is not None and np.isin(self._sample[1], doc_ids).any():
-                self._sample = None  # (its copied rows would outlive a vector put again)
+                self._sample = None  # (its sums would keep a vector no longer there)
 
     def cosine(self, doc_ids: np.ndarray, query: np.ndarray) -> np.ndarray:
         """The query's cosine with each of `doc_ids` (0 for one without a vector)."""
@@ -153,40 +153,48 @@ class VectorStore:
             out[s >= 0] = self.data[s[s >= 0]] @ query
         return out
 
-    def background(self, query: np.ndarray, alive: np.ndarray) -> np.ndarray:
-        """The query's cosines with up to SAMPLE live memories, drawn once and again when the
-        number with a vector has moved by a tenth (a fixed seed: the same store, the same
-        sample), their rows copied together so that this is one small product."""
+    def background(self, query: np.ndarray, alive: np.ndarray) -> tuple[int, float, float]:
+        """The query's cosines with up to SAMPLE live memories, as (how many, their sum, the sum
+        of their squares). The sample is drawn once and again when the number with a vector has
+        moved by a tenth or one of its members was dropped (a fixed seed: the same store, the
+        same sample); its rows' sum and Gram matrix are kept, so that a question reads 256² numbers
+        instead of the sample's rows."""
         if self._sample is None or abs(self.live - self._sample[0]) > 0.1 * max(self._sample[0], 10):
             n = min(alive.size, self.slot.size)
             docs = np.flatnonzero((self.slot[:n] >= 0) & alive[:n])
             if docs.size > self.SAMPLE:
                 docs = np.sort(np.random.default_rng(0).choice(docs, self.SAMPLE, replace=False))
-            self._sample = (self.live, docs, self.data[self.slot[docs]])
-        _, docs, rows = self._sample
-        ok = (self.slot[docs] >= 0) & alive[docs]
-        return (rows @ query)[ok]
+            rows = self.data[self.slot[docs]].astype(np.float64)
+            self._sample = (self.live, docs, rows.sum(axis=0), rows.T @ rows)
+        _, docs, total, gram = self._sample
+        q = query.astype(np.float64)
+        return docs.size, float(total @ q), float(q @ gram @ q)
 
     def nearest(self, query: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
         """Memories whose cosine with the query is at least `cutoff`, with those cosines: every
-        row when there are no cells, else the newest rows and the nearest cells'."""
-        spans = [(0, self.used)]
+        row when there are no cells, else the newest rows and the nearest cells'. (Each span's
+        product goes into one buffer: a question's rows are few, its spans' overheads are not.)"""
         k = self.centroids.shape[0]
         if k:
             probes = min(k, max(self.PROBE_MIN, int(np.ceil(k * self.PROBE_SHARE))))
-            cells = np.argpartition(-(self.centroids @ query), probes - 1)[:probes]
-            spans = [(int(self.starts[c]), int(self.starts[c + 1])) for c in np.sort(cells)] + [(self.packed, self.used)]
-        docs, cos = [], []
-        for lo, hi in spans:
-            if hi > lo:
-                c = self.data[lo:hi] @ query
-                at = np.flatnonzero(c >= cutoff)
-                docs.append(self.owner[lo + at])
-                cos.append(c[at])
-        if not docs:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
-        docs, cos = np.concatenate(docs), np.concatenate(cos)
-        return docs[docs >= 0], cos[docs >= 0]
+            cells = np.sort(np.argpartition(-(self.centroids @ query), probes - 1)[:probes])
+            lo = np.append(self.starts[cells], self.packed)
+            hi = np.append(self.starts[cells + 1], self.used)
+        else:
+            lo, hi = np.zeros(1, np.int64), np.array([self.used], np.int64)
+        width = hi - lo
+        at = np.zeros(width.size + 1, np.int64)  # (where each span's products start in the buffer)
+        np.cumsum(width, out=at[1:])
+        cos = np.empty(int(at[-1]), np.float32)
+        query = np.asarray(query, np.float32)
+        for a, b, p in zip(lo.tolist(), hi.tolist(), at.tolist()):
+            if b > a:
+                np.matmul(self.data[a:b], query, out=cos[p: p + b - a])
+        hit = np.flatnonzero(cos >= cutoff)
+        span = np.searchsorted(at, hit, side="right") - 1
+        docs = self.owner[lo[span] + hit - at[span]]
+        live = docs >= 0
+        return docs[live], cos[hit][live]
 
     # --- the cells --------------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -179,3 +179,21 @@ def test_the_age_gate_reads_the_fused_relevance(mem, clock):
 def test_a_table_is_loaded_once_whatever_names_it():
     model = load_model()
     assert load_model(str(PACKAGED)) is model and load_model(model.path) is model
+
+
+def test_a_question_of_words_the_model_never_saw_brings_nothing_by_meaning(tmp_path, monkeypatch):
+    from test_memory import recall_from_sql
+
+    model = load_model()
+    assert not model.knows(["nipyxo", "kenuteze"]) and model.knows(["nipyxo", "dogs"])
+    with Memory(str(tmp_path / "m.duckdb")) as mem:
+        for f in FINDINGS:
+            mem.remember(f)
+        look_alike = mem.remember("nipyxa kenutezo sugamo lubetyka")  # (the same pieces, no word in common)
+        made_up = "nipyxo kenuteze sugamy lubetyko"
+        for res in (mem.recall(made_up), recall_from_sql(mem, made_up)):
+            assert res.memories == []  # (a sum of word pieces means nothing: no look-alike by chance)
+        assert mem.recall(OTHER_WORDS + " nipyxo").memories[0].content == FINDINGS[0]  # (one known word is enough)
+        # what the rule keeps out: the look-alike stands out by its pieces' cosine alone
+        monkeypatch.setattr(StaticModel, "knows", lambda self, words: True)
+        assert [m.fact_id for m in mem.recall(made_up)] == [look_alike.fact_id]

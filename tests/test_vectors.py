@@ -228,3 +228,21 @@ def test_rows_without_a_stored_vector_or_with_one_written_by_hand_count_as_their
         # the fallback: the same, but a memory found by meaning alone only among stored vectors
         assert [[m.fact_id for m in recall_from_sql(mem, q)] for q in questions[1:]] == full[1:]
         assert recall_from_sql(mem, OTHER_WORDS).memories == []
+
+
+def test_the_background_of_a_question_is_its_cosines_with_the_sample():
+    rng = np.random.default_rng(3)
+    vs = VectorStore(16, "m")
+    rows = rng.normal(size=(1000, 16)).astype(np.float32)  # (fewer than SAMPLE: the sample is every row)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    vs.put(np.arange(1000), rows)
+    alive = np.ones(1001, bool)
+    q = rows[7]
+    cos = rows @ q
+    count, total, squares = vs.background(q, alive)
+    assert count == 1000
+    assert total == pytest.approx(float(cos.sum()), abs=1e-4) and squares == pytest.approx(float(cos @ cos), abs=1e-4)
+    vs.drop([7])  # (a dropped vector leaves the background at once)
+    count, total, squares = vs.background(q, alive)
+    assert count == 999 and total == pytest.approx(float(cos.sum()) - 1.0, abs=1e-4)
+    assert squares == pytest.approx(float(cos @ cos) - 1.0, abs=1e-4)
