@@ -199,6 +199,7 @@ def run_child(args: argparse.Namespace) -> dict:
                                  queries, args.warmup, args.recall_budget))
         if args.child == ENGINE and mem.index is not None:
             out.update(_cells_agreement(mem, queries[args.warmup: args.warmup + out["queries_timed"]]))
+            out.update(_meaning_cost(mem, queries[args.warmup: args.warmup + out["queries_timed"]]))
         extra = list(generate_memories(args.remembers, seed=args.seed + 1000))
         lat = []
         for m in extra:
@@ -249,6 +250,25 @@ def _cells_agreement(mem, queries: list[str]) -> dict:
     same = sum(a == b for a, b in zip(fast, exact))
     overlap = [len(set(a) & set(b)) / len(b) if b else float(not a) for a, b in zip(fast, exact)]
     return {**out, "cells_same_top10": same / len(queries), "cells_overlap_top10": statistics.fmean(overlap)}
+
+
+def _meaning_cost(mem, queries: list[str]) -> dict:
+    """What the meaning channel adds to a recall on the same store: each question asked with the
+    channel and then without it (the model set aside for that one recall), one after the other,
+    so that both halves of the ratio see the same machine at the same moment."""
+    model, lat_on, lat_off = mem.meaning, [], []
+    for q in queries:
+        t0 = time.perf_counter()
+        mem.recall(q, limit=TOP_K)
+        lat_on.append((time.perf_counter() - t0) * 1000)
+        mem.meaning = None
+        try:
+            t0 = time.perf_counter()
+            mem.recall(q, limit=TOP_K)
+            lat_off.append((time.perf_counter() - t0) * 1000)
+        finally:
+            mem.meaning = model
+    return {"paired_meaning_p50_ms": statistics.median(lat_on), "paired_words_p50_ms": statistics.median(lat_off)}
 
 
 def run_cold(args: argparse.Namespace) -> dict:
@@ -429,6 +449,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Meaning cells at {r['n']:,}: {r['vec_cells']:,} cells; the top {TOP_K} with the nearest cells read is "
                   f"the exact search's for {r['cells_same_top10']:.1%} of the timed questions "
                   f"(overlap {r['cells_overlap_top10']:.2%}).")
+        if "paired_meaning_p50_ms" in r:
+            print(f"Meaning channel at {r['n']:,}, the same store and questions, each asked with it and then without "
+                  f"it: recall p50 {r['paired_meaning_p50_ms']:.2f} against {r['paired_words_p50_ms']:.2f} ms "
+                  f"({r['paired_meaning_p50_ms'] / r['paired_words_p50_ms']:.2f}x).")
     for note in notes:
         print(f"Note: {note}")
     if args.json:

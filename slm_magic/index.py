@@ -497,15 +497,16 @@ class ChannelScores:
     words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
 
     def coverage(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per document: the share of the query's terms it contains, plain and idf-weighted."""
-        order = np.argsort(docs, kind="stable")
-        few = docs[order]
+        """Per document: the share of the query's terms it contains, plain and idf-weighted.
+        (Each term's postings marked in one array and read at `docs`: a term's postings are
+        many, the documents asked about few.)"""
         hits = np.zeros(docs.size)
         weighted = np.zeros(docs.size)
+        mark = np.zeros(self.bm25.size if self.term_docs else 0, dtype=bool)  # (one per document, sentinel too)
         for d, idf in zip(self.term_docs, self.term_idf):
-            slot, _ = locate(few, d)
-            found = np.zeros(docs.size, dtype=bool)
-            found[order[slot]] = True
+            mark[d] = True
+            found = mark[docs]
+            mark[d] = False
             hits += found
             weighted += idf * found
         return hits / max(1, self.n_terms), weighted / (self.idf_total or 1.0)

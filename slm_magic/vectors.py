@@ -5,8 +5,8 @@ Rows live in slots: `slot[doc]` is the row of a memory's vector, `owner[slot]` t
 a vector since replaced or forgotten, skipped and zeroed when saved). Slots below `packed` are
 grouped by cell, the nearest of `centroids` (spherical k-means on a sample), cell c holding
 `starts[c]:starts[c+1]`; slots from `packed` to `used` are the newest, in write order. A
-question scans the newest rows and the cells whose centroids are nearest to it: a 24th of the
-cells, at least 12 (RESULTS.md section 17 measures how often that changes a recall's top 10).
+question scans the newest rows and the cells whose centroids are nearest to it: a 48th of the
+cells, at least 8 (RESULTS.md section 18 measures how often that changes a recall's top 10).
 Below EXACT vectors there are no cells and every row is read.
 
 A search is one contiguous float32 matrix-vector product per cell (BLAS): gathering rows by doc
@@ -28,8 +28,8 @@ class VectorStore:
     SAMPLE = 2_048       # memories whose cosines stand for the store's (a question's background)
     EXACT = 16_384       # fewer vectors than this: every row is read, no cells
     NEWEST_SHARE = 0.125  # newest rows past this share of the grouped ones are grouped (`settle`)
-    PROBE_SHARE = 1 / 24  # the share of cells a question reads (RESULTS.md section 17)
-    PROBE_MIN = 12
+    PROBE_SHARE = 1 / 48  # the share of cells a question reads (RESULTS.md section 18)
+    PROBE_MIN = 8
     RETRAIN = 8          # cells trained again once the vectors grew this many times
 
     def __init__(self, dims: int = 0, model: str | None = None, capacity: int = 1024):
