@@ -10,7 +10,9 @@ share of questions whose top 10 is the same, and nDCG@10 both ways.
 With `--sentences FILE --n N`: a store of N real sentences instead (the meaning model's build
 corpus: `BUILD=/tmp/realtext python tools/meaning_model/build_corpus.py` writes
 /tmp/realtext/corpus.json: docstrings, package descriptions, LongMemEval turns), cells as
-shipped, asked the questions of LoCoMo, LongMemEval and the paraphrase benchmark.
+shipped, asked the questions of LoCoMo, LongMemEval and the paraphrase benchmark; with
+`--synthetic --n N`, the speed benchmark's notes and questions. `--shares 1/24:12,1/48` reads
+those shares of the cells (at least 12, at least the default) against every cell.
 """
 
 from __future__ import annotations
@@ -49,63 +51,66 @@ def compare(col) -> tuple[float, float, float, int, int]:
     return same / n, nd_cells / n, nd_exact / n, n, cells
 
 
-def sentences_store(path: str, n: int, questions: int) -> None:
-    """The cells against the exact search on a store of `n` real sentences."""
+def sentences_store(path: str | None, n: int, questions: int, shares: list[str]) -> None:
+    """The cells against the exact search on a store of `n` real sentences (or, with no path,
+    of the speed benchmark's synthetic notes and its questions), for each share of the cells read."""
     import json
     import statistics
 
-    import meaning_sweep
-    import paraphrase
     from slm_magic import Memory
+    from slm_magic.vectors import VectorStore
 
-    texts = json.loads(Path(path).read_text())["sentences"][:n]
-    q = meaning_sweep._quality()
-    asked = [t for _, qs in q.locomo() for t, _ in qs][::5] + [t for _, qs in q.longmemeval() for t, _ in qs][::2]
-    asked = (asked + [x["text"] for x in paraphrase.load()[1]])[:questions]
+    if path:
+        import meaning_sweep
+        import paraphrase
+
+        texts = json.loads(Path(path).read_text())["sentences"][:n]
+        q = meaning_sweep._quality()
+        asked = [t for _, qs in q.locomo() for t, _ in qs][::5] + [t for _, qs in q.longmemeval() for t, _ in qs][::2]
+        asked = (asked + [x["text"] for x in paraphrase.load()[1]])[:questions]
+        rows = [{"content": x} for x in texts]
+    else:
+        from synthetic import generate_memories, generate_queries
+
+        rows = list(generate_memories(n, seed=0))
+        asked = generate_queries(questions + 5, seed=1, corpus_sample=rows)[5:]  # (as speed.py asks them)
     t = time.perf_counter()
     mem = Memory(":memory:")
-    mem.remember_many([{"content": x} for x in texts])
+    mem.remember_many(rows)
     vs = mem.index.vectors
-    print(f"{len(texts):,} sentences remembered in {time.perf_counter() - t:.0f} s: {vs.centroids.shape[0]} cells, "
-          f"{vs.PROBE_SHARE:.3f} of them read (at least {vs.PROBE_MIN})")
-    same, overlap = 0, []
-    for question in asked:
-        got = [m.fact_id for m in mem.recall(question, limit=10).memories]
-        vs.PROBE_SHARE = 1.0
-        try:
-            exact = [m.fact_id for m in mem.recall(question, limit=10).memories]
-        finally:
-            del vs.PROBE_SHARE
-        same += got == exact
-        overlap.append(len(set(got) & set(exact)) / len(exact) if exact else float(not got))
-    print(f"same top 10 as exact: {same / len(asked):.1%} of {len(asked)} questions "
-          f"(overlap {statistics.fmean(overlap):.2%})")
-    words = Memory(":memory:", semantic=False)
-    words.remember_many([{"content": x} for x in texts])
-    p50 = {}
-    for name, m in (("meaning", mem), ("words only", words), ("meaning again", mem), ("words only again", words)):
-        lat = []
-        for question in asked:
-            t = time.perf_counter()
-            m.recall(question, limit=10)
-            lat.append((time.perf_counter() - t) * 1000)
-        p50[name] = statistics.median(lat)
-    print("recall p50 ms: " + ", ".join(f"{k} {v:.2f}" for k, v in p50.items())
-          + f" (the second pair: {p50['meaning again'] / p50['words only again']:.2f}x)")
+    print(f"{len(rows):,} {'sentences' if path else 'synthetic notes'} remembered in {time.perf_counter() - t:.0f} s: "
+          f"{vs.centroids.shape[0]} cells")
+    vs.PROBE_SHARE = 1.0
+    exact = [[m.fact_id for m in mem.recall(question, limit=10).memories] for question in asked]
+    print("| cells read | at least | same top 10 as exact | overlap |")
+    print("|---|---|---|---|")
+    for share in shares:
+        frac, least = share.split(":") if ":" in share else (share, str(VectorStore.PROBE_MIN))
+        num, den = (float(x) for x in frac.split("/")) if "/" in frac else (float(frac), 1.0)
+        vs.PROBE_SHARE, vs.PROBE_MIN = num / den, int(least)
+        got = [[m.fact_id for m in mem.recall(question, limit=10).memories] for question in asked]
+        same = sum(a == b for a, b in zip(got, exact)) / len(asked)
+        overlap = statistics.fmean(len(set(a) & set(b)) / len(b) if b else float(not a) for a, b in zip(got, exact))
+        print(f"| {frac} | {least} | {same:.1%} of {len(asked)} | {overlap:.2%} |", flush=True)
+    del vs.PROBE_SHARE, vs.PROBE_MIN
 
 
 def main(argv=None) -> int:
+    from slm_magic.vectors import VectorStore
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", default=["LoCoMo", "LongMemEval"], help="collections whose name starts so")
     ap.add_argument("--sentences", help="a corpus.json of tools/meaning_model/build_corpus.py")
     ap.add_argument("--n", type=int, default=100_000, help="sentences remembered (with --sentences)")
-    ap.add_argument("--questions", type=int, default=600, help="questions asked (with --sentences)")
+    ap.add_argument("--synthetic", action="store_true", help="the speed benchmark's synthetic notes instead")
+    ap.add_argument("--questions", type=int, default=600, help="questions asked (with --sentences or --synthetic)")
+    ap.add_argument("--shares", default=f"1/{round(1 / VectorStore.PROBE_SHARE)}",
+                    help="shares of the cells read, comma-separated, each as 1/48 or 1/48:8 (at least 8)")
     args = ap.parse_args(argv)
-    if args.sentences:
-        sentences_store(args.sentences, args.n, args.questions)
+    if args.sentences or args.synthetic:
+        sentences_store(args.sentences, args.n, args.questions, args.shares.split(","))
         return 0
     import meaning_sweep
-    from slm_magic.vectors import VectorStore
 
     VectorStore.EXACT = 1_024
     t = time.perf_counter()

@@ -197,9 +197,6 @@ def run_child(args: argparse.Namespace) -> dict:
         out["save_wait_s"] = time.perf_counter() - t0
         out.update(_time_recalls(lambda q: mem.recall(q, limit=TOP_K).memories,
                                  queries, args.warmup, args.recall_budget))
-        if args.child == ENGINE and mem.index is not None:
-            out.update(_cells_agreement(mem, queries[args.warmup: args.warmup + out["queries_timed"]]))
-            out.update(_meaning_cost(mem, queries[args.warmup: args.warmup + out["queries_timed"]]))
         extra = list(generate_memories(args.remembers, seed=args.seed + 1000))
         lat = []
         for m in extra:
@@ -209,6 +206,9 @@ def run_child(args: argparse.Namespace) -> dict:
             lat.append((time.perf_counter() - t0) * 1000)
         out["remember_p50_ms"] = statistics.median(lat)
         out["remember_p95_ms"] = _pct(lat, 95)
+        if args.child == ENGINE and mem.index is not None:  # (after the remembers: both engines time them alike)
+            out.update(_cells_agreement(mem, queries[args.warmup: args.warmup + out["queries_timed"]]))
+            out.update(_meaning_cost(mem, queries[args.warmup: args.warmup + out["queries_timed"]]))
         t0 = time.perf_counter()
         mem.close()
         out["close_s"] = time.perf_counter() - t0
