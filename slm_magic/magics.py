@@ -131,6 +131,14 @@ class SLMMagic(Magics, Configurable):
             self._memory = None
             self.session_id = None
 
+    def unhook(self) -> None:
+        """Stop following the cells that run (the extension is unloaded)."""
+        if self.shell is not None:
+            try:
+                self.shell.events.unregister("pre_run_cell", self._note_cell)
+            except ValueError:
+                pass
+
     @property
     def memory(self) -> Memory:
         if self._memory is None:
@@ -496,7 +504,4 @@ def unload_ipython_extension(ipython) -> None:
     questions.uninstall(ipython)
     if magics is not None:
         magics.close()
-        try:
-            ipython.events.unregister("pre_run_cell", magics._note_cell)
-        except ValueError:
-            pass
+        magics.unhook()

@@ -157,7 +157,7 @@ class PgSessionStore(SessionStore):
         batch = secrets.token_hex(8)
         keys = [f"{batch}-{i}" for i in range(len(events))]
         cols = [list(c) for c in zip(*events)]
-        self.db._meta("INSERT INTO recall_events (showing_id, session_id, fact_id, doc_id, query, rank, created_at, "
+        self.db.write_meta("INSERT INTO recall_events (showing_id, session_id, fact_id, doc_id, query, rank, created_at, "
                       "project, user_id) SELECT e.*, (SELECT user_id FROM sessions s WHERE s.session_id = e.sid) "
                       "FROM (SELECT unnest(?::text[]), unnest(?::text[]) AS sid, unnest(?::text[]), "
                       "unnest(?::bigint[]), unnest(?::text[]), unnest(?::integer[]), unnest(?::timestamp[]), "
@@ -172,7 +172,7 @@ class PgConnection:
         self.store = store
 
     def execute(self, sql: str, params: Sequence | None = None) -> _Result:
-        if self.store._arrow is not None:  # inside a bulk job: its statements go through ADBC
+        if self.store.in_bulk:  # inside a bulk job: its statements go through ADBC
             return self.store.fetch_arrow(sql, params)
         return self.store.run(lambda con: self.store.fetch(con, sql, params))
 
@@ -437,6 +437,11 @@ class PgStore(Store):
             with contextlib.suppress(Exception):
                 con.close()
 
+    @property
+    def in_bulk(self) -> bool:
+        """Whether a bulk job's ADBC cursor is open (its statements go through it)."""
+        return self._arrow is not None
+
     def fetch_arrow(self, sql: str, params: Sequence | None) -> _ArrowResult:
         import pyarrow as pa
 
@@ -444,12 +449,12 @@ class PgStore(Store):
         cur.execute(_numbered(sql), list(params) if params else None)
         return _ArrowResult(cur.fetch_arrow_table() if cur.description is not None else pa.table({}))
 
-    def _cached(self, key: tuple, compute):
+    def cached_read(self, key: tuple, compute):
         # Writes to sessions and signals do not move the clock: a cached read could miss
         # another kernel's; these reads are small, so they are read each time.
         return compute()
 
-    def _meta(self, sql: str, params: list, invalidate: bool = True) -> list:  # noqa: ARG002
+    def write_meta(self, sql: str, params: list, invalidate: bool = True) -> list:  # noqa: ARG002
         return self.con.execute(sql, params).fetchall()
 
     #: A bulk write of this many memories or more refreshes the planner's statistics after it.

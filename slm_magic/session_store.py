@@ -18,13 +18,13 @@ class SessionStore:
     def open_session(self, session_id: str, user_id: str, project: str, api: str, now,
                      origin: str | None = None) -> None:
         # (a new session has no summary yet: cached counts and summaries stay right)
-        self.db._meta("INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at, origin) "
+        self.db.write_meta("INSERT INTO sessions (session_id, user_id, project, api, started_at, last_activity_at, origin) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", [session_id, user_id, project, api, now, now, origin],
                    invalidate=False)
 
     def touch_if_live(self, session_id: str, now, not_before) -> bool:
         """Touch a session if it is still open and recently active; False if not."""
-        return bool(self.db._meta(
+        return bool(self.db.write_meta(
             "UPDATE sessions SET last_activity_at = ? WHERE session_id = ? AND ended_at IS NULL "
             "AND greatest(last_activity_at, (SELECT max(created_at) FROM memories m "
             "WHERE m.session_id = sessions.session_id)) >= ? RETURNING session_id",
@@ -44,7 +44,7 @@ class SessionStore:
 
     def session_closed(self, session_id: str) -> bool:
         """Whether this session was ended (by any kernel or process); an unknown one is not."""
-        return self.db._cached(("session_closed", session_id), lambda: self._session_closed(session_id))
+        return self.db.cached_read(("session_closed", session_id), lambda: self._session_closed(session_id))
 
     def _session_closed(self, session_id: str) -> bool:
         with self.db.lock:
@@ -74,7 +74,7 @@ class SessionStore:
                 f"AND ({where}) ORDER BY doc_id", params).fetchall()]
 
     def set_session_summary(self, session_id: str, summary: str) -> None:
-        self.db._meta("UPDATE sessions SET summary = ? WHERE session_id = ?", [summary, session_id])
+        self.db.write_meta("UPDATE sessions SET summary = ? WHERE session_id = ?", [summary, session_id])
 
     def session(self, session_id: str) -> dict:
         with self.db.lock:
@@ -85,7 +85,7 @@ class SessionStore:
             return dict(zip(names, cur.fetchall()[0]))
 
     def recent_summaries(self, user_id: str, n: int, exclude: str | None = None) -> list[tuple]:
-        return self.db._cached(("recent_summaries", user_id, n, exclude),
+        return self.db.cached_read(("recent_summaries", user_id, n, exclude),
                             lambda: self._recent_summaries(user_id, n, exclude))
 
     def _recent_summaries(self, user_id: str, n: int, exclude: str | None) -> list[tuple]:
@@ -108,7 +108,7 @@ class SessionStore:
         return rows[0][0] if rows else None
 
     def end_session(self, session_id: str, now, summary: str | None = None, auto: bool = False) -> None:
-        self.db._meta("UPDATE sessions SET ended_at = coalesce(ended_at, ?), summary = coalesce(?, summary), "
+        self.db.write_meta("UPDATE sessions SET ended_at = coalesce(ended_at, ?), summary = coalesce(?, summary), "
                    "is_auto_generated = is_auto_generated OR ? WHERE session_id = ?", [now, summary, auto, session_id])
 
     def summarised_entities(self, session_id: str) -> list[str]:
@@ -117,7 +117,7 @@ class SessionStore:
                 "SELECT entity FROM summary_events WHERE session_id = ?", [session_id]).fetchall()]
 
     def add_summary_events(self, session_id: str, pairs: list[tuple[str, str]], now) -> None:
-        self.db._meta("INSERT INTO summary_events (session_id, entity, fact_id, created_at, user_id) "
+        self.db.write_meta("INSERT INTO summary_events (session_id, entity, fact_id, created_at, user_id) "
                    "SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?, "
                    "(SELECT user_id FROM sessions WHERE session_id = ?)",
                    [session_id, [e for e, _ in pairs], [f for _, f in pairs], now, session_id])
@@ -143,7 +143,7 @@ class SessionStore:
     def unlink_summaries(self, fact_ids: list[str]) -> None:
         """Forget which entity these summaries were written for (they are deleted)."""
         if fact_ids:
-            self.db._meta("DELETE FROM summary_events WHERE fact_id IN (SELECT unnest(?::VARCHAR[]))",
+            self.db.write_meta("DELETE FROM summary_events WHERE fact_id IN (SELECT unnest(?::VARCHAR[]))",
                           [list(fact_ids)])
 
     def summary_state(self, session_id: str):
@@ -156,7 +156,7 @@ class SessionStore:
     def rewrite_auto_summary(self, session_id: str, summary: str | None) -> None:
         """A new generated summary line for a session whose line was generated (one the user
         wrote stays); None: no line (nothing is left to summarise)."""
-        self.db._meta("UPDATE sessions SET summary = ? WHERE session_id = ? AND is_auto_generated",
+        self.db.write_meta("UPDATE sessions SET summary = ? WHERE session_id = ? AND is_auto_generated",
                       [summary, session_id])
 
     def last_showing(self, fact_id: str, not_before):
@@ -188,7 +188,7 @@ class SessionStore:
     def record_recalls(self, events: list[tuple]) -> None:
         """(session_id, fact_id, doc_id, query, rank, shown_at, project filter) rows, in one statement."""
         cols = list(zip(*events))
-        self.db._meta("INSERT INTO recall_events (session_id, fact_id, doc_id, query, rank, created_at, project, "
+        self.db.write_meta("INSERT INTO recall_events (session_id, fact_id, doc_id, query, rank, created_at, project, "
                    "user_id) SELECT e.*, (SELECT user_id FROM sessions s WHERE s.session_id = e.sid) FROM ("
                    "SELECT unnest(?::VARCHAR[]) AS sid, unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::VARCHAR[]), "
                    "unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[])) AS e",

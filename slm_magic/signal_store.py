@@ -22,13 +22,13 @@ class SignalStore:
             with self.db.lock:
                 return self.db.con.execute("SELECT count(*) FROM feedback WHERE user_id = ?", [user_id]).fetchall()[0][0]
 
-        return self.db._cached(("feedback_count", user_id), count)
+        return self.db.cached_read(("feedback_count", user_id), count)
 
     def add_feedback(self, rows: list[tuple]) -> None:
         """(signal_id, session_id, fact_id, signal, value, query, rank, created_at, user_id, project) rows."""
         if rows:
             cols = [list(c) for c in zip(*rows)]
-            self.db._meta("INSERT INTO feedback (signal_id, session_id, fact_id, signal, value, query, rank, created_at, "
+            self.db.write_meta("INSERT INTO feedback (signal_id, session_id, fact_id, signal, value, query, rank, created_at, "
                        "user_id, project) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
                        "unnest(?::VARCHAR[]), unnest(?::FLOAT8[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), "
                        "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]) ON CONFLICT DO NOTHING", cols)
@@ -46,7 +46,7 @@ class SignalStore:
                     "WHERE m.user_id = ? AND (s.v IS NOT NULL OR e.n IS NOT NULL)", [user_id, user_id]).fetchall()
             return (np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.float64),
                     np.array([r[2] for r in rows], dtype=np.float64))
-        return self.db._cached(("signal_sums", user_id), read)
+        return self.db.cached_read(("signal_sums", user_id), read)
 
     def training_signals(self, user_id: str) -> list[tuple]:
         """(query, project filter, doc_id, value) of every signal with a query, on a live memory."""
@@ -63,11 +63,11 @@ class SignalStore:
                     "SELECT model_id, version, trained_on, params FROM models WHERE user_id = ? AND kind = ? "
                     "ORDER BY version DESC LIMIT 1", [user_id, kind]).fetchall()
             return rows[0] if rows else None
-        return self.db._cached(("latest_model", user_id, kind), read)
+        return self.db.cached_read(("latest_model", user_id, kind), read)
 
     def save_model(self, model_id: str, user_id: str, kind: str, version: int, now, trained_on: int,
                    params: str) -> None:
-        self.db._meta("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        self.db.write_meta("INSERT INTO models VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                    [model_id, user_id, kind, version, now, trained_on, params])
 
     def session_signals(self, session_id: str, user_id: str) -> list[tuple]:
@@ -78,7 +78,7 @@ class SignalStore:
 
     def add_outcome(self, outcome_id: str, user_id: str, query: str, evidence: float, answered: bool,
                     source: str, now) -> None:
-        self.db._meta("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        self.db.write_meta("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                    [outcome_id, user_id, query, evidence, answered, source, now])
 
     def outcomes(self, user_id: str) -> list[tuple]:
@@ -90,4 +90,4 @@ class SignalStore:
         def count() -> int:
             with self.db.lock:
                 return self.db.con.execute("SELECT count(*) FROM outcomes WHERE user_id = ?", [user_id]).fetchall()[0][0]
-        return self.db._cached(("outcome_count", user_id), count)
+        return self.db.cached_read(("outcome_count", user_id), count)

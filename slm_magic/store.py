@@ -939,7 +939,7 @@ class Store:
         return [(int(d), float(s), float(u), int(r), k, t, float(h) / total) for d, s, u, r, k, t, h in rows], int(n)
 
     # --- sessions ---------------------------------------------------------------------------
-    def _cached(self, key: tuple, compute):
+    def cached_read(self, key: tuple, compute):
         """A read reused while the file is unchanged (by this process or any other)."""
         stamp = self.file_stamp()
         hit = self._cache.get(key)
@@ -949,7 +949,7 @@ class Store:
         self._cache[key] = (stamp, value)
         return value
 
-    def _meta(self, sql: str, params: list, invalidate: bool = True) -> list:
+    def write_meta(self, sql: str, params: list, invalidate: bool = True) -> list:
         """A write to a table the index does not read (sessions, feedback, events). With
         `invalidate=False` the write cannot change a cached read, which stays valid."""
         with self.lock:
