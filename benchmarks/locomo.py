@@ -176,7 +176,7 @@ ENGINE_VARIANTS = {
 @contextlib.contextmanager
 def stemming_off():
     """Ablation: the analyser with its Snowball stemmer replaced by the identity."""
-    from slm_magic import text
+    from slm_magic.core import text
 
     saved = text._stem
     text._stem = lambda word: word

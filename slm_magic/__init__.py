@@ -2,7 +2,7 @@
 
 from .errors import InvalidInput, SlmMagicError, StoreError
 from .memory import Memory
-from .models import Fact, RecallResult, ScoredMemory, SearchScore
+from .results.models import Fact, RecallResult, ScoredMemory, SearchScore
 
 __version__ = "0.1.0"
 

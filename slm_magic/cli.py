@@ -8,7 +8,7 @@ import sys
 
 from .errors import InvalidImport, SlmMagicError
 from .memory import Memory
-from .models import MEMORY_TYPES, FeedbackRecorded, MemoryChange
+from .results.models import MEMORY_TYPES, FeedbackRecorded, MemoryChange
 
 
 def _memory_options(args: argparse.Namespace) -> dict:

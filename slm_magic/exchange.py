@@ -21,7 +21,7 @@ import numpy as np
 
 from . import bulk
 from .errors import InvalidImport, InvalidInput
-from .models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
+from .results.models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
 from .records import MAX_CONTENT_CHARS, Postings, code_kept, content_hash, normalise_tags, redact, to_utc_naive
 
 EXPORT_COLUMNS = ("fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from .errors import InvalidInput
-from .models import PHASE_2_SIGNALS, PHASE_3_SIGNALS, LearningStatus
+from .results.models import PHASE_2_SIGNALS, PHASE_3_SIGNALS, LearningStatus
 from .index import locate
 from .reranker import CANDIDATES, LinearRanker, Usage, feature_matrix, prior
 

@@ -20,10 +20,10 @@ from traitlets import Bool, Float, Integer, Unicode, observe
 from traitlets.config import Configurable
 
 from . import questions
-from .display import plural, terminal_width, wrap
+from .results.display import plural, terminal_width, wrap
 from .errors import InvalidImport, SlmMagicError
 from .memory import Memory
-from .models import (MEMORY_TYPES, ExportReport, FeedbackRecorded, ImportReport, MemoryChange, RecallResult,
+from .results.models import (MEMORY_TYPES, ExportReport, FeedbackRecorded, ImportReport, MemoryChange, RecallResult,
                      SessionInit, StatusReport)
 
 

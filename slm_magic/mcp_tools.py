@@ -26,8 +26,8 @@ from pydantic_core import to_jsonable_python
 
 from .errors import InvalidInput
 from .memory import Memory
-from .models import MEMORY_TYPES, Fact, ScoredMemory
-from .session_ids import is_synthetic_session
+from .results.models import MEMORY_TYPES, Fact, ScoredMemory
+from .core.session_ids import is_synthetic_session
 
 #: Characters of a memory's content shown in a list (recall, session_init, mem_timeline).
 CONTENT_CHARS = 2_000

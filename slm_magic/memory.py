@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from . import bulk, text
+from . import bulk
+from .core import text
 from .errors import InvalidInput, StoreError, type_name
-from .identity import default_user
+from .core.identity import default_user
 from .meaning import DEFAULT_MODEL, EmbeddingModel, fact_texts, load_model, memory_texts
 from .index import SparseIndex
-from .models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
+from .results.models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
                      ScoredMemory, SearchScore, Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
 from .reranker import CANDIDATES
@@ -33,9 +34,9 @@ from .exchange import Exchange
 from .calibration import AnswerCalibration, AnswerConfidence, Judge
 from .learning import LearningLoop
 from .observations import ApiB
-from .session_ids import is_synthetic_session
+from .core.session_ids import is_synthetic_session
 from .sessions import SessionService, day_key
-from .temporal import temporal_terms
+from .core.temporal import temporal_terms
 from .replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
 from .rows import FactRows, fact_of
 from .records import (Postings, content_hash, content_hashes, epoch_seconds, field_counts, field_grams, new_fact_ids,

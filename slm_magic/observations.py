@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .display import one_line
+from .results.display import one_line
 from .errors import InvalidInput
 from .rows import fact_of
-from .models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult, Session,
+from .results.models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult, Session,
                      SessionStartResponse)
 from .records import content_hash, epoch_seconds, validate
 

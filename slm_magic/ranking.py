@@ -26,7 +26,7 @@ from scipy.special import ndtri
 
 from . import ngrams
 from .index import ChannelScores, SparseIndex, locate
-from .models import SEARCH_WEIGHTS
+from .results.models import SEARCH_WEIGHTS
 
 DAY = 86_400.0
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import text
+from .core import text
 from .errors import InvalidInput
 
 #: The kinds of memory (the seed's types); "discovery" is the default.

@@ -21,10 +21,10 @@ import pyarrow.compute as pc
 from . import bulk, index_file
 from .index import SparseIndex
 from .meaning import EmbeddingModel, fact_texts, memory_texts
-from .models import MEMORY_TYPES, Fact
+from .results.models import MEMORY_TYPES, Fact
 from .records import Postings
 from .rows import FactRows
-from .session_ids import is_synthetic_session
+from .core.session_ids import is_synthetic_session
 from .store import FACT_COLUMNS, Store
 
 KINDS = {"memory": 0, "summary_event": 1}

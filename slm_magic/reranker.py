@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .index import ChannelScores, SparseIndex, locate
-from .models import MEMORY_TYPES, TYPE_PRIORITY
+from .results.models import MEMORY_TYPES, TYPE_PRIORITY
 from .records import matched_fields
 
 #: How many of the default fusion's best a learned ranking re-orders.

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from . import merging
-from .models import Fact
+from .core import merging
+from .results.models import Fact
 from .store import FACT_COLUMNS
 
 PENDING_MAX = 2048  # single writes kept as objects before they are packed into a chunk

@@ -242,7 +242,7 @@ def _v7(con: duckdb.DuckDBPyConnection) -> None:
     ids). Another name later (a different $SLM_MAGIC_USER) finds them under this one,
     `Memory(path, user_id=<it>)` or `--user <it>`; nothing is dropped. A saved index names
     the schema version it was made for, so one from before (holding "") is rebuilt."""
-    from .identity import default_user
+    from .core.identity import default_user
 
     user = default_user()
     for table in USER_TABLES:

@@ -150,7 +150,7 @@ FIFTH_VERSION_MEMORIES = [
 def _grams_of(content, title, tags):
     """A memory's 3-gram weights as version 5 stored them: worked out from the definition, each
     gram as its 64-bit hash."""
-    from slm_magic import text
+    from slm_magic.core import text
 
     out = Counter()
     for value, weight in ((content, 1), (title, 2), (" ".join(tags), 2)):

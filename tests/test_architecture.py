@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"slm_magic": ROOT / "slm_magic", "slm_magic.widgets": ROOT / "widgets"}
 STORE_LAYER = {"slm_magic.store", "slm_magic.session_store", "slm_magic.signal_store", "slm_magic.attachments",
                "slm_magic.pg_store", "slm_magic.pg_schema", "slm_magic.backends"}
-VIEWS = {"slm_magic.display", "slm_magic.widgets"} | {
+VIEWS = {"slm_magic.results.display", "slm_magic.widgets"} | {
     f"slm_magic.widgets.{p.stem}" for p in (ROOT / "widgets").glob("*.py") if p.stem != "__init__"}
 FRONT_ENDS = {"slm_magic.magics", "slm_magic.cli", "slm_magic.mcp_tools", "slm_magic.mcp_server", "slm_magic.demo"}
 SQL_CALLS = {"execute", "executemany", "fetchall", "fetchone", "fetchdf", "fetch_arrow_table", "sql", "cursor"}

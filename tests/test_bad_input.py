@@ -15,7 +15,7 @@ from traitlets.config import Config
 
 from slm_magic import Memory
 from slm_magic.errors import SlmMagicError
-from slm_magic.models import MEMORY_TYPES
+from slm_magic.results.models import MEMORY_TYPES
 from slm_magic.records import MAX_CONTENT_CHARS
 
 NASTY = st.sampled_from([

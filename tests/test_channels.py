@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from slm_magic import Memory, text
+from slm_magic import Memory
+from slm_magic.core import text
 
 
 def test_bm25_matches_a_hand_computed_example():

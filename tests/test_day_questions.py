@@ -121,7 +121,7 @@ def test_a_day_s_session_is_scored_as_every_other_match_is(mem, question):
     """`rank_days` scores the day's summaries with the one per-candidate scoring `rank_index`
     uses (BM25, the n-gram channel, recency, revision): the same parts to the last bit, the
     temporal channel alone added by `days_first`."""
-    from slm_magic import text
+    from slm_magic.core import text
     from slm_magic.ranking import rank_days, rank_index
     from slm_magic.records import epoch_seconds
 

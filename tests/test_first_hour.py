@@ -13,7 +13,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from slm_magic import Memory
-from slm_magic.models import RecallResult
+from slm_magic.results.models import RecallResult
 from test_magics import cell
 
 CHURN = "Accounts flagged as test users must be excluded before labelling churn."

@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 
 from slm_magic import InvalidInput, Memory, index_file
-from slm_magic.identity import default_user
+from slm_magic.core.identity import default_user
 from slm_magic.records import Postings, validate
 from slm_magic.replica import IndexReplica
 from slm_magic.store import INSERT_COLUMNS, SCHEMA_VERSION, Store
@@ -155,7 +155,7 @@ def test_a_saved_index_from_before_the_migration_is_rebuilt_not_trusted(tmp_path
 
 def _older_kernel_writes(store, fact_id: str, content: str, session_id: str | None = None) -> None:
     """What an older kernel's remember (and session_init) does: rows of user ''."""
-    from slm_magic import text
+    from slm_magic.core import text
 
     counts = text.term_counts(content)
     store.con.execute(

@@ -4,7 +4,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from slm_magic import Memory
-from slm_magic.models import Fact, MemoryChange, RecallResult, SessionInit
+from slm_magic.results.models import Fact, MemoryChange, RecallResult, SessionInit
 
 
 def cell(ip, source):

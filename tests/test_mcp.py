@@ -22,7 +22,7 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from slm_magic import Memory  # noqa: E402
-from slm_magic.models import MEMORY_TYPES  # noqa: E402
+from slm_magic.results.models import MEMORY_TYPES  # noqa: E402
 
 TOOLS = {"session_init", "recall", "remember", "close_session", "mem_session_start", "mem_save", "mem_search",
          "mem_session_summary", "mem_session_end", "mem_get_observation", "mem_timeline", "mem_stats", "feedback",

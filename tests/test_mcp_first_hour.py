@@ -22,7 +22,7 @@ from mcp import Client, ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 from slm_magic import Memory  # noqa: E402
-from slm_magic.identity import default_user  # noqa: E402
+from slm_magic.core.identity import default_user  # noqa: E402
 from slm_magic.mcp_server import build_server  # noqa: E402
 
 TIMEOUT_S = 30  # a bound for a hung process, never a wait

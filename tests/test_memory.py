@@ -301,7 +301,7 @@ def test_one_file_spelt_two_ways_is_one_file(db_path, monkeypatch):
 def test_browse_pages_every_readable_memory_newest_first(db_path, clock):
     from datetime import datetime, timedelta
 
-    from slm_magic.models import MemoryPage
+    from slm_magic.results.models import MemoryPage
 
     with Memory(db_path, user_id="ana", clock=clock) as ana, Memory(db_path, user_id="bob", clock=clock) as bob:
         start = clock.now
@@ -403,7 +403,7 @@ def test_session_known_says_whether_this_user_opened_it(mem):
 
 @pytest.mark.parametrize("columns", ["80", "100"])
 def test_remembered_pinned_forgotten_lines_fit_80_columns(mem, monkeypatch, columns):
-    from slm_magic.models import MemoryChange
+    from slm_magic.results.models import MemoryChange
 
     monkeypatch.setenv("COLUMNS", columns)  # (a kernel's or a pipe's stdout reports 100)
     fact = mem.pin(mem.remember("The left join of orders on customer_id drops 3% of rows: 412 customers have "

@@ -23,7 +23,7 @@ def test_quickstart_runs_and_remembers_and_recalls(tmp_path):
     # asked in other words (no word in common), the join's memory comes back by its meaning
     other = next(t for t in outputs_text(executed) if t.startswith("recall 'how many buyers lack a profile"))
     assert "412 customers" in other and "similar meaning" in other
-    from slm_magic.identity import default_user
+    from slm_magic.core.identity import default_user
 
     assert f"user_id: {default_user()}\n" in text  # (issue 25: it read "user_id: " with nothing after it)
     # the demo's last question: the day's session first, a strong match naming what it touched

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from slm_magic import InvalidInput, Memory
-from slm_magic.models import SessionStartResponse
+from slm_magic.results.models import SessionStartResponse
 from slm_magic.observations import context_score
 
 

@@ -52,7 +52,7 @@ def _same_session_ids(monkeypatch):
     """Session ids are random, and a summary's text holds its id: the same ids on both runs."""
     import itertools
 
-    from slm_magic import session_ids
+    from slm_magic.core import session_ids
 
     counter = itertools.count()
     monkeypatch.setattr(session_ids.secrets, "token_hex", lambda n: f"{next(counter):0{2 * n}x}")

@@ -5,7 +5,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from slm_magic import Memory, text
+from slm_magic import Memory
+from slm_magic.core import text
 from slm_magic.ranking import rank_index
 
 VOCAB = [f"w{i}" for i in range(400)]

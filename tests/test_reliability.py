@@ -201,7 +201,7 @@ def test_a_newer_schema_is_refused_and_never_touched(tmp_path):
 
 
 def test_a_filled_first_version_file_upgrades_in_place_with_nothing_lost(tmp_path):
-    from slm_magic import text
+    from slm_magic.core import text
 
     db = tmp_path / "v1.duckdb"
     old = Store(db, upgrade_to=1)  # the project's own migration code, stopped at version 1

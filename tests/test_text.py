@@ -1,9 +1,9 @@
 import pytest
 
 import numpy as np
-from slm_magic import text
+from slm_magic.core import text
 from slm_magic.errors import InvalidInput
-from slm_magic.text import STOP_WORDS, analyse, term_hash
+from slm_magic.core.text import STOP_WORDS, analyse, term_hash
 
 
 def test_words_are_lowercased_and_stemmed():

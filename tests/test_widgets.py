@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from slm_magic import Memory
-from slm_magic.models import SEARCH_WEIGHTS
+from slm_magic.results.models import SEARCH_WEIGHTS
 from slm_magic.widgets import ContextView, LiveSearch, MemoriesView, breakdown, segments, stacked_bar
 
 FINDINGS = [
@@ -65,7 +65,7 @@ def test_rows_and_bars_match_the_engine(filled):
 
 
 def test_a_higher_score_draws_a_longer_bar():
-    from slm_magic.models import SearchScore
+    from slm_magic.results.models import SearchScore
 
     low = SearchScore(value=0.3, relevance=0.2, bm25=0.2, tfidf=0.0, recency=0.5, revision=0.0)
     high = SearchScore(value=0.8, relevance=0.9, bm25=0.8, tfidf=0.5, recency=1.0, revision=0.2)
@@ -236,7 +236,7 @@ def test_context_view_shows_the_age_gate(db_path, clock):
 
 
 def test_the_learned_part_is_drawn_and_a_negative_one_shortens_the_bar():
-    from slm_magic.models import SearchScore
+    from slm_magic.results.models import SearchScore
 
     up = SearchScore(value=0.75, relevance=0.5, bm25=0.5, tfidf=0.0, recency=1.0, revision=0.0, learned=0.2)
     w = widths(stacked_bar(up))
@@ -264,7 +264,7 @@ def test_a_row_shows_where_its_memory_came_from_on_demand(db_path):
 
 
 def test_counts_read_as_words():
-    from slm_magic.display import plural
+    from slm_magic.results.display import plural
 
     assert (plural(1, "memory", "memories"), plural(3, "memory", "memories")) == ("1 memory", "3 memories")
 
@@ -367,7 +367,7 @@ def test_a_live_search_saves_what_it_last_found(shell, filled):
 
 
 def test_a_pinned_memory_is_marked_in_words_not_an_emoji(filled):
-    from slm_magic.display import recall_html, session_html, session_text
+    from slm_magic.results.display import recall_html, session_html, session_text
 
     with filled.attached():
         fid = filled.recall("tenure_days")[0].fact_id
@@ -433,7 +433,7 @@ def _row_body(lines: list[str], rank: int) -> list[str]:
 
 @pytest.mark.parametrize("shift", range(12))
 def test_at_80_columns_a_recall_row_is_cut_between_words_and_says_so(mem, shift):
-    from slm_magic.display import recall_text
+    from slm_magic.results.display import recall_text
 
     words = ("the monthly churn rate is computed on the other months of the warehouse snapshot "
              "and every month without a login counts").split()
@@ -448,7 +448,7 @@ def test_at_80_columns_a_recall_row_is_cut_between_words_and_says_so(mem, shift)
 
 
 def test_wrap_marks_a_cut_and_leaves_a_text_that_fits_alone():
-    from slm_magic.display import wrap
+    from slm_magic.results.display import wrap
 
     assert wrap("a short line", 40, lines=3) == ["a short line"]
     cut = wrap("alpha beta gamma delta epsilon zeta eta theta", 12, 2, lines=2)
@@ -457,7 +457,7 @@ def test_wrap_marks_a_cut_and_leaves_a_text_that_fits_alone():
 
 # --- "shared by you" ----------------------------------------------------------------------------
 def test_a_memory_you_shared_says_shared_by_you(db_path, clock):
-    from slm_magic.display import author_text, recall_html, recall_text, session_html
+    from slm_magic.results.display import author_text, recall_html, recall_text, session_html
 
     with Memory(db_path, user_id="alice", clock=clock) as alice:
         alice.remember("churn means no login for 30 days, says the client", tags="churn", share=True)

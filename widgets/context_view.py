@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import ipywidgets as W
 from IPython.display import Markdown
 
-from slm_magic.display import PIN, learning_words, mode_words, one_line, plural, session_html, session_text
-from slm_magic.models import SessionInit
+from slm_magic.results.display import PIN, learning_words, mode_words, one_line, plural, session_html, session_text
+from slm_magic.results.models import SessionInit
 
 from .memories_view import MemoriesView
 from .saved_form import SavedForm

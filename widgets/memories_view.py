@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as W
 
-from slm_magic.display import (CORE_BADGE, age_text, author_text, marked_html, memories_html, mode_words, one_line,
+from slm_magic.results.display import (CORE_BADGE, age_text, author_text, marked_html, memories_html, mode_words, one_line,
                                origin_html, plural, recall_html, recall_text)
 from slm_magic.errors import SlmMagicError
-from slm_magic.models import Fact, RecallResult, ScoredMemory
+from slm_magic.results.models import Fact, RecallResult, ScoredMemory
 
 from .saved_form import SavedForm
 from .score_bars import breakdown, stacked_bar

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from slm_magic.models import SEARCH_WEIGHTS, SearchScore
+from slm_magic.results.models import SEARCH_WEIGHTS, SearchScore
 
 # One colour per part, the same in the stacked bar and in the breakdown.
 COLOURS = {"relevance": "#4c78a8", "bm25": "#4c78a8", "tfidf": "#9ecae9", "recency": "#72b7b2",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as W
 
 from slm_magic.errors import SlmMagicError
-from slm_magic.display import plural
+from slm_magic.results.display import plural
 
 from .memories_view import MemoriesView
 from .saved_form import SavedForm

@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .records import MEMORY_TYPES as MEMORY_TYPES  # (re-exported: the types belong to the models too)
-from .records import matched_fields
+from ..records import MEMORY_TYPES as MEMORY_TYPES  # (re-exported: the types belong to the models too)
+from ..records import matched_fields
 from .display import one_line, plural, recall_html, recall_text, session_html, session_text, terminal_width
 
 MemoryType = Literal["profile", "preference", "decision", "pattern", "discovery"]

@@ -192,7 +192,7 @@ def recall_text(res, width: int | None = None, viewer: str | None = None) -> str
 def marked_html(text: str, terms, style: str = "") -> str:
     """`text` with the words that matched the question (its term hashes) in <mark>: the index's
     own analyser decides, so "dropped" is marked for "drop" and nothing that did not count is."""
-    from .text import marked
+    from ..core.text import marked
 
     if not terms:
         return html.escape(text)
