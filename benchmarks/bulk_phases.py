@@ -52,7 +52,8 @@ def main() -> None:
     import importlib
 
     from benchmarks.synthetic import generate_memories
-    from slm_magic import Memory, store
+    from slm_magic import Memory
+    from slm_magic.storage import store
 
     corpus = list(generate_memories(args.size, seed=7))
     totals: collections.Counter = collections.Counter()

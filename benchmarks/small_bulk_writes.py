@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from slm_magic import Memory  # noqa: E402
-from slm_magic.store import Store  # noqa: E402
+from slm_magic.storage.store import Store  # noqa: E402
 
 
 def main() -> None:

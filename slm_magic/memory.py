@@ -41,9 +41,9 @@ from .replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
 from .rows import FactRows, fact_of
 from .records import (Postings, content_hash, content_hashes, epoch_seconds, field_counts, field_grams, new_fact_ids,
                       to_utc_naive, validate)
-from .backends import is_url, missing_file, open_store
+from .storage.backends import is_url, missing_file, open_store
 from .vectors import VectorStore
-from .store import FACT_COLUMNS, INSERT_COLUMNS, STORAGE_FAILURES, utcnow, vector_columns
+from .storage.store import FACT_COLUMNS, INSERT_COLUMNS, STORAGE_FAILURES, utcnow, vector_columns
 
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 
@@ -118,7 +118,7 @@ class Memory:
         """For an administrator: create or upgrade a team's memory on PostgreSQL (the schema,
         the roles, their grants and row-level security); `members` are the people's login
         roles. Returns (schema version before, after)."""
-        from .pg_store import setup
+        from .storage.pg_store import setup
 
         if not is_url(url):
             raise InvalidInput(f"a team memory needs a postgresql:// URL, not {url!r}")

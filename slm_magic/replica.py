@@ -25,7 +25,7 @@ from .results.models import MEMORY_TYPES, Fact
 from .records import Postings
 from .rows import FactRows
 from .core.session_ids import is_synthetic_session
-from .store import FACT_COLUMNS, Store
+from .storage.store import FACT_COLUMNS, Store
 
 KINDS = {"memory": 0, "summary_event": 1}
 TYPE_CODE = {t: i for i, t in enumerate(MEMORY_TYPES)} | {"summary": len(MEMORY_TYPES)}

@@ -121,7 +121,7 @@ def test_reading_ahead_changes_nothing_a_caller_sees(workers, db_path):
 
 
 def test_a_bulk_write_leaves_duckdb_as_it_found_it(db_path, tmp_path):
-    from slm_magic import attachments
+    from slm_magic.storage import attachments
 
     def threshold():
         return attachments._connection().execute("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0]

@@ -13,7 +13,7 @@ from slm_magic import InvalidInput, Memory, index_file
 from slm_magic.core.identity import default_user
 from slm_magic.records import Postings, validate
 from slm_magic.replica import IndexReplica
-from slm_magic.store import INSERT_COLUMNS, SCHEMA_VERSION, Store
+from slm_magic.storage.store import INSERT_COLUMNS, SCHEMA_VERSION, Store
 
 #: Every table with a user_id column (store.USER_TABLES, spelt out: what the migration must cover).
 USER_TABLES = ("memories", "tombstones", "sessions", "feedback", "summary_events", "recall_events", "models",
@@ -64,7 +64,7 @@ def sixth_version_file(path, contents=OLD, users=("",)) -> list[str]:
 
 
 def test_the_migration_knows_every_table_with_a_user():
-    from slm_magic import store
+    from slm_magic.storage import store
 
     assert store.USER_TABLES == USER_TABLES
 

@@ -9,7 +9,7 @@ import pytest
 
 from slm_magic.replica import IndexReplica
 from slm_magic import InvalidInput, Memory, StoreError
-from slm_magic.store import SCHEMA_VERSION
+from slm_magic.storage.store import SCHEMA_VERSION
 
 CORPUS = [
     "the join on customer_id drops 3% of rows in df_orders",
@@ -261,7 +261,7 @@ def test_another_connection_s_revision_replaces_the_old_text(db_path):
 
 
 def test_a_first_version_database_upgrades_in_place(db_path):
-    from slm_magic.store import Store
+    from slm_magic.storage.store import Store
 
     old = Store(db_path, upgrade_to=1)
     assert old.schema_version() == 1

@@ -14,7 +14,7 @@ import pytest
 
 from slm_magic import Memory
 from slm_magic.errors import StoreError
-from slm_magic.pg_store import SCHEMA_VERSION  # (a team database's own version)
+from slm_magic.storage.pg_store import SCHEMA_VERSION  # (a team database's own version)
 
 QUERIES = ["churn definition", "join drops rows", "which table is in UTC", "seed", "t17 column",
            "what did we decide about the model", "session summary"]
@@ -311,7 +311,7 @@ def test_a_server_that_stays_down_is_one_clear_line_subprocess(team_db, pg_serve
     not saved (no traceback), and everything works again once the server is back."""
     from IPython.core.error import UsageError
 
-    from slm_magic.pg_store import PgStore
+    from slm_magic.storage.pg_store import PgStore
 
     if not pg_server.ctl:
         pytest.skip("SLM_TEST_PG_CTL is not set: no way to stop the server")
@@ -538,7 +538,7 @@ def test_a_members_forgotten_transaction_cannot_stall_the_team(team_db, clock, m
     """pg-setup limits how long a member's transaction may sit idle: one left open in a psql
     (here holding the team's clock, which every write takes) is ended by the server, and a
     teammate's write that waited for it goes through instead of failing."""
-    from slm_magic import pg_schema, pg_store
+    from slm_magic.storage import pg_schema, pg_store
 
     with psycopg.connect(team_db["bob"]) as con:  # every member's session has the limit
         assert con.execute("SHOW idle_in_transaction_session_timeout").fetchone()[0] == \
@@ -572,7 +572,7 @@ def test_a_members_forgotten_transaction_cannot_stall_the_team(team_db, clock, m
 def test_a_retried_write_of_a_recalls_showings_counts_them_once(team_db, clock):
     """The connection is lost after the server committed a recall's showings: the store sends
     the same batch again, and each showing is there once (the working set counts it once)."""
-    from slm_magic import pg_store
+    from slm_magic.storage import pg_store
 
     with Memory(team_db["alice"], clock=clock) as alice:
         sid = alice.session_init(query="").session_id

@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 
 from . import attachments
-from .errors import StoreError
+from ..errors import StoreError
 from .session_store import SessionStore
 from .signal_store import SignalStore
 
@@ -180,7 +180,7 @@ def _v4(con: duckdb.DuckDBPyConnection) -> None:
 
     import pyarrow as pa
 
-    from .records import Postings
+    from ..records import Postings
 
     con.execute("ALTER TABLE memories ADD COLUMN grams BIGINT[] DEFAULT []")
     con.execute("ALTER TABLE memories ADD COLUMN gtfs INTEGER[] DEFAULT []")
@@ -242,7 +242,7 @@ def _v7(con: duckdb.DuckDBPyConnection) -> None:
     ids). Another name later (a different $SLM_MAGIC_USER) finds them under this one,
     `Memory(path, user_id=<it>)` or `--user <it>`; nothing is dropped. A saved index names
     the schema version it was made for, so one from before (holding "") is rebuilt."""
-    from .core.identity import default_user
+    from ..core.identity import default_user
 
     user = default_user()
     for table in USER_TABLES:

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from . import pg_schema
-from .errors import StoreError
+from ..errors import StoreError
 from .session_store import SessionStore
 from .signal_store import SignalStore
 from .store import Store, insert_columns
