@@ -58,7 +58,7 @@ def sentences_store(path: str | None, n: int, questions: int, shares: list[str])
     import statistics
 
     from slm_magic import Memory
-    from slm_magic.vectors import VectorStore
+    from slm_magic.index.vectors import VectorStore
 
     if path:
         import meaning_sweep
@@ -96,7 +96,7 @@ def sentences_store(path: str | None, n: int, questions: int, shares: list[str])
 
 
 def main(argv=None) -> int:
-    from slm_magic.vectors import VectorStore
+    from slm_magic.index.vectors import VectorStore
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", default=["LoCoMo", "LongMemEval"], help="collections whose name starts so")

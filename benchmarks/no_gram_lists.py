@@ -27,7 +27,7 @@ def main() -> None:
 
     from benchmarks.synthetic import generate_memories
     from slm_magic import Memory, records
-    from slm_magic.replica import IndexReplica
+    from slm_magic.index.replica import IndexReplica
 
     IndexReplica.SAVE_MIN_DOCS = 10**12  # the import alone
     corpus = list(generate_memories(args.size, seed=0))

@@ -31,7 +31,7 @@ import json, sys, time
 sys.path.insert(0, "benchmarks")
 from timing import memory_now as status
 from slm_magic import Memory
-from slm_magic.replica import IndexReplica
+from slm_magic.index.replica import IndexReplica
 
 IndexReplica.SAVE_MIN_DOCS = 10**12   # measure, never save
 queries = json.loads(sys.argv[2])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import bulk
+from .index import bulk
 from .errors import InvalidImport, InvalidInput
 from .results.models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
 from .records import MAX_CONTENT_CHARS, Postings, code_kept, content_hash, normalise_tags, redact, to_utc_naive

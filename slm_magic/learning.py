@@ -31,11 +31,11 @@ import numpy as np
 
 from .errors import InvalidInput
 from .results.models import PHASE_2_SIGNALS, PHASE_3_SIGNALS, LearningStatus
-from .index import locate
+from .index.sparse import locate
 from .reranker import CANDIDATES, LinearRanker, Usage, feature_matrix, prior
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .index import ChannelScores
+    from .index.sparse import ChannelScores
     from .ranking import Ranked
 
 #: Explicit signals and their value: +1 useful, -1 not useful.

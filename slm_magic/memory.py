@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from . import bulk
+from .index import bulk
 from .core import text
 from .errors import InvalidInput, StoreError, type_name
 from .core.identity import default_user
-from .meaning import DEFAULT_MODEL, EmbeddingModel, fact_texts, load_model, memory_texts
-from .index import SparseIndex
+from .index.meaning import DEFAULT_MODEL, EmbeddingModel, fact_texts, load_model, memory_texts
+from .index.sparse import SparseIndex
 from .results.models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
                      ScoredMemory, SearchScore, Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
@@ -37,12 +37,12 @@ from .observations import ApiB
 from .core.session_ids import is_synthetic_session
 from .sessions import SessionService, day_key
 from .core.temporal import temporal_terms
-from .replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
-from .rows import FactRows, fact_of
+from .index.replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
+from .index.rows import FactRows, fact_of
 from .records import (Postings, content_hash, content_hashes, epoch_seconds, field_counts, field_grams, new_fact_ids,
                       to_utc_naive, validate)
 from .storage.backends import is_url, missing_file, open_store
-from .vectors import VectorStore
+from .index.vectors import VectorStore
 from .storage.store import FACT_COLUMNS, INSERT_COLUMNS, STORAGE_FAILURES, utcnow, vector_columns
 
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)

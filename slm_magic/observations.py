@@ -17,7 +17,7 @@ import numpy as np
 
 from .results.display import one_line
 from .errors import InvalidInput
-from .rows import fact_of
+from .index.rows import fact_of
 from .results.models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult, Session,
                      SessionStartResponse)
 from .records import content_hash, epoch_seconds, validate

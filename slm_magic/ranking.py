@@ -24,8 +24,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import ndtri
 
-from . import ngrams
-from .index import ChannelScores, SparseIndex, locate
+from .index import ngrams
+from .index.sparse import ChannelScores, SparseIndex, locate
 from .results.models import SEARCH_WEIGHTS
 
 DAY = 86_400.0

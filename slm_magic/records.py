@@ -384,7 +384,7 @@ class Postings:
         else:
             post = cls.of(cols["content"], cols.get("title"), cols.get("tags"), cols.get("project"), cols.get("type"))
         if cols.get("embed_model"):
-            from .meaning import load_model, memory_texts
+            from .index.meaning import load_model, memory_texts
 
             post.vectors = load_model(cols["embed_model"]).encode(
                 memory_texts(cols["content"], cols.get("title"), cols.get("tags")))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .index import ChannelScores, SparseIndex, locate
+from .index.sparse import ChannelScores, SparseIndex, locate
 from .results.models import MEMORY_TYPES, TYPE_PRIORITY
 from .records import matched_fields
 

@@ -22,7 +22,7 @@ from .errors import InvalidInput
 from .results.models import (CloseSessionResult, Fact, RecallResult, ScoredMemory, SearchScore,
                      SessionInit, SessionMemory, SessionSummaryCompact)
 from .ranking import recency, revision, search_score
-from .rows import fact_of
+from .index.rows import fact_of
 from .core.session_ids import is_synthetic_session, new_session_id
 from .core.temporal import day_term
 

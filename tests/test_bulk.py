@@ -11,7 +11,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from slm_magic import Memory, bulk
+from slm_magic import Memory
+from slm_magic.index import bulk
 from slm_magic.records import Postings
 
 WORDS = "churn cohort df_orders_v2 customerId Straße café refund invoice pricing holiday lag the of".split()
@@ -83,7 +84,8 @@ def test_an_invalid_batch_stops_the_import_where_it_stood(workers, db_path):
 
 SCRIPT = textwrap.dedent("""
     import sys
-    from slm_magic import Memory, bulk
+    from slm_magic import Memory
+    from slm_magic.index import bulk
     print("top level ran", flush=True)       # no `if __name__ == "__main__"` guard, on purpose
     bulk.WORKER_MIN_BATCH = 1
     m = Memory(sys.argv[1])

@@ -9,10 +9,11 @@ from datetime import datetime
 
 import pytest
 
-from slm_magic import InvalidInput, Memory, index_file
+from slm_magic import InvalidInput, Memory
+from slm_magic.index import index_file
 from slm_magic.core.identity import default_user
 from slm_magic.records import Postings, validate
-from slm_magic.replica import IndexReplica
+from slm_magic.index.replica import IndexReplica
 from slm_magic.storage.store import INSERT_COLUMNS, SCHEMA_VERSION, Store
 
 #: Every table with a user_id column (store.USER_TABLES, spelt out: what the migration must cover).

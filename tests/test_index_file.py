@@ -16,8 +16,9 @@ import threading
 
 import pytest
 
-from slm_magic import Memory, index_file
-from slm_magic.replica import IndexReplica
+from slm_magic import Memory
+from slm_magic.index import index_file
+from slm_magic.index.replica import IndexReplica
 
 WORDS = ("churn cohort retention join duplicate users revenue forecast client invoice schema table "
          "pipeline feature dropped leakage holdout sample weekly monthly region pricing discount "
@@ -118,7 +119,7 @@ def test_a_new_memory_maps_the_saved_index_and_answers_as_a_rebuild(db_path, clo
 
 
 def test_rows_read_a_few_or_many_at_a_time_are_the_same(db_path, clock):
-    from slm_magic.rows import FEW_ROWS
+    from slm_magic.index.rows import FEW_ROWS
 
     build(db_path, clock)
     with Memory(db_path, clock=clock) as m:
@@ -215,8 +216,9 @@ def test_another_files_index_or_one_newer_than_the_file_is_rebuilt(tmp_path, clo
 
 SAVER = textwrap.dedent("""
     import sys
-    from slm_magic import Memory, index_file
-    from slm_magic.replica import IndexReplica
+    from slm_magic import Memory
+    from slm_magic.index import index_file
+    from slm_magic.index.replica import IndexReplica
 
     IndexReplica.SAVE_MIN_DOCS = 10**9     # only the save below
     m = Memory(sys.argv[1])
@@ -349,7 +351,7 @@ def test_status_says_where_the_index_came_from(db_path, clock):
 KERNEL = textwrap.dedent("""
     import sys
     from slm_magic import Memory
-    from slm_magic.replica import IndexReplica
+    from slm_magic.index.replica import IndexReplica
 
     IndexReplica.SAVE_MIN_DOCS = 10**9
     m = Memory(sys.argv[1])
@@ -457,7 +459,7 @@ def test_a_rebuild_range_by_range_with_the_worker_answers_as_the_saved_index(db_
     """The file keeps no 3-grams: a rebuild works them out from the text, range after range,
     the next range's in the analysis worker while this one loads. It answers exactly as the
     index the bulk write built and saved."""
-    from slm_magic import bulk
+    from slm_magic.index import bulk
 
     started = []
     spawn = bulk.Worker.__init__

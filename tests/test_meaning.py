@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from slm_magic import Memory
-from slm_magic.meaning import PACKAGED, StaticModel, WordPiece, load_model, memory_text
+from slm_magic.index.meaning import PACKAGED, StaticModel, WordPiece, load_model, memory_text
 
 FINDINGS = [
     "The image classifier confuses huskies with wolves because of snow in the background.",

@@ -7,7 +7,7 @@ import textwrap
 import duckdb
 import pytest
 
-from slm_magic.replica import IndexReplica
+from slm_magic.index.replica import IndexReplica
 from slm_magic import InvalidInput, Memory, StoreError
 from slm_magic.storage.store import SCHEMA_VERSION
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from slm_magic import Memory
-from slm_magic.vectors import VectorStore
+from slm_magic.index.vectors import VectorStore
 
 from test_meaning import FINDINGS, OTHER_WORDS
 

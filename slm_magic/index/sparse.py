@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ngrams
-from .core import merging
+from ..core import merging
 from .vectors import VectorStore
 
 TAIL_SEAL_POSTINGS = 32_768       # seal the tail into a segment past this many postings

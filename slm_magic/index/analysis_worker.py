@@ -1,6 +1,6 @@
 """The second process of a bulk write (see `bulk.py`): it reads batches of columns, pickled,
 on stdin and writes each batch's Postings, pickled, on stdout, until stdin closes. Run as
-`python -m slm_magic.analysis_worker`; it imports only the analyser, never the caller's code."""
+`python -m slm_magic.index.analysis_worker`; it imports only the analyser, never the caller's code."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 bulk write and pure Python, so a second process does it one batch ahead: while this process
 stores and indexes batch k, the worker analyses batch k + 1.
 
-The worker is `python -m slm_magic.analysis_worker` over two pipes, not `multiprocessing`:
+The worker is `python -m slm_magic.index.analysis_worker` over two pipes, not `multiprocessing`:
 spawning through multiprocessing imports the caller's `__main__` again in the child, which
 would re-run a script that has no `if __name__ == "__main__"` guard. If the worker cannot start
 or dies, the batches are analysed here instead: slower, never wrong.
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .records import Postings
+from ..records import Postings
 
 T = TypeVar("T")
 
@@ -34,7 +34,7 @@ class Worker:
     def __init__(self) -> None:
         env = dict(os.environ)
         # the worker imports this very package, wherever it was imported from here
-        here = str(Path(__file__).resolve().parent.parent)
+        here = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join([here, env["PYTHONPATH"]]) if env.get("PYTHONPATH") else here
         # glibc gives a freed large array back to the system and the next batch faults its
         # pages in again (a third of the worker's time in the kernel): keep them in its heap
@@ -42,7 +42,7 @@ class Worker:
         env.setdefault("MALLOC_TRIM_THRESHOLD_", str(TRIM_THRESHOLD))
         # (run from the package's own folder: `-m` puts the working directory first on the path,
         # and a notebook's folder may hold another checkout of slm_magic)
-        self.proc = subprocess.Popen([sys.executable, "-m", "slm_magic.analysis_worker"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-m", "slm_magic.index.analysis_worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=here)
         for pipe in (self.proc.stdin, self.proc.stdout):  # a batch is megabytes: move it in big steps
             _widen(pipe)

@@ -27,7 +27,7 @@ import numpy as np
 import xxhash
 
 DEFAULT_MODEL = "default"
-PACKAGED = Path(__file__).resolve().parent / "data" / "static-minilm-256.npz"
+PACKAGED = Path(__file__).resolve().parent.parent / "data" / "static-minilm-256.npz"
 
 
 class EmbeddingModel(Protocol):

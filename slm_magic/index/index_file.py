@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from .index import DocTable, Segment, SparseIndex, merge, tfidf_norms
+from .sparse import DocTable, Segment, SparseIndex, merge, tfidf_norms
 from .ngrams import GramStore, smooth_idf
 from .rows import FactRows, facts_table
 from .vectors import VectorStore
