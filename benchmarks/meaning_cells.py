@@ -51,7 +51,7 @@ def compare(col) -> tuple[float, float, float, int, int]:
     return same / n, nd_cells / n, nd_exact / n, n, cells
 
 
-def sentences_store(path: str | None, n: int, questions: int, shares: list[str]) -> None:
+def store_agreement(path: str | None, n: int, questions: int, shares: list[str]) -> None:
     """The cells against the exact search on a store of `n` real sentences (or, with no path,
     of the speed benchmark's synthetic notes and its questions), for each share of the cells read."""
     import json
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
                     help="shares of the cells read, comma-separated, each as 1/48 or 1/48:8 (at least 8)")
     args = ap.parse_args(argv)
     if args.sentences or args.synthetic:
-        sentences_store(args.sentences, args.n, args.questions, args.shares.split(","))
+        store_agreement(args.sentences, args.n, args.questions, args.shares.split(","))
         return 0
     import meaning_sweep
 

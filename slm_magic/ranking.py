@@ -509,7 +509,7 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
     docs = both.doc_ids
     coverage = (lambda rows: cs.coverage(docs[rows])[1]) if cs is not None and cs.term_docs else None
     return fuse_meaning(both, index.vectors.cosine(docs, query), mu, sd, need, cfg, strict=strict,
-                        coverage=coverage, updated=t.updated[both.doc_ids], updated_after=updated_after, limit=limit)
+                        coverage=coverage, updated=t.updated[docs], updated_after=updated_after, limit=limit)
 
 
 def fuse_meaning(both: Ranked, cos: np.ndarray, mu: float, sd: float, need: float, cfg: RankingConfig, *,

@@ -7,6 +7,7 @@ Every module counts, in subpackages too."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,6 +18,7 @@ FRONT_ENDS = {"slm_magic.magics", "slm_magic.cli", "slm_magic.mcp_tools", "slm_m
 SQL_CALLS = {"execute", "executemany", "fetchall", "fetchone", "fetchdf", "fetch_arrow_table", "sql", "cursor"}
 
 
+@functools.cache
 def module_paths() -> dict[str, Path]:
     """Every module of the package and the widgets, subpackages included, by dotted name."""
     out = {}
@@ -32,12 +34,15 @@ def module_paths() -> dict[str, Path]:
 STORE_LAYER = {name for name in module_paths() if name.startswith("slm_magic.storage")}
 
 
+@functools.cache
 def modules() -> dict[str, ast.Module]:
+    """Each module's syntax tree, parsed once for every test (read, never changed)."""
     return {name: ast.parse(path.read_text(), filename=str(path)) for name, path in module_paths().items()}
 
 
-def packages() -> set[str]:
-    return {name for name, path in module_paths().items() if path.stem == "__init__"}
+@functools.cache
+def packages() -> frozenset[str]:
+    return frozenset(name for name, path in module_paths().items() if path.stem == "__init__")
 
 
 def imports_of(name: str, tree: ast.Module, known: set[str]) -> set[str]:
