@@ -157,7 +157,7 @@ def main(argv=None) -> int:
     ap.add_argument("--grid", default="{}", help="JSON: RankingConfig field -> list of values")
     ap.add_argument("--only", nargs="*", default=[], help="collections whose name starts so")
     args = ap.parse_args(argv)
-    from slm_magic.ranking import RankingConfig
+    from slm_magic.core.scoring import RankingConfig
 
     t = time.perf_counter()
     cols = build(args.only)

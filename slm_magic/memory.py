@@ -26,16 +26,18 @@ from .index.sparse import SparseIndex
 from .results.models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
                      ScoredMemory, SearchScore, Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
-from .reranker import CANDIDATES
-from .ranking import (AGE_GATE_RELEVANCE, Ranked, RankingConfig, WorkingSet, bm25_relevance, days_first, fuse,
-                      admission, fuse_meaning, rank_days, rank_index, rank_related, recency, retrieval_mode,
-                      revision, search_score, spread, with_meaning)
-from .exchange import Exchange
-from .calibration import AnswerCalibration, AnswerConfidence, Judge
-from .learning import LearningLoop
-from .observations import ApiB
+from .ranking.reranker import CANDIDATES
+from .core.scoring import (AGE_GATE_RELEVANCE, RankingConfig, bm25_relevance, fuse, admission, recency,
+                           retrieval_mode, revision, search_score, spread)
+from .ranking.ranked import Ranked, WorkingSet
+from .ranking.fusion import days_first, rank_days, rank_index, rank_related
+from .ranking.meaning import fuse_meaning, with_meaning
+from .engine.exchange import Exchange
+from .ranking.calibration import AnswerCalibration, AnswerConfidence, Judge
+from .engine.learning import LearningLoop
+from .sessions.api_b import ApiB
 from .core.session_ids import is_synthetic_session
-from .sessions import SessionService, day_key
+from .sessions.api_a import SessionService, day_key
 from .core.temporal import temporal_terms
 from .index.replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
 from .index.rows import FactRows, fact_of

@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 
 from slm_magic import Memory
-from slm_magic.sessions import entities_of
+from slm_magic.sessions.api_a import entities_of
 
 
 def day_key(day: datetime) -> str:
@@ -122,7 +122,7 @@ def test_a_day_s_session_is_scored_as_every_other_match_is(mem, question):
     uses (BM25, the n-gram channel, recency, revision): the same parts to the last bit, the
     temporal channel alone added by `days_first`."""
     from slm_magic.core import text
-    from slm_magic.ranking import rank_days, rank_index
+    from slm_magic.ranking.fusion import rank_days, rank_index
     from slm_magic.records import epoch_seconds
 
     sid = demo_session(mem)
@@ -144,7 +144,7 @@ def test_one_way_to_pick_rows_of_a_ranking():
     """`Ranked.take` picks rows by position or mask, every part with them (`subset` is gone)."""
     import numpy as np
 
-    from slm_magic.ranking import Ranked
+    from slm_magic.ranking.ranked import Ranked
 
     r = Ranked(np.array([7, 3, 5]), *(np.array([0.9, 0.5, 0.1]) for _ in range(7)),
                related_to=np.array([0, 1, 1]), temporal=np.array([1.0, 0.0, 0.0]), older_matches=2)

@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 
 from slm_magic import InvalidInput, Memory
-from slm_magic.exchange import EXPORT_COLUMNS
+from slm_magic.engine.exchange import EXPORT_COLUMNS
 
 
 def rows(mem):

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from slm_magic import InvalidInput, Memory
 from slm_magic.results.models import SessionStartResponse
-from slm_magic.observations import context_score
+from slm_magic.sessions.api_b import context_score
 
 
 def test_session_start_new_then_reused_then_stale(mem, clock):

@@ -7,7 +7,7 @@ import numpy as np
 
 from slm_magic import Memory
 from slm_magic.core import text
-from slm_magic.ranking import rank_index
+from slm_magic.ranking.fusion import rank_index
 
 VOCAB = [f"w{i}" for i in range(400)]
 

@@ -16,7 +16,7 @@ import pytest
 
 from slm_magic import Memory
 from slm_magic.errors import InvalidInput, StoreError
-from slm_magic.exchange import BATCH, EXPORT_COLUMNS
+from slm_magic.engine.exchange import BATCH, EXPORT_COLUMNS
 from slm_magic.storage.store import SCHEMA_VERSION, Store
 
 SINGLE_WRITER = """

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..records import MEMORY_TYPES as MEMORY_TYPES  # (re-exported: the types belong to the models too)
 from ..records import matched_fields
+from ..core.scoring import SEARCH_WEIGHTS as SEARCH_WEIGHTS  # (re-exported: SearchScore's own weights)
 from .display import one_line, plural, recall_html, recall_text, session_html, session_text, terminal_width
 
 MemoryType = Literal["profile", "preference", "decision", "pattern", "discovery"]
@@ -287,10 +288,6 @@ class StatusReport(Readable, BaseModel):
         rows = "".join(f"<tr><td style='text-align:right;vertical-align:top;padding-right:8px;color:#555'>{html.escape(k)}</td>"
                        f"<td>{html.escape(str(v))}</td></tr>" for k, v in self.model_dump().items())
         return f"<table style='font-size:13px;border-collapse:collapse'>{rows}</table>"
-
-
-#: SearchScore's documented weights of relevance, recency and revision.
-SEARCH_WEIGHTS: tuple[float, float, float] = (0.60, 0.25, 0.15)
 
 
 class SearchScore(BaseModel):

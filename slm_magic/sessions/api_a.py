@@ -16,15 +16,15 @@ from datetime import date, datetime, timedelta
 from pathlib import PurePath
 from typing import Any
 
-from .calibration import RELEVANCE_FLOOR, AnswerConfidence
-from .results.display import one_line, plural
-from .errors import InvalidInput
-from .results.models import (CloseSessionResult, Fact, RecallResult, ScoredMemory, SearchScore,
-                     SessionInit, SessionMemory, SessionSummaryCompact)
-from .ranking import recency, revision, search_score
-from .index.rows import fact_of
-from .core.session_ids import is_synthetic_session, new_session_id
-from .core.temporal import day_term
+from ..ranking.calibration import RELEVANCE_FLOOR, AnswerConfidence
+from ..results.display import one_line, plural
+from ..errors import InvalidInput
+from ..results.models import (CloseSessionResult, Fact, RecallResult, ScoredMemory, SearchScore, SessionInit,
+                              SessionMemory, SessionSummaryCompact)
+from ..core.scoring import recency, revision, search_score
+from ..index.rows import fact_of
+from ..core.session_ids import is_synthetic_session, new_session_id
+from ..core.temporal import day_term
 
 
 AGE_GATE_RELEVANCE = 0.70       # an old memory survives the age gate only this relevant
@@ -197,7 +197,7 @@ class SessionService:
         """The person's names, which a path holds (/home/ana/…) without being about anything."""
         from pathlib import Path
 
-        from .core.identity import default_user
+        from ..core.identity import default_user
 
         return {self.memory.user_id, default_user(), Path.home().name}
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .index import bulk
-from .errors import InvalidImport, InvalidInput
-from .results.models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
-from .records import MAX_CONTENT_CHARS, Postings, code_kept, content_hash, normalise_tags, redact, to_utc_naive
+from ..index import bulk
+from ..errors import InvalidImport, InvalidInput
+from ..results.models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
+from ..records import MAX_CONTENT_CHARS, Postings, code_kept, content_hash, normalise_tags, redact, to_utc_naive
 
 EXPORT_COLUMNS = ("fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
                   "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",

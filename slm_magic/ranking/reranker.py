@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .index.sparse import ChannelScores, SparseIndex, locate
-from .results.models import MEMORY_TYPES, TYPE_PRIORITY
-from .records import matched_fields
+from ..index.sparse import ChannelScores, SparseIndex, locate
+from ..results.models import MEMORY_TYPES, TYPE_PRIORITY
+from ..records import matched_fields
 
 #: How many of the default fusion's best a learned ranking re-orders.
 CANDIDATES = 50

@@ -14,7 +14,7 @@ Implicit, from what the user does with a memory a recall showed in a real sessio
 
 Phases, by the user's number of signals: 1 (< 50) the default fusion; 2 (50-199) a bounded
 per-memory usefulness prior, `learned = 0.10 · tanh(sum of its signals / 2)`; 3 (>= 200) a
-logistic regression on the signals (see `reranker.py`) re-ranks the top 50. The model is
+logistic regression on the signals (see `ranking/reranker.py`) re-ranks the top 50. The model is
 retrained when the signals have grown by a quarter (and at least 50) since it was fitted; if
 it cannot be fitted or loaded, phase 2 ranks and the status says why.
 """
@@ -29,21 +29,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .errors import InvalidInput
-from .results.models import PHASE_2_SIGNALS, PHASE_3_SIGNALS, LearningStatus
-from .index.sparse import locate
-from .reranker import CANDIDATES, LinearRanker, Usage, feature_matrix, prior
+from ..errors import InvalidInput
+from ..results.models import PHASE_2_SIGNALS, PHASE_3_SIGNALS, LearningStatus
+from ..index.sparse import locate
+from ..ranking.reranker import CANDIDATES, LinearRanker, Usage, feature_matrix, prior
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .index.sparse import ChannelScores
-    from .ranking import Ranked
+    from ..index.sparse import ChannelScores
+    from ..ranking.ranked import Ranked
 
 #: Explicit signals and their value: +1 useful, -1 not useful.
 EXPLICIT_SIGNALS = {"up": 1.0, "down": -1.0}
 #: Implicit signals (see the module docstring) and their value.
 IMPLICIT_SIGNALS = {"pinned": 1.0, "revised": 0.5, "used": 0.5, "ignored": -0.25}
 PRIOR_CAP = 0.10          # the most a phase-2 prior moves a score, either way
-LEARNED_WEIGHT = 1.0      # scales the phase-3 model's part (see reranker.py)
+LEARNED_WEIGHT = 1.0      # scales the phase-3 model's part (see ranking/reranker.py)
 RETRAIN_GROWTH, RETRAIN_MIN_NEW = 1.25, 50
 USED_OVERLAP = 0.5        # share of a shown memory's terms a new memory must contain to "use" it
 IGNORED_AFTER = 3         # showings in one session with no positive signal: a weak negative

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from .results.display import one_line
-from .errors import InvalidInput
-from .index.rows import fact_of
-from .results.models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult, Session,
-                     SessionStartResponse)
-from .records import content_hash, epoch_seconds, validate
+from ..results.display import one_line
+from ..errors import InvalidInput
+from ..index.rows import fact_of
+from ..results.models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult,
+                              Session, SessionStartResponse)
+from ..records import content_hash, epoch_seconds, validate
 
 
 W_CONTEXT_RECENCY, W_CONTEXT_REVISION, W_CONTEXT_TYPE = 0.50, 0.30, 0.20

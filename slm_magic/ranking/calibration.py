@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .results.models import RecallResult, ScoredMemory
+    from ..results.models import RecallResult, ScoredMemory
 
 MIN_OUTCOMES, ISOTONIC_FROM = 30, 200
 REFIT_GROWTH = 1.25
@@ -118,7 +118,7 @@ class AnswerCalibration:
 
     def record(self, query: str, result: "RecallResult", answered: bool, *, source: str = "label") -> None:
         """Feed one labelled outcome: did `result` (a recall of `query`) answer it?"""
-        from .results.models import RecallResult
+        from ..results.models import RecallResult
 
         if not isinstance(query, str) or not isinstance(answered, (bool, np.bool_)) or not isinstance(
                 result, RecallResult):
@@ -127,7 +127,7 @@ class AnswerCalibration:
 
     def confidence(self, result: "RecallResult") -> AnswerConfidence:
         """Did this recall answer its query? Calibrated when enough outcomes are known."""
-        from .results.models import RecallResult
+        from ..results.models import RecallResult
 
         if not isinstance(result, RecallResult):
             raise InvalidInput(f"answer_confidence needs a RecallResult, not {type(result).__name__}")

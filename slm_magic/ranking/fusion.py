@@ -1,0 +1,250 @@
+"""From the channels' scores to ranked word matches: each match scored once (`scored`: BM25
+and context relevance, recency, revision, the working set) with safe pruning, the 3-gram
+channel fused in a second stage over the pool, the age gate; a named day's summaries first;
+the session neighbours asked for beside the matches. The formulas are core/scoring.py's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.scoring import (AGE_GATE_RELEVANCE, DAY_WEIGHT, RankingConfig, bm25_relevance,
+                            search_score)
+from ..index import ngrams
+from ..index.sparse import ChannelScores, SparseIndex
+from .ranked import Ranked, WorkingSet
+
+
+def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
+               project: int | None, limit: int, working_set: WorkingSet | None = None,
+               updated_after: float | None = None, kind: int | None = None, type_code: int | None = None) -> Ranked:
+    """Rank the live memories of one user (and project) that match the query; with an age
+    gate, also count the matching memories older than it (for the user to see)."""
+    ranked = _rank_index(index, cs, cfg, now=now, user=user, project=project, limit=limit,
+                         working_set=working_set, updated_after=updated_after, kind=kind, type_code=type_code)
+    if updated_after is not None and cs.bm25 is not None:
+        t = index.docs
+        own = _eligible(t, np.flatnonzero(cs.bm25[: t.size] != 0), user, project, kind, type_code)
+        ranked.older_matches = int(np.count_nonzero(t.updated[own] < updated_after))
+    return ranked
+
+
+def rank_days(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: np.ndarray, *, now: float,
+              working_set: WorkingSet | None = None) -> Ranked:
+    """The whole-session summaries of the days a question names (`docs`, live ones kept),
+    scored as `rank_index` scores every match (`scored`, then `with_grams`: BM25, the n-gram
+    channel, recency, revision, the working set), all of them, whatever their age, best first;
+    `days_first` adds the temporal channel."""
+    t = index.docs
+    docs = np.asarray(docs, dtype=np.int64)
+    docs = docs[(docs >= 0) & (docs < t.size)]
+    docs = docs[t.alive[docs]]
+    if not docs.size or cs.bm25 is None:
+        return Ranked.empty()
+    parts = scored(index, cs, cfg, docs, now=now, working_set=working_set)
+    return with_grams(index, cs, cfg, docs, parts, None, docs.size)
+
+
+def days_first(days: Ranked, rest: Ranked, cfg: RankingConfig, limit: int) -> Ranked:
+    """A day's session summaries (`days`, lexical parts only) first, their relevance fused with
+    the temporal channel, best first among themselves; then the other matches (`rest`) in
+    their order, without those; at most `limit`. With no day summary, `rest` unchanged."""
+    if not days.doc_ids.size or limit <= 0:
+        return rest
+    rel = 1.0 - (1.0 - days.relevance) * (1.0 - DAY_WEIGHT)
+    score = days.score + cfg.w_relevance * (rel - days.relevance)
+    first = np.lexsort((days.doc_ids, -score))
+    others = np.flatnonzero(~np.isin(rest.doc_ids, days.doc_ids))
+    n_day, n_rest = first.size, others.size
+
+    def joined(mine: np.ndarray | None, theirs: np.ndarray | None) -> np.ndarray:
+        a = np.zeros(n_day) if mine is None else mine[first]
+        b = np.zeros(n_rest) if theirs is None else theirs[others]
+        return np.concatenate([a, b])[:limit]
+
+    def optional(theirs: np.ndarray | None) -> np.ndarray | None:
+        return None if theirs is None else joined(None, theirs)
+
+    return Ranked(np.concatenate([days.doc_ids[first], rest.doc_ids[others]])[:limit].astype(np.int64),
+                  joined(score, rest.score), joined(rel, rest.relevance), joined(days.bm25, rest.bm25),
+                  joined(days.tfidf, rest.tfidf), joined(days.recency, rest.recency),
+                  joined(days.revision, rest.revision), joined(days.working_set, rest.working_set),
+                  older_matches=rest.older_matches, learned=optional(rest.learned),
+                  context=optional(rest.context), temporal=joined(np.ones(days.doc_ids.size), None),
+                  meaning=optional(rest.meaning),
+                  similar=None if rest.similar is None else joined(None, rest.similar).astype(bool))
+
+
+def rank_related(index: SparseIndex, matches: np.ndarray, cfg: RankingConfig, *, now: float, user: int,
+            project: int | None, limit: int, updated_after: float | None = None) -> tuple[Ranked, np.ndarray]:
+    """Memories the user asked for beside the matches: the session neighbours (the one
+    before, then the one after) of each match in rank order, none of them a match, at most
+    `limit`. They matched nothing: relevance 0, scored by recency and revision only. Returns
+    them and, for each, the 1-based rank of the match it sits beside."""
+    t = index.docs
+    if not matches.size or limit <= 0:
+        return Ranked.empty(), np.empty(0, np.int64)
+    seen = set(matches.tolist())
+    docs, of = [], []
+    for rank, d in enumerate(matches.tolist(), start=1):
+        for n in (int(t.prev[d]), int(t.next[d])):
+            if n >= 0 and n not in seen:
+                seen.add(n)
+                docs.append(n)
+                of.append(rank)
+    c = np.array(docs, dtype=np.int64)
+    keep = passes(t, c, user, project, 0, None)
+    if updated_after is not None:  # the age gate: relevance 0 never passes it
+        keep &= t.updated[c] >= updated_after
+    c, of = c[keep][:limit], np.array(of, dtype=np.int64)[keep][:limit]
+    rec = np.minimum(1.0, index.recency_base[c] * index.recency_scale(now, cfg.recency_half_life_days))
+    rev = np.minimum(t.revision[c], cfg.revision_cap) * (1.0 / cfg.revision_cap)
+    z = np.zeros(c.size)
+    return Ranked(c, search_score(z, rec, rev, cfg), z, z, z, rec, rev, z), of
+
+
+def _eligible(t, c: np.ndarray, user: int | None, project: int | None, kind: int | None,
+              type_code: int | None) -> np.ndarray:
+    """The live documents among `c` that pass the filters (None: no filter)."""
+    return c[passes(t, c, user, project, kind, type_code)]
+
+
+def passes(t, c: np.ndarray, user: int | None, project: int | None, kind: int | None,
+            type_code: int | None) -> np.ndarray:
+    """Per document of `c`: whether it is live and passes the filters."""
+    keep = t.alive[c]
+    if user is not None:  # the user's own memories and those their authors shared
+        keep &= (t.user[c] == user) | t.shared[c]
+    if project is not None:
+        keep &= t.project[c] == project
+    if kind is not None:
+        keep &= t.kind[c] == kind
+    if type_code is not None:
+        keep &= t.type[c] == type_code
+    return keep
+
+
+def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
+                project: int | None, limit: int, working_set: WorkingSet | None = None,
+                updated_after: float | None = None, kind: int | None = None, type_code: int | None = None) -> Ranked:
+    """Rank the live memories of one user (and project) that match the query themselves.
+
+    The context (the best cosine among a match's session neighbours that match too) re-orders
+    matches; it never admits a memory. Exact, with safe pruning: the full score of a few
+    promising matches gives a bar θ the k-th result must clear; a match whose score cannot
+    reach θ even with the best context and recency of the store is never scored in full.
+    """
+    if cs.bm25 is None or limit <= 0:
+        return Ranked.empty()
+    t = index.docs
+    n = t.size
+    bm, dot = cs.bm25, cs.dot
+    own = np.flatnonzero(bm[:n] != 0)  # (a bool mask is 4x faster to scan than floats)
+    if not own.size:
+        return Ranked.empty()
+    w, wr = cfg.context_weight, cfg.w_relevance
+    wg = cfg.ngram_weight if cs.grams[0].size else 0.0
+    rbase = index.recency_base
+    rscale = index.recency_scale(now, cfg.recency_half_life_days)
+    cos = None
+    cmax = 0.0
+    if w > 0:  # cosine of each match's own tf-idf vector; dead ones and the sentinel stay 0
+        cos_own = np.minimum(1.0, dot[own] / np.maximum(t.norm[own] * cs.query_norm, 1e-12))
+        cos_own[~t.alive[own]] = 0.0
+        cos = np.zeros(t.capacity + 1)
+        cos[own] = cos_own
+        cmax = float(cos_own.max())
+    # (the only user's own: no need to compare; a user with none sees only what others shared)
+    only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
+
+    def exact(c: np.ndarray):
+        parts = scored(index, cs, cfg, c, now=now, working_set=working_set, cos=cos)
+        if updated_after is not None:  # the age gate (read again after the n-gram part is in)
+            score, rel = parts[0], parts[1]
+            score[(t.updated[c] < updated_after) & (rel + wg < AGE_GATE_RELEVANCE)] = -np.inf
+        return parts
+
+    k = max(limit, ngrams.POOL) if wg > 0 else limit  # the pool the n-gram channel re-orders
+    probe_n = 4 * k + 64
+    cand = own
+    if own.size > 4 * probe_n:
+        # An upper bound of each match's score: its own BM25 and recency/revision, with the
+        # best context any match could give. The k-th best full score among the most
+        # promising is a bar θ; only what can still clear it is scored in full.
+        bm25_own = bm25_relevance(bm[own], cs.idf_max)
+        static_own = (cfg.w_recency * np.minimum(1.0, rbase[own] * rscale)
+                      + cfg.w_revision * (np.minimum(t.revision[own], cfg.revision_cap) / cfg.revision_cap))
+        ws_max = working_set.max if working_set is not None else 0.0
+        rel_bound = 1.0 - (1.0 - bm25_own) * (1.0 - w * cmax)
+        bound = wr * rel_bound + static_own + ws_max
+        if updated_after is not None:  # old and unable to reach the gate's relevance: out
+            bound[(t.updated[own] < updated_after) & (rel_bound + wg < AGE_GATE_RELEVANCE)] = -np.inf
+        probe = _eligible(t, own[np.argpartition(-bound, probe_n - 1)[:probe_n]], only_user, project, kind,
+                          type_code)
+        if probe.size >= k:
+            theta = np.partition(exact(probe)[0], probe.size - k)[probe.size - k] - 1e-12
+            cand = own[bound >= theta]
+    cand = _eligible(t, cand, only_user, project, kind, type_code)
+    if not cand.size:
+        return Ranked.empty()
+    score, rel, bm25, ctx, rec, rev, ws = exact(cand)
+    if updated_after is not None:
+        passed = np.isfinite(score)
+        cand, score, rel, bm25, ctx, rec, rev, ws = (a[passed] for a in (cand, score, rel, bm25, ctx, rec, rev, ws))
+        if not cand.size:
+            return Ranked.empty()
+    k = min(k, cand.size)
+    if k < cand.size:
+        kth = score[np.argpartition(-score, k - 1)[k - 1]]
+        top = np.flatnonzero(score >= kth)  # ties at the cut included, then broken by doc id
+    else:
+        top = np.arange(cand.size)
+    top = top[np.lexsort((cand[top], -score[top]))][:k]
+    return with_grams(index, cs, cfg, cand[top], tuple(a[top] for a in (score, rel, bm25, ctx, rec, rev, ws)),
+                       updated_after, limit)
+
+
+def scored(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, c: np.ndarray, *, now: float,
+            working_set: WorkingSet | None = None, cos: np.ndarray | None = None):
+    """The one per-candidate scoring, before the n-gram part: (score, relevance, bm25,
+    context, recency, revision, working set) of each of `c`. Relevance is the BM25 relevance
+    fused as a noisy-or with the context channel (the best cosine `cos` among a candidate's
+    session neighbours, when it is on); the score is `search_score` of it plus the working
+    set's lift."""
+    t = index.docs
+    bm25 = np.zeros(c.size) if cs is None or cs.bm25 is None else bm25_relevance(cs.bm25[c], cs.idf_max)
+    if cos is not None:
+        p1, n1 = t.prev[c], t.next[c]
+        ctx = np.maximum(np.maximum(cos[p1], cos[n1]), cfg.context_decay * np.maximum(cos[t.prev[p1]], cos[t.next[n1]]))
+    else:
+        ctx = np.zeros(c.size)
+    rel = 1.0 - (1.0 - bm25) * (1.0 - cfg.context_weight * ctx)
+    rec = np.minimum(1.0, index.recency_base[c] * index.recency_scale(now, cfg.recency_half_life_days))
+    rev = np.minimum(t.revision[c], cfg.revision_cap) * (1.0 / cfg.revision_cap)
+    ws = working_set.lookup(c) if working_set is not None else np.zeros(c.size)
+    return search_score(rel, rec, rev, cfg) + ws, rel, bm25, ctx, rec, rev, ws
+
+
+def with_grams(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: np.ndarray, parts,
+                updated_after: float | None, limit: int) -> Ranked:
+    """Scored candidates (`scored`'s parts) with the n-gram channel's part fused in
+    (`second_stage`): the best `limit`, as a Ranked."""
+    score, rel, bm25, ctx, rec, rev, ws = parts
+    wg = cfg.ngram_weight if cs is not None and cs.grams[0].size else 0.0
+    gram = index.grams.cosine(docs, *cs.grams) if wg > 0 else np.zeros(docs.size)
+    rows, rel2, score2 = second_stage(docs, score, rel, gram, index.docs.updated[docs], updated_after,
+                                      cfg if wg > 0 else cfg.model_copy(update={"ngram_weight": 0.0}), limit)
+    return Ranked(docs[rows], score2[rows], rel2[rows], bm25[rows], gram[rows], rec[rows], rev[rows], ws[rows],
+                  context=ctx[rows])
+
+
+def second_stage(docs: np.ndarray, score: np.ndarray, rel: np.ndarray, gram: np.ndarray, updated: np.ndarray,
+                 updated_after: float | None, cfg: RankingConfig, limit: int):
+    """The pool's n-gram part fused into its relevance as a noisy-or (it can only raise it), the
+    age gate read on that relevance, the best `limit` (ties broken by doc id): (rows kept in order, relevance, score).
+    (The SQL fallback has no n-gram part, so it does not come here; `fuse_meaning` is what both share.)"""
+    rel2 = 1.0 - (1.0 - rel) * (1.0 - cfg.ngram_weight * gram)
+    score2 = score + cfg.w_relevance * (rel2 - rel)
+    rows = np.arange(docs.size)
+    if updated_after is not None:
+        rows = rows[(updated >= updated_after) | (rel2 >= AGE_GATE_RELEVANCE)]
+    return rows[np.lexsort((docs[rows], -score2[rows]))][:limit], rel2, score2
