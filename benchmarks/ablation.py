@@ -72,12 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated variant names")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    from slm_magic import Memory, records
+    from slm_magic import Memory
+    from slm_magic.core import fields
 
     nb = _load("notebook_bench", args.notebook)
     quality = _load("quality_bench", args.shared / "quality.py")
     locomo, lme = quality.locomo(), quality.longmemeval()
-    default_weights = dict(records.FIELD_WEIGHTS)
+    default_weights = dict(fields.FIELD_WEIGHTS)
     names = [n for n in VARIANTS if not args.only or n in args.only.split(",")]
     print("| variant | sessions | notebook nDCG / R@10 / hit@1 / unrelated | LoCoMo nDCG / R@10 / hit@1 | "
           "LongMemEval nDCG / R@10 / hit@1 |")
@@ -85,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {}
     for name in names:
         opts, weights = VARIANTS[name]
-        records.FIELD_WEIGHTS.clear()
-        records.FIELD_WEIGHTS.update({**default_weights, **weights})
+        fields.FIELD_WEIGHTS.clear()
+        fields.FIELD_WEIGHTS.update({**default_weights, **weights})
         for sessions in (False, True):
             s = nb.run(lambda clock, opts=opts: Memory(":memory:", clock=clock, **opts), sessions=sessions).summary
             lo, lm = conversational(locomo, sessions, opts), conversational(lme, sessions, opts)
@@ -94,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {name} | {'yes' if sessions else 'no'} | {s['ndcg']:.3f} / {s['recall']:.3f} / {s['hit1']:.3f} / "
                   f"{s['unrelated']:.2f} | {lo[0]:.3f} / {lo[1]:.3f} / {lo[2]:.3f} | "
                   f"{lm[0]:.3f} / {lm[1]:.3f} / {lm[2]:.3f} |", flush=True)
-    records.FIELD_WEIGHTS.clear()
-    records.FIELD_WEIGHTS.update(default_weights)
+    fields.FIELD_WEIGHTS.clear()
+    fields.FIELD_WEIGHTS.update(default_weights)
     docs, questions = nb.load()
     by_id = {d["id"]: d for d in docs}
     shown = nb.run_engine(docs, questions, sessions=False).shown

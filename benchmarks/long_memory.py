@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from slm_magic import Memory
-from slm_magic.records import MAX_CONTENT_CHARS
+from slm_magic.engine.validate import MAX_CONTENT_CHARS
 
 RUNS = 5
 

@@ -26,12 +26,13 @@ def main() -> None:
     import pyarrow as pa
 
     from benchmarks.synthetic import generate_memories
-    from slm_magic import Memory, records
+    from slm_magic import Memory
+    from slm_magic.index.analysis import Postings
     from slm_magic.index.replica import IndexReplica
 
     IndexReplica.SAVE_MIN_DOCS = 10**12  # the import alone
     corpus = list(generate_memories(args.size, seed=0))
-    stored = records.Postings.list_columns
+    stored = Postings.list_columns
 
     def without_grams(self):
         terms, tfs, grams, gtfs = stored(self)
@@ -41,7 +42,7 @@ def main() -> None:
     print("| gram lists | import (mem/s) | DuckDB file MB |\n|---|---|---|")
     for _ in range(args.runs):
         for name, columns in (("stored", stored), ("not stored", without_grams)):
-            records.Postings.list_columns = columns
+            Postings.list_columns = columns
             folder = Path(tempfile.mkdtemp())
             try:
                 m = Memory(str(folder / "m.duckdb"))
@@ -52,7 +53,7 @@ def main() -> None:
                 print(f"| {name} | {rate:,.0f} | {(folder / 'm.duckdb').stat().st_size / 2**20:,.0f} |")
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
-    records.Postings.list_columns = stored
+    Postings.list_columns = stored
 
 
 if __name__ == "__main__":

@@ -37,12 +37,17 @@ from .ranking.calibration import AnswerCalibration, AnswerConfidence, Judge
 from .engine.learning import LearningLoop
 from .sessions.api_b import ApiB
 from .core.session_ids import is_synthetic_session
-from .sessions.api_a import SessionService, day_key
+from .sessions.api_a import SessionService
+from .core.temporal import day_key
 from .core.temporal import temporal_terms
-from .index.replica import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE, IndexReplica
+from .core.fields import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE
+from .index.replica import IndexReplica
 from .index.rows import FactRows, fact_of
-from .records import (Postings, content_hash, content_hashes, epoch_seconds, field_counts, field_grams, new_fact_ids,
-                      to_utc_naive, validate)
+from .index.analysis import Postings
+from .core.ids import content_hash, content_hashes, new_fact_ids
+from .core.clock import epoch_seconds, to_utc_naive
+from .core.fields import field_counts, field_grams
+from .engine.validate import validate
 from .storage.backends import is_url, missing_file, open_store
 from .index.vectors import VectorStore
 from .storage.store import FACT_COLUMNS, INSERT_COLUMNS, STORAGE_FAILURES, utcnow, vector_columns

@@ -16,7 +16,7 @@ from traitlets.config import Config
 from slm_magic import Memory
 from slm_magic.errors import SlmMagicError
 from slm_magic.results.models import MEMORY_TYPES
-from slm_magic.records import MAX_CONTENT_CHARS
+from slm_magic.engine.validate import MAX_CONTENT_CHARS
 
 NASTY = st.sampled_from([
     "", " ", "\t\n ", "\x00", "a\x00b", "'", '"', "`", "';--", "'; DROP TABLE memories; --", '"); DELETE FROM feedback; --',

@@ -13,7 +13,7 @@ import pytest
 
 from slm_magic import Memory
 from slm_magic.index import bulk
-from slm_magic.records import Postings
+from slm_magic.index.analysis import Postings
 
 WORDS = "churn cohort df_orders_v2 customerId Straße café refund invoice pricing holiday lag the of".split()
 

@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 
 from slm_magic import Memory
-from slm_magic.sessions.api_a import entities_of
+from slm_magic.sessions.summaries import entities_of
 
 
 def day_key(day: datetime) -> str:
@@ -123,7 +123,7 @@ def test_a_day_s_session_is_scored_as_every_other_match_is(mem, question):
     temporal channel alone added by `days_first`."""
     from slm_magic.core import text
     from slm_magic.ranking.fusion import rank_days, rank_index
-    from slm_magic.records import epoch_seconds
+    from slm_magic.core.clock import epoch_seconds
 
     sid = demo_session(mem)
     now = mem.now()

@@ -13,7 +13,7 @@ from IPython.core.error import UsageError
 from slm_magic import Memory
 from slm_magic.errors import InvalidInput
 from slm_magic.index.sparse import SparseIndex
-from slm_magic.records import MAX_CONTENT_CHARS
+from slm_magic.engine.validate import MAX_CONTENT_CHARS
 
 from test_magics import cell  # (the real shell is conftest's `ip` fixture)
 

@@ -12,7 +12,8 @@ import pytest
 from slm_magic import InvalidInput, Memory
 from slm_magic.index import index_file
 from slm_magic.core.identity import default_user
-from slm_magic.records import Postings, validate
+from slm_magic.index.analysis import Postings
+from slm_magic.engine.validate import validate
 from slm_magic.index.replica import IndexReplica
 from slm_magic.storage.store import INSERT_COLUMNS, SCHEMA_VERSION, Store
 

@@ -240,7 +240,8 @@ def test_a_fifth_version_file_lets_its_grams_go(tmp_path, fifth_version):
     this version."""
     import pyarrow as pa
 
-    from slm_magic.records import Postings, validate
+    from slm_magic.index.analysis import Postings
+    from slm_magic.engine.validate import validate
     from slm_magic.storage.store import INSERT_COLUMNS
 
     records = [{"content": c, "title": t, "tags": g, "project": "p", "created_at": datetime(2026, 1, 5)}

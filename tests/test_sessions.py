@@ -6,7 +6,7 @@ from datetime import datetime
 import pytest
 
 from slm_magic import InvalidInput, Memory
-from slm_magic.sessions.api_a import query_from_path
+from slm_magic.sessions.paths import query_from_path
 
 DOCUMENTED = {"success", "session_id", "context", "memories", "memory_count", "core_memory", "degraded_mode",
               "retrieval_mode", "calibration_status", "calibration_id", "answer_confidence", "abstained",

@@ -68,7 +68,7 @@ def test_a_batch_is_analysed_exactly_as_memory_by_memory():
     memory) must store the same postings: they are two ways to one analysis."""
     import random
 
-    from slm_magic.records import BATCH_MIN, Postings
+    from slm_magic.index.analysis import BATCH_MIN, Postings
 
     rng = random.Random(5)
     vocab = ("the join on df_orders_v2 duplicated customerId rows; Straße café naïve résumé "
@@ -117,7 +117,7 @@ def test_a_batch_is_cut_into_words_exactly_as_text_by_text():
 
 
 def test_tags_of_a_bulk_write_are_normalised_as_one_by_one():
-    from slm_magic.records import normalise_tags, tags_column
+    from slm_magic.engine.validate import normalise_tags, tags_column
 
     values = [None, "", "a,b, a", ["x", "x ", "y"], ("x", "x ", "y"), ["x", "x ", "y"], {"s"}, ["a\x00b"]]
     got = tags_column(values)

@@ -3,7 +3,7 @@ of the channels, recency and revision, SearchScore's weights, the age gate, the 
 channel's part and its admission, and the names of the channels that ran.
 
 A memory is returned only if it matches the query itself: BM25 over all its fields (content,
-title, tags, project, type; records.FIELD_WEIGHTS) finds a query term in it. Relevance is
+title, tags, project, type; core/fields.FIELD_WEIGHTS) finds a query term in it. Relevance is
 absolute and means the same in every store and for every query: 1 − 2^(−bm25/idf_max), each
 fully matched rare term halving the distance to 1 (`bm25_relevance`). So a query word no memory
 contains changes nothing, a word a memory contains can only raise its relevance, and the 0.70
@@ -25,6 +25,23 @@ from scipy.special import ndtri
 
 #: SearchScore's documented weights of relevance, recency and revision.
 SEARCH_WEIGHTS: tuple[float, float, float] = (0.60, 0.25, 0.15)
+
+#: How much a type matters when a session opens (ContextScore's type priority).
+TYPE_PRIORITY: dict[str, float] = {
+    "profile": 1.0,
+    "preference": 0.9,
+    "decision": 0.7,
+    "pattern": 0.6,
+    "discovery": 0.5,
+}
+
+#: ContextScore's weights of recency, revision and type priority (what a session opens with).
+W_CONTEXT_RECENCY, W_CONTEXT_REVISION, W_CONTEXT_TYPE = 0.50, 0.30, 0.20
+
+
+def context_score(recency, revision, type_priority):
+    """ContextScore, the one definition: numbers or numpy arrays of them."""
+    return W_CONTEXT_RECENCY * recency + W_CONTEXT_REVISION * revision + W_CONTEXT_TYPE * type_priority
 
 DAY = 86_400.0
 

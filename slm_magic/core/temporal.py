@@ -47,3 +47,13 @@ def temporal_terms(query: str, now: datetime) -> list[str]:
         except ValueError:
             continue
     return list(dict.fromkeys(day_term(d) for d in days))
+
+
+#: The topic key that marks a day's whole-session summary: `day_key(day) + session_id`.
+def day_key(day: date | str) -> str:
+    """The start of the topic key of every whole-session summary of `day` (a date, or its
+    YYYYMMDD day term): what a question about that day looks up."""
+    return f"session-day:{day if isinstance(day, str) else day_term(day)}:"
+
+
+WHOLE_SESSION = "*"  # the summary_events entity of a whole-session summary (no entity is one character)

@@ -22,7 +22,10 @@ import numpy as np
 from ..index import bulk
 from ..errors import InvalidImport, InvalidInput
 from ..results.models import MEMORY_TYPES, ExportReport, ImportReport, Skipped
-from ..records import MAX_CONTENT_CHARS, Postings, code_kept, content_hash, normalise_tags, redact, to_utc_naive
+from .validate import MAX_CONTENT_CHARS, code_kept, normalise_tags, redact
+from ..index.analysis import Postings
+from ..core.ids import content_hash
+from ..core.clock import to_utc_naive
 
 EXPORT_COLUMNS = ("fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
                   "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",

@@ -23,53 +23,25 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import InvalidInput
 from ..results.models import PHASE_2_SIGNALS, PHASE_3_SIGNALS, LearningStatus
 from ..index.sparse import locate
-from ..ranking.reranker import CANDIDATES, LinearRanker, Usage, feature_matrix, prior
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..index.sparse import ChannelScores
-    from ..ranking.ranked import Ranked
+from ..ranking.learner import Learner
+from ..ranking.reranker import CANDIDATES, LinearRanker, Usage, feature_matrix
 
 #: Explicit signals and their value: +1 useful, -1 not useful.
 EXPLICIT_SIGNALS = {"up": 1.0, "down": -1.0}
 #: Implicit signals (see the module docstring) and their value.
 IMPLICIT_SIGNALS = {"pinned": 1.0, "revised": 0.5, "used": 0.5, "ignored": -0.25}
-PRIOR_CAP = 0.10          # the most a phase-2 prior moves a score, either way
 LEARNED_WEIGHT = 1.0      # scales the phase-3 model's part (see ranking/reranker.py)
 RETRAIN_GROWTH, RETRAIN_MIN_NEW = 1.25, 50
 USED_OVERLAP = 0.5        # share of a shown memory's terms a new memory must contain to "use" it
 IGNORED_AFTER = 3         # showings in one session with no positive signal: a weak negative
-
-
-@dataclass
-class Learner:
-    """What recall needs to apply one user's learning: the phase, the usage arrays, the model."""
-
-    phase: int
-    usage: Usage
-    ranker: LinearRanker | None
-    facts: object = None  # the memory's rows (FactRows), for the field feature
-
-    def rerank(self, ranked: "Ranked", cs: "ChannelScores", index, limit: int) -> "Ranked":
-        """Add the learned part to the default fusion's candidates, re-order, keep `limit`."""
-        if not ranked.doc_ids.size:
-            return ranked
-        sums, shown = self.usage.lookup(ranked.doc_ids)
-        if self.ranker is not None:
-            learned = self.ranker.learned(feature_matrix(ranked, cs, index, sums, shown, self.facts))
-        else:
-            learned = PRIOR_CAP * prior(sums)
-        score = ranked.score + learned
-        order = np.lexsort((ranked.doc_ids, -score))[:limit]
-        return ranked.take(order, score=score[order], learned=learned[order])
 
 
 class Host(Protocol):

@@ -8,7 +8,7 @@ import os
 import pickle
 import sys
 
-from slm_magic.records import Postings
+from slm_magic.index.analysis import Postings
 
 
 def main() -> None:

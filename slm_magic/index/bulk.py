@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..records import Postings
+from .analysis import Postings
 
 T = TypeVar("T")
 

@@ -21,14 +21,13 @@ import pyarrow.compute as pc
 from . import bulk, index_file
 from .sparse import SparseIndex
 from .meaning import EmbeddingModel, fact_texts, memory_texts
-from ..results.models import MEMORY_TYPES, Fact
-from ..records import Postings
+from ..core.fields import KINDS, TYPE_CODE
+from ..results.models import Fact
+from .analysis import Postings
 from .rows import FactRows
 from ..core.session_ids import is_synthetic_session
 from ..storage.store import FACT_COLUMNS, Store
 
-KINDS = {"memory": 0, "summary_event": 1}
-TYPE_CODE = {t: i for i, t in enumerate(MEMORY_TYPES)} | {"summary": len(MEMORY_TYPES)}
 
 
 def chain(session_id: str, user_id: str) -> str:

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..index.sparse import ChannelScores, SparseIndex, locate
-from ..results.models import MEMORY_TYPES, TYPE_PRIORITY
-from ..records import matched_fields
+from ..core.fields import MEMORY_TYPES
+from ..core.scoring import TYPE_PRIORITY
+from ..core.fields import matched_fields
 
 #: How many of the default fusion's best a learned ranking re-orders.
 CANDIDATES = 50

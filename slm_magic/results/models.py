@@ -9,20 +9,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..records import MEMORY_TYPES as MEMORY_TYPES  # (re-exported: the types belong to the models too)
-from ..records import matched_fields
+from ..core.fields import MEMORY_TYPES as MEMORY_TYPES  # (re-exported: the types belong to the models too)
+from ..core.fields import matched_fields
 from ..core.scoring import SEARCH_WEIGHTS as SEARCH_WEIGHTS  # (re-exported: SearchScore's own weights)
+from ..core.scoring import TYPE_PRIORITY as TYPE_PRIORITY  # (re-exported: ContextScore's type priority)
 from .display import one_line, plural, recall_html, recall_text, session_html, session_text, terminal_width
 
 MemoryType = Literal["profile", "preference", "decision", "pattern", "discovery"]
-#: How much a type matters when a session opens (ContextScore's type priority).
-TYPE_PRIORITY: dict[str, float] = {
-    "profile": 1.0,
-    "preference": 0.9,
-    "decision": 0.7,
-    "pattern": 0.6,
-    "discovery": 0.5,
-}
 
 
 class Readable:

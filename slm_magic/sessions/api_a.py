@@ -7,13 +7,11 @@ the working sets and the store's session statements.
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable
-from datetime import date, datetime, timedelta
-from pathlib import PurePath
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..ranking.calibration import RELEVANCE_FLOOR, AnswerConfidence
@@ -24,77 +22,18 @@ from ..results.models import (CloseSessionResult, Fact, RecallResult, ScoredMemo
 from ..core.scoring import recency, revision, search_score
 from ..index.rows import fact_of
 from ..core.session_ids import is_synthetic_session, new_session_id
-from ..core.temporal import day_term
+from ..core.scoring import AGE_GATE_RELEVANCE
+from ..core.temporal import WHOLE_SESSION, day_key, day_term
+from .paths import query_from_path
+from .summaries import entity_groups, generated_line, render_context
 
-
-AGE_GATE_RELEVANCE = 0.70       # an old memory survives the age gate only this relevant
-# Folder and file names that say nothing about what a session is for (a notebook's own name is
-# "Untitled3.ipynb" until it is given one); digits and single letters say nothing either.
-_GENERIC_DIRS = frozenset("home users user root projects project src code work repos repo git dev "
-                          "documents desktop notebooks notebook tmp temp var opt mnt untitled copy ipynb py "
-                          "jupyter lab content downloads private folders workspace workspaces".split())
-_HOMES = frozenset(("home", "users"))  # the folder after one of these is a person's name
-_IDENTIFIER = re.compile(r"`([^`\n]{2,60})`|\b([A-Za-z_][A-Za-z0-9]*_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]+|"
-                         r"[A-Za-z_]\w*\.[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\b")
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]{2,})\b")
 _SUMMARY_SNIPPETS = 3
+
+
 _WHOLE_SNIPPETS = 6             # what a whole-session summary quotes of the session's memories
+
+
 RECENT_SESSIONS = 5             # summaries of earlier sessions shown when one opens
-_NOT_NAMES = frozenset("january february march april may june july august september october november december "
-                       "monday tuesday wednesday thursday friday saturday sunday the this that these those "
-                       "then there when what which while after before".split())
-
-
-def query_from_path(project_path: str, ignore: Iterable[str] = ()) -> str:
-    """The words of a project folder or a notebook's path: its name first, then the meaningful
-    folders above it. Only words about something: generic names ("Untitled", "work",
-    "notebooks", "tmp", …), digits, single letters, the folder after home/ or Users/ and the
-    names in `ignore` (the user's) are left out, so a path may have no words at all."""
-    if not project_path:
-        return ""
-    parts = [p for p in PurePath(project_path.replace("\\", "/")).parts if p not in ("/", "~", ".", "..")]
-    skip = {n.lower() for n in ignore if n} | {parts[i + 1].lower() for i, p in enumerate(parts[:-1])
-                                                if p.lower() in _HOMES}
-    words: list[str] = []
-    for part in reversed(parts):
-        if part.lower() in skip:
-            continue
-        for w in re.split(r"[\W_]+", part):
-            bare = w.lower().rstrip("0123456789")  # ("Untitled3" is "Untitled")
-            if len(w) < 2 or w.isdigit() or bare in _GENERIC_DIRS or w.lower() in skip:
-                continue
-            if w.lower() not in (x.lower() for x in words):
-                words.append(w)
-    return " ".join(words)
-
-
-#: The topic key that marks a day's whole-session summary: `day_key(day) + session_id`.
-def day_key(day: date | str) -> str:
-    """The start of the topic key of every whole-session summary of `day` (a date, or its
-    YYYYMMDD day term): what a question about that day looks up."""
-    return f"session-day:{day if isinstance(day, str) else day_term(day)}:"
-
-
-WHOLE_SESSION = "*"  # the summary_events entity of a whole-session summary (no entity is one character)
-
-
-def entities_of(fact: Fact) -> list[str]:
-    """What a memory is about, for grouping a session's summary: tags, project, code
-    identifiers (snake_case, camelCase, dotted, `backticked`) and capitalised names."""
-    found: list[str] = [f"#{t}" for t in fact.tags]
-    if fact.project:
-        found.append(f"project {fact.project}")
-    for m in _IDENTIFIER.finditer(fact.content):
-        found.append(m.group(1) or m.group(2))
-    for m in _NAME.finditer(fact.content):
-        if m.group(1).lower() not in _NOT_NAMES:
-            found.append(m.group(1))
-    out: list[str] = []
-    for e in found:
-        e = e.strip()
-        if e and e.lower() not in (x.lower() for x in out):
-            out.append(e)
-    return out[:8]
 
 
 def _check_init(project_path, query, max_results, max_age_days, origin) -> None:
@@ -332,7 +271,7 @@ class SessionService:
         if not is_synthetic_session(sid):
             self.memory.learning.ignored_at_close(sid, self.memory.user_id)
         if summary is None and facts:
-            summary, auto = _generated_line(facts, topics), True
+            summary, auto = generated_line(facts, topics), True
         else:
             auto = False
         self.end(sid, self.memory.now(), summary=summary.strip() if summary else None, auto=auto)
@@ -344,7 +283,7 @@ class SessionService:
         one forgotten on purpose stays forgotten). Returns how many were written and the
         entities' labels, in order of appearance."""
         done = set(self.memory.store.sessions.summarised_entities(sid))
-        groups, labels = _entity_groups(facts)
+        groups, labels = entity_groups(facts)
         records: list[dict[str, Any]] = []
         entities: list[str] = []
         for key, members in groups.items():
@@ -412,9 +351,9 @@ class SessionService:
                     written += 1
             elif facts:
                 if topics is None:
-                    groups, labels = _entity_groups(facts)
+                    groups, labels = entity_groups(facts)
                     topics = [labels[k] for k in groups]
-                line = _generated_line(facts, topics)
+                line = generated_line(facts, topics)
             else:
                 line = None
             sessions.rewrite_auto_summary(sid, line)
@@ -439,35 +378,3 @@ class SessionService:
         """The memories written in a session (not its summaries), oldest first."""
         user = self.memory.user_id if user_id is None else user_id
         return [fact_of(r) for r in self.memory.store.session_rows(session_id, user)]
-
-
-def _entity_groups(facts: list[Fact]) -> tuple[dict[str, list[Fact]], dict[str, str]]:
-    """A session's memories by the entity each touches (lower-cased key), and each entity's
-    label as first written, in order of appearance."""
-    groups: dict[str, list[Fact]] = defaultdict(list)
-    labels: dict[str, str] = {}
-    for f in facts:
-        for e in entities_of(f) or ["the session"]:
-            groups[e.lower()].append(f)
-            labels.setdefault(e.lower(), e)
-    return groups, labels
-
-
-def _generated_line(facts: list[Fact], topics: list[str]) -> str:
-    """The summary line a closed session gets when none is given: what later sessions show of it."""
-    return f"{len(facts)} memor{'y' if len(facts) == 1 else 'ies'} about {', '.join(topics[:4])}"
-
-
-def render_context(memories: list[SessionMemory], dates: dict[str, datetime], note: str | None = None) -> str:
-    """The ready-to-paste markdown block: one bullet per memory with its date (after `note`,
-    in italics, when there is one: what the list is, if not answers to a question)."""
-    lines = ["# Relevant Memory Context", ""]
-    if note:
-        lines += [f"_{note}_", ""]
-    if not memories:
-        lines.append("_No relevant memories yet._")
-    for m in memories:
-        when = dates.get(m.fact_id)
-        badge = "📌 " if m.is_core else ""
-        lines.append(f"- {badge}{one_line(m.content, 300)}" + (f" ({when:%Y-%m-%d})" if when else ""))
-    return "\n".join(lines) + "\n"

@@ -18,18 +18,15 @@ import numpy as np
 from ..results.display import one_line
 from ..errors import InvalidInput
 from ..index.rows import fact_of
-from ..results.models import (MEMORY_TYPES, TYPE_PRIORITY, Fact, Observation, ObservationCompact, SaveResult,
+from ..core.scoring import TYPE_PRIORITY, context_score
+from ..results.models import (MEMORY_TYPES, Fact, Observation, ObservationCompact, SaveResult,
                               Session, SessionStartResponse)
-from ..records import content_hash, epoch_seconds, validate
+from ..core.ids import content_hash
+from ..core.clock import epoch_seconds
+from ..engine.validate import validate
 
 
-W_CONTEXT_RECENCY, W_CONTEXT_REVISION, W_CONTEXT_TYPE = 0.50, 0.30, 0.20
 SESSION_SUMMARIES, SESSION_MEMORIES, TIMELINE_SPAN = 5, 10, 5
-
-
-def context_score(recency, revision, type_priority):
-    """ContextScore, the one definition: numbers or numpy arrays of them."""
-    return W_CONTEXT_RECENCY * recency + W_CONTEXT_REVISION * revision + W_CONTEXT_TYPE * type_priority
 
 
 def _user(user_id: Any) -> str:

@@ -60,7 +60,7 @@ class SessionStore:
 
     def day_summaries(self, user_id: str, key_prefixes: list[str], project: str | None = None) -> list[int]:
         """Index positions of the user's whole-session summaries whose topic key starts with
-        one of `key_prefixes` (one per day: `sessions.day_key`), of one project if given."""
+        one of `key_prefixes` (one per day: `core.temporal.day_key`), of one project if given."""
         if not key_prefixes:
             return []
         where = " OR ".join(["starts_with(topic_key, ?)"] * len(key_prefixes))

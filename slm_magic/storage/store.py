@@ -163,7 +163,7 @@ def _v3(con: duckdb.DuckDBPyConnection) -> None:
 def _v4(con: duckdb.DuckDBPyConnection) -> None:
     """Provenance and sessions per notebook (new columns), and every field searchable: postings
     re-derived from content, title, tags, project and type with their field weights
-    (records.FIELD_WEIGHTS), and the character 3-grams of each memory's terms stored for the
+    (core/fields.FIELD_WEIGHTS), and the character 3-grams of each memory's terms stored for the
     n-gram channel, in chunks of rows."""
     con.execute(
         """
@@ -180,7 +180,7 @@ def _v4(con: duckdb.DuckDBPyConnection) -> None:
 
     import pyarrow as pa
 
-    from ..records import Postings
+    from ..index.analysis import Postings
 
     con.execute("ALTER TABLE memories ADD COLUMN grams BIGINT[] DEFAULT []")
     con.execute("ALTER TABLE memories ADD COLUMN gtfs INTEGER[] DEFAULT []")

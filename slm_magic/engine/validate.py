@@ -1,0 +1,174 @@
+"""Validation of new memories, column by column, so a bulk import pays C speed per value.
+
+Every rule here produces one clear `InvalidInput` message naming the field (and the record's
+position in a bulk import); nothing is written unless every record passes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from ..core.clock import to_utc_naive
+from ..core.fields import MEMORY_TYPES
+from ..errors import InvalidInput
+
+
+#: Longest content accepted, in characters. A pasted traceback, log or model report is kept
+#: whole; this limit only protects the machine (benchmarks/long_memory.py: what a 1 MB memory
+#: costs). Above it, store the file on disk and remember its path.
+MAX_CONTENT_CHARS = 10_000_000
+
+
+FIELDS = frozenset(("content", "session_id", "tags", "project", "type", "title", "topic_key", "core",
+                    "created_at", "user_id", "source", "notebook", "cell", "cell_id", "code", "share"))
+
+
+OPTIONAL_STR = ("session_id", "project", "title", "topic_key", "user_id", "source", "notebook", "cell_id", "code")
+
+
+_NONE = type(None)
+
+
+def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Tags as the seed's "auth,decision" string or a sequence; both mean the same tags."""
+    if tags is None or isinstance(tags, str) and not tags:
+        return ()
+    if isinstance(tags, str):
+        tags = tags.split(",")
+    elif not isinstance(tags, (list, tuple, set, frozenset)):
+        raise InvalidInput(f"tags must be a string or a list of strings, not {type(tags).__name__}")
+    out: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise InvalidInput(f"tags must be strings, got {type(tag).__name__}")
+        tag = tag.replace("\x00", "").strip()
+        if tag and tag not in out:
+            out.append(tag)
+    return tuple(out)
+
+
+def tags_column(values: Sequence[Any]) -> list[list[str]]:
+    """`normalise_tags` of each value, each distinct list of tags worked out once (a bulk
+    write's tags repeat: a few lists among thousands of memories)."""
+    done: dict[Any, tuple[str, ...]] = {}
+    out = []
+    for value in values:
+        kind = type(value)
+        if kind is list or kind is tuple:
+            key = tuple(value)
+        elif kind is str or value is None:
+            key = value
+        else:  # (a set, or a wrong type that normalise_tags names)
+            out.append(list(normalise_tags(value)))
+            continue
+        try:
+            tags = done[key]
+        except KeyError:
+            tags = done[key] = normalise_tags(value)
+        except TypeError:  # (unhashable: a list inside the list, or another type, said so below)
+            tags = normalise_tags(value)
+        out.append(list(tags))
+    return out
+
+
+# <private>…</private> spans, redacted before anything is hashed or stored. An unclosed tag
+# redacts to the end: a forgotten closing tag must not leak the secret.
+_PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.IGNORECASE | re.DOTALL)
+
+
+REDACTED = "[REDACTED]"
+
+
+def redact(text: str) -> str:
+    return _PRIVATE.sub(REDACTED, text) if "<" in text else text
+
+
+def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_user: str,
+             offset: int | None = None) -> dict[str, list]:
+    """Check new memories and return them as complete columns; raise on the first problem.
+    `offset`: the position of the first record in a bulk write, so a message names the
+    record's place in the whole input (None: a single memory, no position named)."""
+    n = len(records)
+
+    def _where(_n: int, i: int) -> str:
+        return "" if offset is None else f" (record {offset + i})"
+
+    for i, rec in enumerate(records):
+        if not isinstance(rec, Mapping):
+            raise InvalidInput(f"a memory record must be a mapping, not {type(rec).__name__}{_where(n, i)}")
+        if not rec.keys() <= FIELDS:
+            unknown = ", ".join(sorted(map(str, set(rec) - FIELDS)))
+            raise InvalidInput(f"unknown memory field(s): {unknown}{_where(n, i)}")
+
+    content = [r.get("content") for r in records]
+    if not set(map(type, content)) <= {str}:
+        i = next(i for i, c in enumerate(content) if not isinstance(c, str))
+        raise InvalidInput(f"content must be a string, not {type(content[i]).__name__}{_where(n, i)}")
+    if "\x00" in "".join(content):
+        content = [c.replace("\x00", "") for c in content]
+    content = [redact(c) for c in content]
+    for i, c in enumerate(content):
+        if not c or c.isspace():
+            raise InvalidInput(f"content is empty{_where(n, i)}")
+    if max(map(len, content)) > MAX_CONTENT_CHARS:
+        i = next(i for i, c in enumerate(content) if len(c) > MAX_CONTENT_CHARS)
+        raise InvalidInput(f"content is {len(content[i]):,} characters; the limit is {MAX_CONTENT_CHARS:,}, "
+                           f"which protects this machine: save the text to a file and remember its path"
+                           f"{_where(n, i)}")
+
+    cols: dict[str, list] = {"content": content}
+    for name in OPTIONAL_STR:
+        values = [r.get(name) for r in records]
+        kinds = set(map(type, values))
+        if not kinds <= {str, _NONE}:
+            i = next(i for i, v in enumerate(values) if v is not None and not isinstance(v, str))
+            raise InvalidInput(f"{name} must be a string, not {type(values[i]).__name__}{_where(n, i)}")
+        if str in kinds and "\x00" in "".join(v for v in values if v):
+            values = [v.replace("\x00", "") if v else v for v in values]
+        cols[name] = values
+    cols["title"] = [redact(t) if t else t for t in cols["title"]]
+    cols["user_id"] = [default_user if u is None else u for u in cols["user_id"]]
+    cols["project"] = [p or "" for p in cols["project"]]
+    cols["session_id"] = [s or None for s in cols["session_id"]]
+
+    types = [r.get("type") or "discovery" for r in records]
+    if not all(isinstance(t, str) and t in MEMORY_TYPES for t in types):
+        i = next(i for i, t in enumerate(types) if not isinstance(t, str) or t not in MEMORY_TYPES)
+        raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}; got {types[i]!r}{_where(n, i)}")
+    cols["type"] = types
+
+    cells = [r.get("cell") for r in records]
+    if not set(map(type, cells)) <= {int, _NONE}:
+        i = next(i for i, c in enumerate(cells) if c is not None and (isinstance(c, bool) or not isinstance(c, int)))
+        raise InvalidInput(f"cell must be an integer, not {type(cells[i]).__name__}{_where(n, i)}")
+    cols["cell"] = cells
+
+    created = [r.get("created_at") for r in records]
+    if set(map(type, created)) <= {_NONE}:
+        created = [now] * n
+    else:
+        created = [to_utc_naive(c, now) for c in created]
+    cols["created_at"] = created
+    cols["updated_at"] = list(created)
+    cols["tags"] = tags_column([r.get("tags") for r in records])
+    cores = [r.get("core") for r in records]
+    if not set(map(type, cores)) <= {bool, _NONE}:
+        i = next(i for i, c in enumerate(cores) if not isinstance(c, (bool, _NONE)))
+        raise InvalidInput(f"core must be True or False, not {type(cores[i]).__name__}{_where(n, i)}")
+    cols["is_core"] = [bool(c) for c in cores]
+    shares = [r.get("share") for r in records]
+    if not set(map(type, shares)) <= {bool, _NONE}:
+        i = next(i for i, c in enumerate(shares) if not isinstance(c, (bool, _NONE)))
+        raise InvalidInput(f"share must be True or False, not {type(shares[i]).__name__}{_where(n, i)}")
+    cols["shared"] = [bool(c) for c in shares]
+    cols["code"] = code_kept(cols["code"], cols["shared"])
+    return cols
+
+
+def code_kept(codes: Sequence, shared: Sequence[bool]) -> list:
+    """The code kept with each memory. What is shared is the finding, not the code run before
+    it, which may hold what its author never meant to share (a connection string, a path)."""
+    return [None if sh else c for c, sh in zip(codes, shared)]
