@@ -50,7 +50,8 @@ from .core.fields import field_counts, field_grams
 from .engine.validate import validate
 from .storage.backends import is_url, missing_file, open_store
 from .index.vectors import VectorStore
-from .storage.store import FACT_COLUMNS, INSERT_COLUMNS, STORAGE_FAILURES, utcnow, vector_columns
+from .storage.columns import FACT_COLUMNS, INSERT_COLUMNS, vector_columns
+from .storage.store import STORAGE_FAILURES, utcnow
 
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 
@@ -64,7 +65,7 @@ class Memory:
     ``None`` uses $SLM_MAGIC_DB or ~/.slm_magic/memory.duckdb. `user_id` None (or "") is
     `identity.default_user()` ($SLM_MAGIC_USER, else the login name) on a file and the login
     role on a server: one person is one user on every face. A file written when the default
-    user was "" is upgraded so that those memories are the default user's (store._v7).
+    user was "" is upgraded so that those memories are the default user's (storage/migrations._v7).
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, user_id: str | None = None,
@@ -319,7 +320,7 @@ class Memory:
     def _adopt_unowned(self) -> None:
         """Rows of the empty user that the index just took in (a kernel of an older slm_magic,
         started before the file was upgraded, wrote them): the default user's, as the upgrade
-        made the older ones (store._v7, store.adopt_unowned), and taken in again. Nothing is
+        made the older ones (migrations._v7, store.adopt_unowned), and taken in again. Nothing is
         asked of the file when there are none (the usual case): the index saw their user."""
         replica = self.replica
         if replica is None or not replica.unowned:

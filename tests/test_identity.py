@@ -15,9 +15,11 @@ from slm_magic.core.identity import default_user
 from slm_magic.index.analysis import Postings
 from slm_magic.engine.validate import validate
 from slm_magic.index.replica import IndexReplica
-from slm_magic.storage.store import INSERT_COLUMNS, SCHEMA_VERSION, Store
+from slm_magic.storage.columns import INSERT_COLUMNS
+from slm_magic.storage.migrations import SCHEMA_VERSION
+from slm_magic.storage.store import Store
 
-#: Every table with a user_id column (store.USER_TABLES, spelt out: what the migration must cover).
+#: Every table with a user_id column (migrations.USER_TABLES, spelt out: what the migration must cover).
 USER_TABLES = ("memories", "tombstones", "sessions", "feedback", "summary_events", "recall_events", "models",
                "outcomes")
 
@@ -66,9 +68,9 @@ def sixth_version_file(path, contents=OLD, users=("",)) -> list[str]:
 
 
 def test_the_migration_knows_every_table_with_a_user():
-    from slm_magic.storage import store
+    from slm_magic.storage import migrations
 
-    assert store.USER_TABLES == USER_TABLES
+    assert migrations.USER_TABLES == USER_TABLES
 
 
 def owners(mem: Memory) -> dict[str, set[str]]:

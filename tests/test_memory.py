@@ -9,7 +9,7 @@ import pytest
 
 from slm_magic.index.replica import IndexReplica
 from slm_magic import InvalidInput, Memory, StoreError
-from slm_magic.storage.store import SCHEMA_VERSION
+from slm_magic.storage.migrations import SCHEMA_VERSION
 
 CORPUS = [
     "the join on customer_id drops 3% of rows in df_orders",

@@ -17,7 +17,8 @@ import pytest
 from slm_magic import Memory
 from slm_magic.errors import InvalidInput, StoreError
 from slm_magic.engine.exchange import BATCH, EXPORT_COLUMNS
-from slm_magic.storage.store import SCHEMA_VERSION, Store
+from slm_magic.storage.migrations import SCHEMA_VERSION
+from slm_magic.storage.store import Store
 
 SINGLE_WRITER = """
 import sys
@@ -242,7 +243,7 @@ def test_a_fifth_version_file_lets_its_grams_go(tmp_path, fifth_version):
 
     from slm_magic.index.analysis import Postings
     from slm_magic.engine.validate import validate
-    from slm_magic.storage.store import INSERT_COLUMNS
+    from slm_magic.storage.columns import INSERT_COLUMNS
 
     records = [{"content": c, "title": t, "tags": g, "project": "p", "created_at": datetime(2026, 1, 5)}
                for c, t, g in fifth_version.memories]

@@ -26,7 +26,8 @@ from ..results.models import Fact
 from .analysis import Postings
 from .rows import FactRows
 from ..core.session_ids import is_synthetic_session
-from ..storage.store import FACT_COLUMNS, Store
+from ..storage.columns import FACT_COLUMNS
+from ..storage.store import Store
 
 
 

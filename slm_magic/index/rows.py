@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from ..core import merging
 from ..results.models import Fact
-from ..storage.store import FACT_COLUMNS
+from ..storage.columns import FACT_COLUMNS
 
 PENDING_MAX = 2048  # single writes kept as objects before they are packed into a chunk
 MAX_MERGE_ROWS = 250_000  # chunks this large are left alone (bounds a write's copy and peak RAM)

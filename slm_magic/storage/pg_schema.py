@@ -1,6 +1,6 @@
 """The schema on PostgreSQL, and the administrator's setup of a team's memory.
 
-Versions 1 to 6 are those of `store.MIGRATIONS`, in PostgreSQL's SQL: a database and a file at
+Versions 1 to 6 are those of `migrations.MIGRATIONS`, in PostgreSQL's SQL: a database and a file at
 those versions hold the same tables and columns. From version 7 the server's schema has versions
 of its own (`VERSION`), for what only a server needs: 7 keys each showing of a recall
 (`recall_events.showing_id`), so a statement run again after a lost connection (the store
@@ -150,7 +150,7 @@ ALTER TABLE memories ADD COLUMN vec_model text;
 """
 
 MIGRATIONS = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
-#: The schema version of a team's database (a file's is `store.SCHEMA_VERSION`).
+#: The schema version of a team's database (a file's is `migrations.SCHEMA_VERSION`).
 VERSION = len(MIGRATIONS)
 
 #: Seconds a member's transaction may sit idle before the server ends its session: less than

@@ -41,7 +41,8 @@ from . import pg_schema
 from ..errors import StoreError
 from .session_store import SessionStore
 from .signal_store import SignalStore
-from .store import Store, insert_columns
+from .store import Store
+from .columns import insert_columns
 
 #: The schema version this slm_magic gives a team's database (its own numbers from 7 on).
 SCHEMA_VERSION = pg_schema.VERSION

@@ -1,11 +1,11 @@
-"""DuckDB storage: the schema, its migrations, the connection, and the statements on memories
-(their rows, postings and change stamps). Sessions and signals have repositories of their own
-(`session_store.py`, `signal_store.py`), held as `store.sessions` and `store.signals`. Only
-the store layer runs SQL: these, the file's attachments, and the server's forms of them
-(`pg_store.py`, `pg_schema.py`); `tests/test_architecture.py` checks it.
+"""DuckDB storage: the connection and the statements on memories (their rows, postings and
+change stamps); the schema's history is `migrations.py`, the column lists `columns.py`.
+Sessions and signals have repositories of their own (`session_store.py`, `signal_store.py`),
+held as `store.sessions` and `store.signals`. Only the modules of this package run SQL
+(`tests/test_architecture.py` checks it); the server's forms are `pg_store.py` and `pg_schema.py`.
 
-The DuckDB file is the source of truth. Everything held in memory (the sparse index, the
-session links) is derived from it and can be rebuilt from it at any time.
+The memory's file (or the team's database) is the source of truth. Everything held in memory
+(the sparse index, the session links) is derived from it and can be rebuilt from it at any time.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,281 +25,14 @@ from . import attachments
 from ..errors import StoreError
 from .session_store import SessionStore
 from .signal_store import SignalStore
-
-# Each migration takes the schema from version i to i + 1. Never edit a released one:
-# add a new function at the end. The first release is version 1.
-def _v1(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(
-        """
-        -- doc_id: a memory's position in the in-process index; a content change gets a new one.
-        CREATE SEQUENCE doc_seq START 0 MINVALUE 0;
-        -- change stamps: every insert, update and removal takes the next one, so a reader
-        -- that remembers the highest stamp it has seen can catch up with what changed since.
-        CREATE SEQUENCE change_seq START 1;
-
-        CREATE TABLE memories (
-            fact_id VARCHAR PRIMARY KEY,
-            doc_id BIGINT NOT NULL DEFAULT nextval('doc_seq'),
-            seq BIGINT,                      -- insertion order if not doc_id (kept across revisions)
-            user_id VARCHAR NOT NULL,
-            session_id VARCHAR,
-            project VARCHAR NOT NULL,
-            type VARCHAR NOT NULL,
-            title VARCHAR,
-            topic_key VARCHAR,
-            content VARCHAR NOT NULL,
-            content_hash VARCHAR NOT NULL,
-            tags VARCHAR[] NOT NULL,
-            is_core BOOLEAN NOT NULL,
-            source VARCHAR,
-            notebook VARCHAR,
-            cell INTEGER,
-            created_at TIMESTAMP NOT NULL,   -- UTC, naive
-            updated_at TIMESTAMP NOT NULL,
-            revision_count INTEGER NOT NULL,
-            kind VARCHAR NOT NULL,           -- 'memory' or 'summary_event'
-            doc_len INTEGER NOT NULL,        -- number of index terms
-            terms BIGINT[] NOT NULL,         -- postings: text.term_hash of each distinct term ...
-            tfs INTEGER[] NOT NULL,          -- ... and its frequency in the content
-            changed BIGINT NOT NULL DEFAULT nextval('change_seq')
-        );
-
-        -- Index positions that stopped being live (content changed, memory forgotten), so
-        -- another process's index can drop them when it catches up.
-        CREATE TABLE tombstones (
-            doc_id BIGINT NOT NULL,
-            new_doc_id BIGINT,
-            changed BIGINT NOT NULL DEFAULT nextval('change_seq')
-        );
-
-        CREATE TABLE sessions (
-            session_id VARCHAR PRIMARY KEY,
-            user_id VARCHAR NOT NULL,
-            project VARCHAR NOT NULL,
-            api VARCHAR NOT NULL,            -- 'slm' (session_init) or 'mem' (mem_session_start)
-            started_at TIMESTAMP NOT NULL,
-            last_activity_at TIMESTAMP NOT NULL,
-            ended_at TIMESTAMP,
-            summary VARCHAR,
-            is_auto_generated BOOLEAN NOT NULL DEFAULT false
-        );
-
-        CREATE TABLE feedback (
-            signal_id VARCHAR PRIMARY KEY,
-            session_id VARCHAR,
-            fact_id VARCHAR NOT NULL,
-            signal VARCHAR NOT NULL,         -- e.g. 'up', 'down', 'pinned', 'revised', 'ignored'
-            value DOUBLE NOT NULL,           -- +1 useful ... -1 not useful
-            query VARCHAR,
-            rank INTEGER,
-            created_at TIMESTAMP NOT NULL
-        );
-
-        CREATE TABLE summary_events (
-            session_id VARCHAR NOT NULL,
-            entity VARCHAR NOT NULL,
-            fact_id VARCHAR NOT NULL,        -- the summary, stored as a searchable memory
-            created_at TIMESTAMP NOT NULL
-        );
-        """
-    )
-
-
-def _v2(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(
-        """
-        -- What each recall of a session showed, at which rank: the session's working set,
-        -- and the raw material of implicit feedback ("shown often, never used").
-        -- The terms a retired index position had, so another process can correct its counts.
-        ALTER TABLE tombstones ADD COLUMN terms BIGINT[];
-        -- Whose signal it is: the learning status counts one user's signals without a join.
-        ALTER TABLE feedback ADD COLUMN user_id VARCHAR;
-
-        CREATE TABLE recall_events (
-            session_id VARCHAR NOT NULL,
-            fact_id VARCHAR NOT NULL,
-            doc_id BIGINT NOT NULL,
-            query VARCHAR NOT NULL,
-            rank INTEGER NOT NULL,
-            created_at TIMESTAMP NOT NULL
-        );
-        """
-    )
-
-
-def _v3(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(
-        """
-        -- Fitted learning models per user: the phase-3 ranker and the answer calibration.
-        -- Parameters are JSON numbers, never pickled code: a memory file may come from elsewhere.
-        CREATE TABLE models (
-            model_id VARCHAR PRIMARY KEY,
-            user_id VARCHAR NOT NULL,
-            kind VARCHAR NOT NULL,           -- 'ranker' or 'calibration'
-            version INTEGER NOT NULL,
-            created_at TIMESTAMP NOT NULL,
-            trained_on INTEGER NOT NULL,     -- how many signals (or outcomes) it was fitted on
-            params VARCHAR NOT NULL
-        );
-        -- Whether a recall answered its query, from the user's judge or fed in as labels:
-        -- the calibration's training data. `evidence` is the ranking's top relevance.
-        -- The project filter of the recall a signal judged (and of each showing), so training
-        -- re-ranks the same candidates the user saw.
-        ALTER TABLE feedback ADD COLUMN project VARCHAR;
-        ALTER TABLE recall_events ADD COLUMN project VARCHAR;
-        CREATE TABLE outcomes (
-            outcome_id VARCHAR PRIMARY KEY,
-            user_id VARCHAR NOT NULL,
-            query VARCHAR NOT NULL,
-            evidence DOUBLE NOT NULL,
-            answered BOOLEAN NOT NULL,
-            source VARCHAR NOT NULL,         -- 'judge' or 'label'
-            created_at TIMESTAMP NOT NULL
-        );
-        """
-    )
-
-
-def _v4(con: duckdb.DuckDBPyConnection) -> None:
-    """Provenance and sessions per notebook (new columns), and every field searchable: postings
-    re-derived from content, title, tags, project and type with their field weights
-    (core/fields.FIELD_WEIGHTS), and the character 3-grams of each memory's terms stored for the
-    n-gram channel, in chunks of rows."""
-    con.execute(
-        """
-        -- Where a memory came from, beyond the notebook's path and the execution count (which
-        -- changes on every re-run): the front end's stable cell id, and the source of the cell
-        -- run just before %%remember (the code that produced the finding).
-        ALTER TABLE memories ADD COLUMN cell_id VARCHAR;
-        ALTER TABLE memories ADD COLUMN code VARCHAR;
-        -- Whose session it is: a notebook's path or one terminal IPython (a session belongs to
-        -- a notebook, not to a user; NULL for sessions the APIs open).
-        ALTER TABLE sessions ADD COLUMN origin VARCHAR;
-        """
-    )
-
-    import pyarrow as pa
-
-    from ..index.analysis import Postings
-
-    con.execute("ALTER TABLE memories ADD COLUMN grams BIGINT[] DEFAULT []")
-    con.execute("ALTER TABLE memories ADD COLUMN gtfs INTEGER[] DEFAULT []")
-    lo, hi = con.execute("SELECT coalesce(min(doc_id), 0), coalesce(max(doc_id), -1) FROM memories").fetchall()[0]
-    for start in range(int(lo), int(hi) + 1, 50_000):
-        rows = con.execute("SELECT doc_id, content, title, tags, project, type FROM memories "
-                           "WHERE doc_id BETWEEN ? AND ?", [start, start + 49_999]).fetchall()
-        if not rows:
-            continue
-        doc, content, title, tags, project, type_ = (list(c) for c in zip(*rows))
-        post = Postings.of(content, title, tags, project, type_)
-        (terms, tfs), (grams, gtfs) = post.list_columns(), post.gram_lists()
-        con.register("_reindexed", pa.table({"doc_id": doc, "doc_len": post.doc_len, "terms": terms, "tfs": tfs,
-                                             "grams": grams, "gtfs": gtfs}))
-        try:
-            con.execute("UPDATE memories SET doc_len = r.doc_len, terms = r.terms, tfs = r.tfs, grams = r.grams, "
-                        "gtfs = r.gtfs FROM _reindexed r WHERE memories.doc_id = r.doc_id")
-        finally:
-            con.unregister("_reindexed")
-
-
-def _v5(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(
-        """
-        -- A memory its author shared: every user of the memory finds it, showing who wrote it
-        -- (on PostgreSQL, row-level security lets them read it and nothing else of the author's).
-        ALTER TABLE memories ADD COLUMN shared BOOLEAN DEFAULT false;
-        -- Whose retired index position it is, and whether it was shared: on PostgreSQL a reader
-        -- sees the tombstones of the rows it could read, and no others.
-        ALTER TABLE tombstones ADD COLUMN user_id VARCHAR;
-        ALTER TABLE tombstones ADD COLUMN shared BOOLEAN DEFAULT false;
-        -- Whose rows these are, so that a row-level policy needs no join.
-        ALTER TABLE summary_events ADD COLUMN user_id VARCHAR;
-        ALTER TABLE recall_events ADD COLUMN user_id VARCHAR;
-        """
-    )
-
-
-def _v6(con: duckdb.DuckDBPyConnection) -> None:
-    """No 3-gram lists: an index works them out from the text when it loads (the same ones).
-    They were more than half the file and a fifth of a bulk import's time, and the saved
-    index keeps them anyway."""
-    con.execute("ALTER TABLE memories DROP COLUMN grams; ALTER TABLE memories DROP COLUMN gtfs;")
-
-
-#: Every table with a user_id column: whose each row is.
-USER_TABLES = ("memories", "tombstones", "sessions", "feedback", "summary_events", "recall_events", "models",
-               "outcomes")
-
-
-def _v7(con: duckdb.DuckDBPyConnection) -> None:
-    """One person, one name (issue 25): until now a memory written without a user belonged to
-    the empty user "", and every face now defaults to `identity.default_user()` instead. So
-    the rows of "" become that user's, in every table, and stay the person's who wrote them.
-
-    The name is the one in force when the file is upgraded ($SLM_MAGIC_USER, else the login
-    name): the first slm_magic of this version to open the file decides. Rows already under
-    that name are merged with them (nothing is overwritten: every table is keyed by its own
-    ids). Another name later (a different $SLM_MAGIC_USER) finds them under this one,
-    `Memory(path, user_id=<it>)` or `--user <it>`; nothing is dropped. A saved index names
-    the schema version it was made for, so one from before (holding "") is rebuilt."""
-    from ..core.identity import default_user
-
-    user = default_user()
-    for table in USER_TABLES:
-        con.execute(f"UPDATE {table} SET user_id = ? WHERE user_id = ''", [user])
-
-
-def _v8(con: duckdb.DuckDBPyConnection) -> None:
-    """The meaning channel's vector of each memory, and the model that made it (issue 26): a
-    kernel whose model is the writer's takes it instead of working it out again (a transformer
-    takes 10 ms a memory); a row without one, or of another model, is embedded from its text."""
-    con.execute("ALTER TABLE memories ADD COLUMN vec FLOAT[]; ALTER TABLE memories ADD COLUMN vec_model VARCHAR;")
-
-
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
-SCHEMA_VERSION = len(MIGRATIONS)
-
-# What a caller provides for a new memory (doc_id and changed come from the sequences).
-INSERT_COLUMNS = (
-    "fact_id", "user_id", "session_id", "project", "type", "title", "topic_key", "content",
-    "content_hash", "tags", "is_core", "source", "notebook", "cell", "cell_id", "code", "created_at",
-    "updated_at", "revision_count", "kind", "shared", "doc_len", "terms", "tfs",
-)
-#: The meaning channel's columns, written with a memory when the channel runs (else NULL).
-VECTOR_COLUMNS = ("vec", "vec_model")
-FACT_COLUMNS = (
-    "fact_id", "content", "user_id", "session_id", "project", "type", "title", "topic_key",
-    "tags", "is_core", "source", "notebook", "cell", "created_at", "updated_at",
-    "revision_count", "kind", "shared",
-)
-# What the in-process index needs of each memory.
-INDEX_COLUMNS = (
-    "doc_id", "user_id", "project", "type", "is_core", "shared", "kind", "{epoch} AS updated",
-    "revision_count", "doc_len", "session_id", "coalesce(seq, doc_id) AS seq", "changed",
-)
-
-
-def insert_columns(given) -> tuple[str, ...]:
-    """The columns a write of `given` (a row or columns by name) inserts: INSERT_COLUMNS, and
-    the vectors' when it brings them."""
-    return (*INSERT_COLUMNS, *VECTOR_COLUMNS) if "vec" in given else INSERT_COLUMNS
+from .columns import FACT_COLUMNS, INDEX_COLUMNS, VECTOR_COLUMNS, insert_columns
+from .migrations import MIGRATIONS, SCHEMA_VERSION, USER_TABLES
 
 
 def _cosines(values: Sequence) -> np.ndarray:
     """Cosines read back from SQL: a NULL or NaN (a zero or broken vector) counts as 0."""
     return np.nan_to_num(np.array([np.nan if v is None else v for v in values], dtype=np.float64), nan=0.0,
                          posinf=0.0, neginf=0.0)
-
-
-def vector_columns(vecs: np.ndarray, model: str) -> dict:
-    """New memories' vectors (one row each) as the columns `insert_many` writes."""
-    import pyarrow as pa
-
-    vecs = np.ascontiguousarray(vecs, dtype=np.float32)
-    n, dims = vecs.shape
-    offsets = pa.array(np.arange(0, (n + 1) * dims, dims, dtype=np.int32))
-    return {"vec": pa.ListArray.from_arrays(offsets, pa.array(vecs.reshape(-1))),
-            "vec_model": pa.array([model] * n, pa.string())}
 
 
 def utcnow() -> datetime:
