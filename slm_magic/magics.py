@@ -20,6 +20,7 @@ from traitlets import Bool, Float, Integer, Unicode, observe
 from traitlets.config import Configurable
 
 from . import magic_questions as questions
+from .core.scoring import AGE_GATE_RELEVANCE
 from .results.display import plural, terminal_width, wrap
 from .errors import InvalidImport, SlmMagicError
 from .memory import Memory
@@ -73,8 +74,8 @@ class SLMMagic(Magics, Configurable):
     session_timeout_hours = Float(24.0, help="An idle session older than this is closed and a new one opened.").tag(
         config=True)
     limit = Integer(10, help="How many memories %recall and %slm_start show by default.").tag(config=True)
-    max_age_days = Integer(30, help="%slm_start's age gate: older memories need relevance >= 0.70 (0: off).").tag(
-        config=True)
+    max_age_days = Integer(30, help=f"%slm_start's age gate: older memories need relevance >= "
+                           f"{AGE_GATE_RELEVANCE:.2f} (0: off).").tag(config=True)
     semantic = Bool(True, help="Find memories asked in other words too (the meaning channel); False: by their "
                     "words alone.").tag(config=True)
     embedding_model = Unicode("", help="The meaning channel's model: empty for the one shipped with slm_magic, else "

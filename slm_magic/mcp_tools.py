@@ -24,6 +24,7 @@ from typing import Annotated, Any
 from pydantic import Field, WithJsonSchema
 from pydantic_core import to_jsonable_python
 
+from .core.scoring import AGE_GATE_RELEVANCE
 from .errors import InvalidInput
 from .memory import Memory
 from .results.models import MEMORY_TYPES, Fact, ScoredMemory
@@ -157,7 +158,7 @@ def session_init(
     query: Annotated[str, Field(description="What this session is about (default: derived from project_path).")] = "",
     max_results: Annotated[int, Field(description="How many memories to bring.", json_schema_extra={"minimum": 0})] = 10,
     max_age_days: Annotated[int, Field(description="Leave out memories not updated for this many days unless their "
-                                                   "relevance is at least 0.70; 0 turns the age gate off.",
+                                                   f"relevance is at least {AGE_GATE_RELEVANCE:.2f}; 0 turns the age gate off.",
                                        json_schema_extra={"minimum": 0})] = 30,
 ) -> dict[str, Any]:
     """Open a memory session: call this once, at the start of a piece of work and before any
@@ -187,7 +188,7 @@ def recall(
     type: Annotated[str | None, Field(description="Only memories of this type.",
                                       json_schema_extra=_enum(ANY_TYPES, optional=True))] = None,
     max_age_days: Annotated[int | None, Field(
-        description="Leave out memories older than this unless their relevance is at least 0.70.",
+        description=f"Leave out memories older than this unless their relevance is at least {AGE_GATE_RELEVANCE:.2f}.",
         json_schema_extra={"minimum": 0})] = None,
     related: Annotated[bool, Field(description="Also the memories written next to each match in its session "
                                                "(after the matches, each saying which match it is related to).")] = False,

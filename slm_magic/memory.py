@@ -21,18 +21,19 @@ from .index import bulk
 from .core import text
 from .errors import InvalidInput, StoreError, type_name
 from .core.identity import default_user
-from .index.meaning import DEFAULT_MODEL, EmbeddingModel, fact_texts, load_model, memory_texts
+from .index.meaning import DEFAULT_MODEL, EmbeddingModel, load_model, memory_texts
 from .index.sparse import SparseIndex
 from .results.models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
-                     ScoredMemory, SearchScore, Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
+                     Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
 from .ranking.reranker import CANDIDATES
-from .core.scoring import (AGE_GATE_RELEVANCE, RankingConfig, bm25_relevance, fuse, admission, recency,
-                           retrieval_mode, revision, search_score, spread)
+from .core.scoring import (RankingConfig, retrieval_mode)
 from .ranking.ranked import Ranked, WorkingSet
 from .ranking.fusion import days_first, rank_days, rank_index, rank_related
-from .ranking.meaning import fuse_meaning, with_meaning
+from .ranking.meaning import with_meaning
+from .engine.answers import scored_memories
 from .engine.exchange import Exchange
+from .engine.recall_sql import recall_sql
 from .ranking.calibration import AnswerCalibration, AnswerConfidence, Judge
 from .engine.learning import LearningLoop
 from .sessions.api_b import ApiB
@@ -49,7 +50,6 @@ from .core.clock import epoch_seconds, to_utc_naive
 from .core.fields import field_counts, field_grams
 from .engine.validate import validate
 from .storage.backends import is_url, missing_file, open_store
-from .index.vectors import VectorStore
 from .storage.columns import FACT_COLUMNS, INSERT_COLUMNS, vector_columns
 from .storage.store import STORAGE_FAILURES, utcnow
 
@@ -812,16 +812,16 @@ class Memory:
                     ranked = ranked.then_related(*rank_related(
                         index, ranked.doc_ids, cfg, now=now, user=user_code, project=project_code,
                         limit=limit, updated_after=updated_after))
-                memories = self._materialise(ranked, self.rows.get(ranked.doc_ids.tolist()), words)
+                memories = scored_memories(ranked, self.rows.get(ranked.doc_ids.tolist()), words)
             except STORAGE_FAILURES as exc:  # degrade to SQL rather than fail the user
                 self._degrade(f"in-process index failed ({type_name(exc)}: {exc})")
                 ranked = None
         if ranked is None:
             reason = self.index_error or "the in-process index is not available"
-            ranked, memories = self._recall_sql(terms, qtf, qlen, words, now=now, user=user, project=project,
-                                                limit=limit, updated_after=updated_after, kind=kind, type=type,
-                                                days=days, question=question, strict=strict,
-                                                admit=admit)
+            ranked, memories = recall_sql(self.store, cfg, self.meaning, terms, qtf, words, now=now, user=user,
+                                          project=project, limit=limit, updated_after=updated_after, kind=kind,
+                                          type=type, day_docs=self._day_docs(user, days, project) if days else (),
+                                          question=question, strict=strict, admit=admit)
         doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
         if tracked and memories:
             self._note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories], now_dt,
@@ -832,28 +832,6 @@ class Memory:
                               age_gate_days=max_age_days or None,
                               older_matches=ranked.older_matches if max_age_days else 0, viewer=user)
         return result
-
-    def _recall_sql(self, terms, qtf, qlen, words, *, now, user, project, limit, updated_after, kind, type,
-                    days, question=None, strict=True, admit=True) -> tuple[Ranked, list[ScoredMemory]]:
-        """`recall` from the file when the in-process index cannot run: the same filters, age
-        gate and temporal channel; (the rows shown, their memories)."""
-        wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
-        ranked = self._rank_sql(terms, qtf, qlen, now=now, user=user, project=project, limit=wide,
-                                kind=kind, type=type, days=self._day_docs(user, days, project) if days else (),
-                                question=question, strict=strict, admit=admit)
-        facts = {d: fact_of(row) for d, row in self.store.facts_by_doc(ranked.doc_ids.tolist()).items()}
-        wide_memories = [m for m in self._materialise(ranked, facts, words)
-                         if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
-        older = [m for m in wide_memories
-                 if updated_after is not None and epoch_seconds(m.fact.updated_at) < updated_after]
-        memories = [m for m in wide_memories if not (
-            updated_after is not None and epoch_seconds(m.fact.updated_at) < updated_after
-            and m.relevance < AGE_GATE_RELEVANCE)][:limit]
-        keep_ids = {m.fact_id for m in memories}
-        order = [i for i, d in enumerate(ranked.doc_ids.tolist()) if facts.get(d) and facts[d].fact_id in keep_ids]
-        shown = ranked.take(np.array(order, dtype=np.int64))
-        shown.older_matches = len(older)
-        return shown, memories
 
     def _analyse_query(self, query: str, now_dt: datetime, kind: str | None):
         """(terms, their counts, length, kind to keep, day terms) of a query. Dates it speaks of
@@ -929,105 +907,6 @@ class Memory:
         if self._pending_events:
             events, self._pending_events = self._pending_events, []
             self.store.sessions.record_recalls(events)
-
-    def _rank_sql(self, terms, qtf, qlen, *, now, user, project, limit, kind=None, type=None, days=(),
-                  question: np.ndarray | None = None, strict: bool = True, admit: bool = True) -> Ranked:
-        """The in-process ranking without its n-gram and context channels, computed from the
-        file: the same fields, filters, BM25 relevance, recency and revision (the file keeps no
-        3-grams: they come from the text when an index loads; the caller reads the age gate),
-        and with the question's vector `question` the meaning channel from the stored vectors
-        (`_meaning_sql`). The matches among `days` (a day's session summaries) are ranked
-        apart, all of them, and come first (`days_first`, the temporal channel), as
-        `rank_days` does in process."""
-        if limit <= 0:
-            return Ranked.empty()
-        cfg = self.config
-        hits, n = self.store.bm25_sql(terms, qtf, cfg.k1, cfg.b, user, project) if terms else ([], 0)
-        if kind is not None or type is not None:
-            hits = [h for h in hits if (kind is None or h[4] == kind) and (type is None or h[5] == type)]
-        ranked, every = Ranked.empty(), None
-        updated, held = np.empty(0), np.empty(0)
-        if hits:
-            docs, raw, updated, revs = (np.array(c) for c in list(zip(*hits))[:4])
-            docs, updated, held = docs.astype(np.int64), updated.astype(np.float64), np.array([h[6] for h in hits])
-            idf_max = float(np.log1p((n - 0.5) / 1.5))  # as SparseIndex.bm25_idf of df = 1
-            bm25 = bm25_relevance(raw.astype(np.float64), idf_max)
-            none = np.zeros(docs.size)
-            rel = fuse(bm25, none, cfg)
-            rec = recency(updated, now, cfg.recency_half_life_days)
-            rev = revision(revs.astype(np.float64), cfg.revision_cap)
-            every = Ranked(docs, search_score(rel, rec, rev, cfg), rel, bm25, none, rec, rev, none)
-            top = np.lexsort((docs, -every.score))[:max(limit, cfg.meaning_pool) if question is not None else limit]
-            ranked, updated, held = every.take(top), updated[top], held[top]
-        if question is not None:
-            ranked = self._meaning_sql(ranked, updated, held, question, now=now, user=user, project=project,
-                                       kind=kind, type=type, limit=limit, strict=strict and not len(days), admit=admit)
-        if len(days) and every is not None:
-            on_days = every.take(np.flatnonzero(np.isin(every.doc_ids, list(days))))
-            ranked = days_first(on_days, ranked, cfg, limit + on_days.doc_ids.size)
-        return ranked
-
-    def _meaning_sql(self, words: Ranked, updated: np.ndarray, held: np.ndarray, question: np.ndarray, *, now, user,
-                     project, kind, type, limit, strict, admit) -> Ranked:
-        """`with_meaning` from the vectors the file keeps: the same background (a fixed sample
-        of them), admission and fusion (`fuse_meaning`)."""
-        cfg, store, name = self.config, self.store, self.meaning.name
-        docs, got, n = store.vector_sample(question, name, VectorStore.SAMPLE)
-        cos = self._sql_cosines(question, docs, got)
-        mu, sd = spread(cos.size, float(cos.sum()), float(cos @ cos), cfg)
-        need, cutoff = admission(cfg, mu, sd, n)
-        both = words
-        if admit:
-            picks = store.vector_closest(question, name, cutoff, cfg.meaning_top, user, project, kind, type,
-                                         words.doc_ids.tolist())
-            if picks:
-                docs, _, when, revs = (np.array(c) for c in zip(*picks))
-                none = np.zeros(docs.size)
-                rec = recency(when.astype(np.float64), now, cfg.recency_half_life_days)
-                rev = revision(revs.astype(np.float64), cfg.revision_cap)
-                both = words.followed_by(Ranked(docs.astype(np.int64), search_score(none, rec, rev, cfg), none, none,
-                                                none, rec, rev, none))
-                updated, held = np.concatenate([updated, when.astype(np.float64)]), np.concatenate([held, none])
-        if not both.doc_ids.size:
-            return both
-        return fuse_meaning(both, self._sql_cosines(question, both.doc_ids.tolist()), mu, sd, need, cfg,
-                            strict=strict, coverage=held.__getitem__, updated=updated, updated_after=None, limit=limit)
-
-    def _sql_cosines(self, question: np.ndarray, doc_ids: list[int], got: dict[int, float] | None = None) -> np.ndarray:
-        """The question's cosine with each of these memories: the file's vector (`got`, else
-        read here), else one worked out from the text (a row written before the file kept
-        vectors, or by another model), as the in-process index does."""
-        if got is None:
-            got = self.store.vector_cosines(question, self.meaning.name, doc_ids)
-        missing = [d for d in doc_ids if d not in got]
-        if missing:
-            facts = self.store.facts_by_doc(missing)
-            found = [d for d in missing if d in facts]
-            vecs = self.meaning.encode(fact_texts(fact_of(facts[d]) for d in found))
-            got.update(zip(found, (vecs @ question).tolist()))
-        return np.array([got.get(d, 0.0) for d in doc_ids])
-
-    @staticmethod
-    def _materialise(ranked: Ranked, facts: Mapping[int, Fact], words: Mapping[int, str]) -> list[ScoredMemory]:
-        """Scored memories of ranked rows, each with the query words it matched, by field."""
-        out = []
-        rel_to = ranked.related_to
-        for i, d in enumerate(ranked.doc_ids.tolist()):
-            fact = facts.get(d)
-            if fact is None:  # removed by another process since we ranked it
-                continue
-            near = 0 if rel_to is None else int(rel_to[i])
-            out.append(ScoredMemory(fact=fact, score=SearchScore(
-                value=float(ranked.score[i]), relevance=float(ranked.relevance[i]), bm25=float(ranked.bm25[i]),
-                tfidf=float(ranked.tfidf[i]), recency=float(ranked.recency[i]), revision=float(ranked.revision[i]),
-                working_set=float(ranked.working_set[i]),
-                context=0.0 if ranked.context is None else float(ranked.context[i]),
-                learned=0.0 if ranked.learned is None else float(ranked.learned[i]),
-                temporal=0.0 if ranked.temporal is None else float(ranked.temporal[i]),
-                meaning=0.0 if ranked.meaning is None else float(ranked.meaning[i])),
-                similar=ranked.similar is not None and bool(ranked.similar[i]),
-                related_to=near or None, query_words=words if ranked.bm25[i] > 0 else {}))  # (none: by meaning)
-        return out
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:
         """One memory of this Memory's user (or of `user_id`) by id; None if there is none:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
+import typing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,3 +189,33 @@ def test_no_function_over_60_lines():
                 long.add(f"{name}.{node.name}")
     assert not long - LONG_FUNCTIONS, f"new functions over 60 lines: {sorted(long - LONG_FUNCTIONS)}"
     assert not LONG_FUNCTIONS - long, f"now under 60 lines, take off the list: {sorted(LONG_FUNCTIONS - long)}"
+
+
+SCORING = "slm_magic.core.scoring"
+# The shapes of BM25's formulas (its term weight, its length norm, its idf): written only in
+# the scoring module, whose functions every path calls (the index, the SQL fallback, PostgreSQL).
+BM25_SHAPES = (re.compile(r"k1\s*\+\s*1\b"), re.compile(r"1\s*-\s*[\w.]*\bb\s*\+\s*[\w.]*\bb\s*\*"),
+               re.compile(r"log1?p?\(\s*1?\.?0?\s*\+?\s*\(\s*n\s*-\s*"))
+
+
+def test_every_score_is_defined_in_the_scoring_module():
+    """BM25's formulas, the age gate's and the match strengths' thresholds appear nowhere else
+    (in code or in the SQL a module holds), and every face names the same retrieval modes."""
+    from slm_magic.core import scoring
+    from slm_magic.results import display, models
+
+    gates = {scoring.AGE_GATE_RELEVANCE, scoring.WEAK_RELEVANCE}
+    found = []
+    for name, tree in modules().items():
+        if name == SCORING:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, float) and node.value in gates:
+                found.append(f"{name}:{node.lineno}: {node.value}")
+        code = "\n".join(line.split("#")[0] for line in module_paths()[name].read_text().splitlines())
+        found += [f"{name}: {shape.pattern}" for shape in BM25_SHAPES if shape.search(code)]
+    assert not found, f"scores written outside {SCORING}: {found}"
+    assert set(display.MODE_WORDS) == set(scoring.RETRIEVAL_MODES)
+    assert set(typing.get_args(models.RetrievalMode)) == set(scoring.RETRIEVAL_MODES)
+    assert {scoring.retrieval_mode(sql=s, tfidf=t, meaning=m) for s in (0, 1) for t in (0, 1) for m in (0, 1)} == set(
+        scoring.RETRIEVAL_MODES)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as W
 from IPython.display import Markdown
 
+from slm_magic.core.scoring import AGE_GATE_RELEVANCE
 from slm_magic.results.display import PIN, learning_words, mode_words, one_line, plural, session_html, session_text
 from slm_magic.results.models import SessionInit
 
@@ -66,7 +67,8 @@ class ContextView(SavedForm, W.VBox):
         self.age_gate_note = W.HTML(
             "" if not held else
             f"<div style='color:#555;font-size:12px' title='the age gate: max_age_days={gate[0]}, relevance ≥ "
-            f"0.70 to pass'>older than {gate[0]} days: {plural(gate[1], 'matching memory', 'matching memories')} "
+            f"{AGE_GATE_RELEVANCE:.2f} to pass'>older than {gate[0]} days: "
+            f"{plural(gate[1], 'matching memory', 'matching memories')} "
             f"left out unless {'it matches' if gate[1] == 1 else 'they match'} the question strongly</div>",
             layout=W.Layout(display=None if held else "none"))
         recent = init.recent_sessions

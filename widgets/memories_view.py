@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as W
 
-from slm_magic.results.display import (CORE_BADGE, age_text, author_text, marked_html, memories_html, mode_words, one_line,
-                               origin_html, plural, recall_html, recall_text)
+from slm_magic.results.display import (CORE_BADGE, SCORE_FORMULA, age_text, author_text, marked_html, memories_html,
+                                       mode_words, one_line, origin_html, plural, recall_html, recall_text)
 from slm_magic.errors import SlmMagicError
 from slm_magic.results.models import Fact, RecallResult, ScoredMemory
 
@@ -32,8 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # move under the memory (a container query: the width that matters is the output area's).
 COLUMNS = "28px 112px minmax(0, 1fr) max-content"
 HEADINGS = ["#", "score", "memory", ""]
-HEADING_TIPS = {"score": "SearchScore = 0.60×relevance + 0.25×recency + 0.15×revision (hover a bar for its sum; "
-                         "“score parts” shows each part)"}
+HEADING_TIPS = {"score": f"{SCORE_FORMULA} (hover a bar for its sum; “score parts” shows each part)"}
 _CELL = "overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
 _META = "color:#555;font-size:12px;line-height:1.5;white-space:normal;overflow-wrap:anywhere"
 # A memory's text: two lines, and "more" at the end of the second when there is more (a float

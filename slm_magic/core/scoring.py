@@ -45,14 +45,51 @@ def context_score(recency, revision, type_priority):
 
 DAY = 86_400.0
 
+# --- the word channels: BM25 and TF-IDF, the formulas every path uses (the kernel's index, the
+# SQL fallback on the file and on PostgreSQL) -----------------------------------------------
+
+#: BM25's defaults (RankingConfig's, and a bare SparseIndex's).
+K1, B = 1.2, 0.8
+
+
+def bm25_idf(n, df):
+    """BM25's idf of terms held by `df` of `n` memories: ln(1 + (n − df + 0.5)/(df + 0.5)),
+    never negative (a word most memories hold still counts a little)."""
+    return np.log1p((n - df + 0.5) / (df + 0.5))
+
+
+def idf_max(n) -> float:
+    """The idf of a term one memory has: the scale of `bm25_relevance`."""
+    return float(bm25_idf(n, 1.0))
+
+
+def length_norm(dl, avgdl: float, k1: float, b: float):
+    """k1·(1 − b + b·dl/avgdl): how a memory's length `dl` tempers its term frequencies."""
+    return k1 * (1 - b + b * dl / avgdl)
+
+
+def bm25_term(qtf, idf, tf, norm, k1: float):
+    """One query term's part of a memory's raw BM25 (`norm`: the memory's `length_norm`)."""
+    return (qtf * idf * (k1 + 1)) * tf / (tf + norm)
+
+
+def smooth_idf(n: int, df: np.ndarray) -> np.ndarray:
+    """scikit-learn's smooth idf, so the TF-IDF and 3-gram channels mean what TfidfTransformer means."""
+    return np.log((1.0 + n) / (1.0 + df)) + 1.0
+
+
+def tfidf_weight(tf, idf):
+    """A term's (or gram's) weight in a TF-IDF vector: (1 + ln tf)·idf."""
+    return (1.0 + np.log(tf)) * idf
+
 
 class RankingConfig(BaseModel):
     """The knobs of the ranking; defaults are the ones the benchmark reports."""
 
     model_config = ConfigDict(frozen=True)
 
-    k1: float = Field(1.2, gt=0)
-    b: float = Field(0.8, ge=0, le=1)  # memories vary in length more than most collections (RESULTS.md 7)
+    k1: float = Field(K1, gt=0)
+    b: float = Field(B, ge=0, le=1)  # memories vary in length more than most collections (RESULTS.md 7)
     context_weight: float = Field(0.0, ge=0, le=1)  # off: it helps LoCoMo, hurts LongMemEval (RESULTS.md 7)
     context_decay: float = Field(0.5, ge=0, le=1)
     # The n-gram channel's weight in the noisy-or with the BM25 part (of the pool it re-orders).
@@ -123,7 +160,11 @@ def search_score(rel, rec, rev, cfg: RankingConfig) -> np.ndarray:
     return cfg.w_relevance * rel + cfg.w_recency * rec + cfg.w_revision * rev
 
 
+#: The age gate: a memory older than the gate's days stays only with this relevance or more
+#: (about two rare words matched). Also where a match reads "strong".
 AGE_GATE_RELEVANCE = 0.70
+#: Under this relevance a match reads "weak" (about one common word).
+WEAK_RELEVANCE = 0.35
 
 
 #: The temporal channel's weight. A question naming a day ("what did I do today", "last
@@ -170,6 +211,15 @@ def admission(cfg: RankingConfig, mu: float, sd: float, n: int) -> tuple[float, 
     if 0 < cfg.meaning_chance < n:
         need = max(need, float(ndtri(1.0 - cfg.meaning_chance / n)))
     return need, max(mu + need * sd, float(np.nextafter(cfg.meaning_floor, 1)))
+
+
+#: Every retrieval mode (RecallResult.retrieval_mode): full_bm25_tfidf, BM25 and a TF-IDF
+#: channel (3-grams, context) in process; bm25_in_process, those channels switched off
+#: (ngram_weight=0, context_weight=0); bm25_sql_fallback, the index could not run and the file's
+#: postings were ranked, without the 3-gram channel; the `_meaning` forms, with the meaning
+#: channel (in the fallback, from the vectors the file keeps).
+RETRIEVAL_MODES = ("full_bm25_tfidf_meaning", "bm25_meaning_in_process", "full_bm25_tfidf", "bm25_in_process",
+                   "bm25_meaning_sql_fallback", "bm25_sql_fallback")
 
 
 def retrieval_mode(*, sql: bool, tfidf: bool, meaning: bool) -> str:

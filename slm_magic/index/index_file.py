@@ -33,7 +33,8 @@ import pyarrow as pa
 import xxhash
 
 from .sparse import DocTable, Segment, SparseIndex, merge, tfidf_norms
-from .ngrams import GramStore, smooth_idf
+from ..core.scoring import smooth_idf
+from .ngrams import GramStore
 from .rows import FactRows, facts_table
 from .vectors import VectorStore
 

@@ -19,13 +19,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..core.scoring import smooth_idf, tfidf_weight
+
 #: How many of the best matches (by everything but this channel) it re-orders: 20 to 100
 #: measured the same on every benchmark (RESULTS.md, section 9).
 POOL = 20
-
-
-def smooth_idf(n: int, df: np.ndarray) -> np.ndarray:
-    return np.log((1.0 + n) / (1.0 + df)) + 1.0
 
 
 def query_vector(qgrams: Sequence[tuple[int, tuple[int, ...]]], known_terms) -> tuple[Counter, set[int]]:
@@ -49,7 +47,7 @@ def query_weights(counts: Counter, normed: set[int], df, n: int) -> tuple[np.nda
     keys = np.asarray(grams, dtype=np.int64)
     f = np.fromiter((df.get(g, 0) for g in grams), dtype=np.float64, count=len(grams))
     has = f > 0
-    w = (1.0 + np.log(c[has])) * smooth_idf(n, f[has])
+    w = tfidf_weight(c[has], smooth_idf(n, f[has]))
     in_norm = np.fromiter((g in normed for g in grams), dtype=bool, count=len(grams))[has]
     return keys[has], w, float(np.sqrt(np.sum(w[in_norm] ** 2)))
 

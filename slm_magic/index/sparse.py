@@ -15,6 +15,7 @@ import numpy as np
 
 from . import ngrams
 from ..core import merging
+from ..core.scoring import B, K1, bm25_idf, bm25_term, idf_max, length_norm, smooth_idf, tfidf_weight
 from .vectors import VectorStore
 
 TAIL_SEAL_POSTINGS = 32_768       # seal the tail into a segment past this many postings
@@ -100,7 +101,7 @@ def tfidf_norms(segments: Sequence[Segment], idf: np.ndarray, size: int) -> np.n
             last = int(np.searchsorted(seg.indptr, hi, side="left"))
             bounds = np.clip(seg.indptr[first:last + 1], lo, hi)
             cols = np.repeat(np.arange(first, last), np.diff(bounds))
-            w = (1.0 + np.log(seg.tfs[lo:hi])) * idf[cols]
+            w = tfidf_weight(seg.tfs[lo:hi], idf[cols])
             sq += np.bincount(seg.docs[lo:hi], weights=w * w, minlength=size)[:size]
     return sq
 
@@ -154,7 +155,7 @@ class DocTable:
 class SparseIndex:
     """Term postings and per-document arrays for the live memories of one store."""
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75):
+    def __init__(self, k1: float = K1, b: float = B):
         self.k1 = k1
         self.b = b
         self.cols: dict[int, int] = {}        # term hash -> column
@@ -231,7 +232,7 @@ class SparseIndex:
         else:
             self._rb = None
         if self._ln is not None and self._ln.size == t.capacity + 1:
-            self._ln[doc_ids] = self.k1 * (1 - self.b + self.b * t.dl[doc_ids] / self._ln_avgdl)
+            self._ln[doc_ids] = length_norm(t.dl[doc_ids], self._ln_avgdl, self.k1, self.b)
         else:
             self._ln = None
 
@@ -269,7 +270,7 @@ class SparseIndex:
         if (self._ln is None or self._ln.size != self.docs.capacity + 1
                 or abs(avgdl - self._ln_avgdl) > 1e-3 * avgdl):
             self._ln_avgdl = avgdl
-            self._ln = self.k1 * (1 - self.b + self.b * self.docs.dl / avgdl)
+            self._ln = length_norm(self.docs.dl, avgdl, self.k1, self.b)
         return self._ln
 
     @property
@@ -277,12 +278,10 @@ class SparseIndex:
         return self.total_len / self.n_live if self.n_live else 1.0
 
     def bm25_idf(self, df: np.ndarray) -> np.ndarray:
-        n = self.n_live
-        return np.log1p((n - df + 0.5) / (df + 0.5))
+        return bm25_idf(self.n_live, df)
 
     def tfidf_idf(self, df: np.ndarray) -> np.ndarray:
-        # scikit-learn's smooth idf, so the channel means what TfidfTransformer means.
-        return ngrams.smooth_idf(self.n_live, df)
+        return smooth_idf(self.n_live, df)
 
     # --- writes -------------------------------------------------------------------------------
     def add_documents(self, doc_ids: np.ndarray, cols: np.ndarray, docs: np.ndarray, tfs: np.ndarray,
@@ -322,7 +321,7 @@ class SparseIndex:
 
     def _update_norms(self, doc_ids, cols, docs, tfs) -> None:
         """|tf-idf| of new documents with today's idf (all are recomputed at the next open)."""
-        w = (1.0 + np.log(tfs)) * self.tfidf_idf(self.df[cols])
+        w = tfidf_weight(tfs, self.tfidf_idf(self.df[cols]))
         lo = int(doc_ids.min())
         sq = np.bincount(docs - lo, weights=w * w, minlength=int(doc_ids.max()) - lo + 1)
         self.docs.norm[doc_ids] = np.sqrt(sq[doc_ids - lo]).astype(np.float32)
@@ -333,7 +332,7 @@ class SparseIndex:
         idf = self.tfidf_idf(self.df[: len(self.cols)])
         sq = tfidf_norms(self.segments, idf, t.capacity + 1)
         for c, (ds, fs) in self.tail.items():
-            w = (1.0 + np.log(np.asarray(fs))) * idf[c]
+            w = tfidf_weight(np.asarray(fs), idf[c])
             np.add.at(sq, np.asarray(ds), w * w)
         t.norm[:] = np.sqrt(sq).astype(np.float32)
 
@@ -453,8 +452,8 @@ class SparseIndex:
         idf_b = self.bm25_idf(df)
         idf_t = self.tfidf_idf(df)
         # The query scored as a document of itself: the most a memory can match it.
-        ideal = float(np.sum(qtf_a * idf_b * qtf_a * (k1 + 1) / (qtf_a + k1 * (1 - b + b * query_len / avgdl))))
-        q_w = (1.0 + np.log(qtf_a)) * idf_t if qtf_a.size else qtf_a
+        ideal = float(np.sum(bm25_term(qtf_a, idf_b, qtf_a, length_norm(query_len, avgdl, k1, b), k1)))
+        q_w = tfidf_weight(qtf_a, idf_t) if qtf_a.size else qtf_a
         q_norm = float(np.sqrt(np.sum(q_w * q_w)))
         all_d, all_b, all_t, used_idf = [], [], [], []
         for c, qf, ib, qw, it in zip(q_cols, qtf_a, idf_b, q_w, idf_t):
@@ -465,18 +464,18 @@ class SparseIndex:
                 continue
             all_d.append(d)
             used_idf.append(ib)
-            all_b.append((qf * ib * (k1 + 1)) * f / (f + K[d]))
+            all_b.append(bm25_term(qf, ib, f, K[d], k1))
             all_t.append((qw * it) * (1.0 + np.log(f)))
-        idf_max = float(self.bm25_idf(np.ones(1))[0])  # a term one memory has: the relevance scale
+        top_idf = idf_max(self.n_live)  # a term one memory has: the relevance scale
         known = {t for t, c in zip(terms, q_cols) if c >= 0 and self.df[c] > 0}
         gq = ngrams.query_weights(*ngrams.query_vector(qgrams, known), self.grams.df, self.n_live)
         if not all_d:
-            return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms), idf_max=idf_max, grams=gq)
+            return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms), idf_max=top_idf, grams=gq)
         d = np.concatenate(all_d).astype(np.intp)  # once, not inside each bincount
         bm = np.bincount(d, weights=np.concatenate(all_b), minlength=n + 1)
         dot = np.bincount(d, weights=np.concatenate(all_t), minlength=n + 1)
         return ChannelScores(bm, dot, ideal, q_norm, term_docs=all_d, term_idf=np.array(used_idf),
-                             n_terms=len(terms), idf_total=float(idf_b.sum()), idf_max=idf_max, grams=gq)
+                             n_terms=len(terms), idf_total=float(idf_b.sum()), idf_max=top_idf, grams=gq)
 
 
 @dataclass

@@ -14,6 +14,8 @@ import shutil
 import textwrap
 from datetime import datetime
 
+from ..core.scoring import AGE_GATE_RELEVANCE, SEARCH_WEIGHTS, WEAK_RELEVANCE
+
 # (the class twice: JupyterLab's own table rules are one class more specific than `.slm-t td`)
 _CSS = ("<style>.slm-t.slm-t{border-collapse:collapse;font-size:12px}.slm-t.slm-t td,.slm-t.slm-t th{padding:3px 8px;"
         "border-bottom:1px solid #ddd;text-align:left;vertical-align:top}.slm-t.slm-t td.n{text-align:right;"
@@ -47,6 +49,13 @@ def one_line(text: str, width: int) -> str:
         flat += " …"
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
+
+#: SearchScore's sum, in words (a heading's tip in the widgets).
+SCORE_FORMULA = "SearchScore = {:.2f}×relevance + {:.2f}×recency + {:.2f}×revision".format(*SEARCH_WEIGHTS)
+#: What the two numbers of a recall's text table mean (its last line).
+SCORE_LEGEND = ("score: how well a memory answers ({:.2f} match + {:.2f} recency + {:.2f} revisions); match: how "
+                "much of the question it contains, in words and in meaning (strong from {:.2f}, weak under {:.2f})"
+                ).format(*SEARCH_WEIGHTS, AGE_GATE_RELEVANCE, WEAK_RELEVANCE)
 
 #: What each retrieval mode means, in a person's words (the API keeps the technical names).
 MODE_WORDS = {
@@ -182,8 +191,7 @@ def recall_text(res, width: int | None = None, viewer: str | None = None) -> str
         lines += [" " * indent + b for b in body[1:]]
         lines += wrap(_why_text(m), width, indent)
         lines += wrap(_meta_text(f, viewer), width, indent)
-    lines += wrap("score: how well a memory answers (0.60 match + 0.25 recency + 0.15 revisions); match: how much "
-                  "of the question it contains, in words and in meaning (strong from 0.70, weak under 0.35)", width)
+    lines += wrap(SCORE_LEGEND, width)
     if pinned:
         lines.append("* pinned: in every session's context")
     return "\n".join(lines)

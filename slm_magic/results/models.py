@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.fields import MEMORY_TYPES as MEMORY_TYPES  # (re-exported: the types belong to the models too)
 from ..core.fields import matched_fields
+from ..core.scoring import AGE_GATE_RELEVANCE, RETRIEVAL_MODES, WEAK_RELEVANCE
 from ..core.scoring import SEARCH_WEIGHTS as SEARCH_WEIGHTS  # (re-exported: SearchScore's own weights)
 from ..core.scoring import TYPE_PRIORITY as TYPE_PRIORITY  # (re-exported: ContextScore's type priority)
 from .display import one_line, plural, recall_html, recall_text, session_html, session_text, terminal_width
@@ -369,7 +370,7 @@ class ScoredMemory(BaseModel):
         r = self.score.relevance
         if not self.query_words and r == 0:
             return "listed"
-        return "strong" if r >= 0.70 else "partial" if r >= 0.35 else "weak"
+        return "strong" if r >= AGE_GATE_RELEVANCE else "partial" if r >= WEAK_RELEVANCE else "weak"
 
     # The parts by name, so `m.bm25` reads like the breakdown it is.
     @property
@@ -405,13 +406,8 @@ class ScoredMemory(BaseModel):
         return self.score.working_set
 
 
-# full_bm25_tfidf: BM25 and a TF-IDF channel (n-grams, context) ran in process; bm25_in_process:
-# the TF-IDF channels are switched off by configuration (ngram_weight=0, context_weight=0);
-# bm25_sql_fallback: the index could not run (the file computes BM25, without the n-gram channel).
-# full_bm25_tfidf_meaning / bm25_meaning_in_process / bm25_meaning_sql_fallback: the same, with
-# the meaning channel (in the fallback, from the vectors the file keeps).
-RetrievalMode = Literal["full_bm25_tfidf_meaning", "bm25_meaning_in_process", "full_bm25_tfidf", "bm25_in_process",
-                        "bm25_meaning_sql_fallback", "bm25_sql_fallback"]
+# The channels that ran, by name (core/scoring.RETRIEVAL_MODES says what each means).
+RetrievalMode = Literal[RETRIEVAL_MODES]
 
 
 class RecallResult(BaseModel):

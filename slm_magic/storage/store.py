@@ -625,14 +625,12 @@ class Store:
                 [[float(x) for x in query], *params, float(cutoff), list(map(int, taken)), int(k)]).fetchall()
         return [(int(d), float(c), float(u), int(r)) for d, c, u, r in rows]
 
-    def bm25_sql(self, terms: Sequence[int], qtf: Sequence[int], k1: float, b: float,
-                 user_id: str, project: str | None) -> tuple[list[tuple[int, float, float, int, str, str, float]], int]:
-        """BM25 straight from the stored postings, for when the in-process index is unusable.
-
-        Returns every matching memory as (doc_id, raw bm25, updated_at epoch, revision_count,
-        kind, type, the share of the question's idf it holds) and the number of memories, so
-        the caller ranks them exactly as the in-process path does.
-        """
+    def term_postings(self, terms: Sequence[int], user_id: str, project: str | None
+                      ) -> tuple[int, float, dict[int, int], list[tuple[int, int, float, int, str, str, int, float]]]:
+        """The stored postings of these terms, for when the in-process index is unusable: the
+        number of memories and their mean length, each term's document frequency among them, and
+        (doc_id, doc_len, updated_at epoch, revision_count, kind, type, term, tf) for every
+        memory the user can read holding one (the caller scores them as the index does)."""
         with self.lock:
             n, avgdl = self.con.execute(
                 "SELECT count(*), coalesce(avg(doc_len), 0) FROM memories"
@@ -642,34 +640,25 @@ class Store:
                 "WHERE terms && ?::BIGINT[]) AS s WHERE term IN (SELECT unnest(?::BIGINT[])) GROUP BY term",
                 [list(terms), list(terms)],
             ).fetchall())
-            idf = {t: float(np.log(1.0 + (n - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5))) for t in terms}
             if not n or not df:
-                return [], int(n)
+                return int(n), float(avgdl), {}, []
             filters = "(user_id = ? OR shared) AND terms && ?::BIGINT[]"
-            params: list = [list(terms), [idf[t] for t in terms], list(qtf), k1, b, float(avgdl),
-                            user_id, list(terms)]
+            params: list = [user_id, list(terms)]
             if project is not None:
                 filters += " AND project = ?"
                 params.append(project)
             rows = self.con.execute(
                 f"""
-                WITH q AS (SELECT unnest(?::BIGINT[]) AS term, unnest(?::FLOAT8[]) AS idf,
-                                  unnest(?::INTEGER[]) AS qtf),
-                     k AS (SELECT ?::FLOAT8 AS k1, ?::FLOAT8 AS b, ?::FLOAT8 AS avgdl),
-                     p AS (SELECT doc_id, doc_len, {self.EPOCH} AS updated, revision_count, kind, type,
-                                  unnest(terms) AS term, unnest(tfs) AS tf
-                           FROM memories WHERE {filters})
-                SELECT p.doc_id,
-                       sum(q.qtf * q.idf * p.tf * (k.k1 + 1)
-                           / (p.tf + k.k1 * (1 - k.b + k.b * p.doc_len / k.avgdl))) AS score,
-                       min(p.updated), min(p.revision_count), min(p.kind), min(p.type), sum(q.idf)
-                FROM p JOIN q USING (term), k
-                GROUP BY p.doc_id
+                SELECT doc_id, doc_len, updated, revision_count, kind, type, term, tf
+                FROM (SELECT doc_id, doc_len, {self.EPOCH} AS updated, revision_count, kind, type,
+                             unnest(terms) AS term, unnest(tfs) AS tf
+                      FROM memories WHERE {filters}) AS p
+                WHERE term IN (SELECT unnest(?::BIGINT[]))
+                ORDER BY doc_id, term
                 """,
-                params,
+                [*params, list(terms)],
             ).fetchall()
-        total = sum(idf.values()) or 1.0
-        return [(int(d), float(s), float(u), int(r), k, t, float(h) / total) for d, s, u, r, k, t, h in rows], int(n)
+        return int(n), float(avgdl), {int(t): int(c) for t, c in df.items()}, rows
 
     # --- sessions ---------------------------------------------------------------------------
     def cached_read(self, key: tuple, compute):
