@@ -18,30 +18,24 @@ from typing import Any
 import numpy as np
 
 from .index import bulk
-from .core import text
 from .errors import InvalidInput, StoreError, type_name
 from .core.identity import default_user
-from .index.meaning import DEFAULT_MODEL, EmbeddingModel, load_model, memory_texts
+from .index.meaning import EmbeddingModel, memory_texts
 from .index.sparse import SparseIndex
 from .results.models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
                      Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
-from .ranking.reranker import CANDIDATES
-from .core.scoring import (RankingConfig, retrieval_mode)
-from .ranking.ranked import Ranked, WorkingSet
-from .ranking.fusion import days_first, rank_days, rank_index, rank_related
-from .ranking.meaning import with_meaning
-from .engine.answers import scored_memories
+from .core.scoring import (RankingConfig)
 from .engine.exchange import Exchange
-from .engine.recall_sql import recall_sql
+from .engine.recall import Recall
+from .engine.settings import Settings
 from .ranking.calibration import AnswerCalibration, AnswerConfidence, Judge
 from .engine.learning import LearningLoop
 from .sessions.api_b import ApiB
 from .core.session_ids import is_synthetic_session
 from .sessions.api_a import SessionService
-from .core.temporal import day_key
-from .core.temporal import temporal_terms
 from .core.fields import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE
+from .index.live import LiveIndex
 from .index.replica import IndexReplica
 from .index.rows import FactRows, fact_of
 from .index.analysis import Postings
@@ -49,9 +43,10 @@ from .core.ids import content_hash, content_hashes, new_fact_ids
 from .core.clock import epoch_seconds, to_utc_naive
 from .core.fields import field_counts, field_grams
 from .engine.validate import validate
+from .engine.working_sets import WorkingSets
 from .storage.backends import is_url, missing_file, open_store
 from .storage.columns import FACT_COLUMNS, INSERT_COLUMNS, vector_columns
-from .storage.store import STORAGE_FAILURES, utcnow
+from .storage.store import utcnow
 
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 
@@ -72,23 +67,7 @@ class Memory:
                  clock: Callable[[], datetime] | None = None, session_timeout_hours: float = 24.0,
                  judge: Judge | None = None, abstain_below: float = 0.5, semantic: bool = True,
                  embedding_model: str | None = None, **ranking: Any):
-        self.config = RankingConfig(**ranking)
-        if not isinstance(semantic, bool):
-            raise InvalidInput(f"semantic must be True or False, not {type_name(semantic)}")
-        if embedding_model is not None and not isinstance(embedding_model, (str, os.PathLike)):
-            raise InvalidInput(f"embedding_model must be a name or a path, not {type_name(embedding_model)}")
-        self.semantic = semantic
-        self.embedding_model = str(embedding_model) if embedding_model else DEFAULT_MODEL
-        # The meaning channel's model, loaded once per process; when it cannot load, recall runs
-        # on the words alone and says so (degraded_mode, meaning_error).
-        self.meaning: EmbeddingModel | None = None
-        self.meaning_error: str | None = None
-        if semantic:
-            try:
-                self.meaning = load_model(self.embedding_model)
-            except (ValueError, OSError) as exc:
-                self.meaning_error = f"the meaning channel's model did not load: {exc}"
-
+        self.settings = Settings(RankingConfig(**ranking), semantic=semantic, embedding_model=embedding_model)
         if not isinstance(session_timeout_hours, (int, float)) or session_timeout_hours <= 0:
             raise InvalidInput(f"session_timeout_hours must be a positive number; got {session_timeout_hours!r}")
         self.session_timeout_hours = float(session_timeout_hours)
@@ -108,17 +87,15 @@ class Memory:
         self.user_id = user_id
         self.calibration = AnswerCalibration(self.store, lambda: self.user_id, self.now, judge=judge,
                                              abstain_below=abstain_below)
-        self.replica: IndexReplica | None = None
-        self.index_error: str | None = None
-        self._no_rows = FactRows()  # (what `rows` is while degraded: empty)
-        self._working_sets: dict[str, dict[int, int]] = {}
-        self._pending_events: list[tuple] = []
+        self.live = LiveIndex(self.store)
+        self.working_sets = WorkingSets(self.store)
         self._sharing = False  # inside `attached`, having opened the file: a long write lets it go between batches
         self.learning = LearningLoop(self)
         self.exchange = Exchange(self)
         self.sessions = SessionService(self)
         self.api_b = ApiB(self)
-        self._load_index()
+        self.retrieval = Recall(self.store, self.settings, self.live, self.working_sets, self.learning, self.now)
+        self.live.load(self.config.k1, self.config.b, self.meaning)
 
     # --- lifecycle --------------------------------------------------------------------------
     @staticmethod
@@ -151,13 +128,10 @@ class Memory:
         waited for (a few seconds at a million memories), and the index is saved once more if
         enough changed since."""
         try:
-            if self._pending_events and not self.store.connected:
+            if self.working_sets.pending and not self.store.connected:
                 self.store.connect()
-            self._flush_events()
-            if self.replica is not None:  # the next kernel maps the index instead of rebuilding it
-                self.replica.wait_saved()
-                if self.replica.worth_saving():
-                    self.replica.save()
+            self.working_sets.flush()
+            self.live.save_last()
         finally:
             self.store.close()
 
@@ -167,11 +141,6 @@ class Memory:
         if self.replica is None:
             raise InvalidInput(f"no in-process index to save ({self.index_error})")
         self.replica.save()
-
-    def _save_index_soon(self) -> None:
-        """A background save when enough changed since the saved index (cheap to ask)."""
-        if self.replica is not None and self.replica.worth_saving():
-            self.replica.save(background=True)
 
     def __enter__(self) -> "Memory":
         return self
@@ -283,61 +252,61 @@ class Memory:
         """Did this recall answer its query? Calibrated when enough outcomes are known."""
         return self.calibration.confidence(result)
 
-    # --- the in-process index replica ------------------------------------------------------
+    # --- the in-process index (the `live` part; these stay settable, as tests and benchmarks set them) ---
+    @property
+    def replica(self) -> IndexReplica | None:
+        return self.live.replica
+
+    @replica.setter
+    def replica(self, replica: IndexReplica | None) -> None:
+        self.live.replica = replica
+
+    @property
+    def index_error(self) -> str | None:
+        return self.live.error
+
+    @index_error.setter
+    def index_error(self, why: str | None) -> None:
+        self.live.error = why
+
+    # --- what every part reads at call time (settable on the facade: tests and benchmarks do) ---
+    @property
+    def config(self) -> RankingConfig:
+        return self.settings.config
+
+    @config.setter
+    def config(self, config: RankingConfig) -> None:
+        self.settings.config = config
+
+    @property
+    def meaning(self) -> EmbeddingModel | None:
+        """The meaning channel's model (None: off, or it did not load)."""
+        return self.settings.model
+
+    @meaning.setter
+    def meaning(self, model: EmbeddingModel | None) -> None:
+        self.settings.model = model
+
+    @property
+    def meaning_error(self) -> str | None:
+        return self.settings.model_error
+
+    @property
+    def semantic(self) -> bool:
+        return self.settings.semantic
+
+    @property
+    def embedding_model(self) -> str:
+        return self.settings.model_name
+
     @property
     def index(self) -> SparseIndex | None:
         """The replica's sparse index; None when recall runs from SQL (degraded)."""
-        return None if self.replica is None else self.replica.index
+        return self.live.index
 
     @property
     def rows(self) -> FactRows:
-        return self._no_rows if self.replica is None else self.replica.rows
-
-    def _load_index(self) -> None:
-        """Build the replica from the file. On failure recall falls back to SQL, and says so."""
-        try:
-            self.replica = IndexReplica.load(self.store, self.config.k1, self.config.b, self.meaning)
-            self.index_error = None
-            self._adopt_unowned()
-            self._save_index_soon()
-        except STORAGE_FAILURES as exc:  # the file or the machine failed us: answer from SQL instead
-            self._degrade(f"in-process index unavailable ({type(exc).__name__}: {exc})")
-
-    def _degrade(self, why: str) -> None:
-        self.replica, self.index_error = None, why
-
-    def _refresh(self) -> None:
-        """Catch up with writes another connection or process made since we last looked."""
-        if self.replica is not None:
-            self.replica.refresh()
-            self._adopt_unowned()
-
-    def _sync(self) -> None:
-        if self.replica is not None:
-            self.replica.sync()
-            self._adopt_unowned()
-
-    def _adopt_unowned(self) -> None:
-        """Rows of the empty user that the index just took in (a kernel of an older slm_magic,
-        started before the file was upgraded, wrote them): the default user's, as the upgrade
-        made the older ones (migrations._v7, store.adopt_unowned), and taken in again. Nothing is
-        asked of the file when there are none (the usual case): the index saw their user."""
-        replica = self.replica
-        if replica is None or not replica.unowned:
-            return
-        replica.unowned = False
-        if self.store.login_user is None:  # (a file: on a server, every row is its role's)
-            self.store.adopt_unowned(default_user())
-            replica.sync()
-
-    def _after_write(self, *args, **kwargs) -> None:
-        """Our own write into the replica (the write itself is safe in the file already)."""
-        if self.replica is None:
-            return
-        try:
-            self.replica.after_write(*args, **kwargs)
-        except STORAGE_FAILURES as exc:
-            self._degrade(f"in-process index failed while adding ({type(exc).__name__}: {exc})")
+        return self.live.rows
 
     def _vectors_of(self, columns: Mapping[str, Sequence]) -> np.ndarray | None:
         """New memories' vectors (validated columns) when the meaning channel runs, else None."""
@@ -391,7 +360,7 @@ class Memory:
                     fact = self.pin(existing, bool(core), user_id=user)
                 if share and not fact.shared:
                     self.store.set_shared(existing)
-                    self._sync()
+                    self.live.sync()
                     fact = self.get(existing, user_id=user)
                 return fact
         if isinstance(session_id, str) and not is_synthetic_session(session_id) and self.session_is_closed(session_id):
@@ -404,17 +373,17 @@ class Memory:
         row = {k: v[0] for k, v in cols.items()}
         counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
         grams = field_grams(row["content"], row["title"], row["tags"])
-        self._flush_events()
+        self.working_sets.flush()
         row.update(fact_id=new_fact_ids(1)[0], content_hash=content_hash(row["content"]),
                    revision_count=0, kind="memory", doc_len=length,
                    terms=list(counts.keys()), tfs=list(counts.values()))
         vecs = self._vectors_of(cols)
         row.update(self._vector_fields(vecs))
-        self._refresh()
+        self.live.refresh()
         doc_id, changed = self.store.insert_one(row)
         fact = Fact(**{k: row[k] for k in FACT_COLUMNS if k != "tags"}, tags=tuple(row["tags"]))
         n = len(counts)
-        self._after_write(
+        self.live.after_write(
             np.array([doc_id], dtype=np.int64), np.array([changed]),
             {"doc_len": [row["doc_len"]], "updated": [epoch_seconds(row["updated_at"])], "revision_count": [0],
              "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
@@ -424,7 +393,7 @@ class Memory:
             np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         sid = row["session_id"]
-        if sid and not is_synthetic_session(sid) and self._working_set(sid):
+        if sid and not is_synthetic_session(sid) and self.working_sets.of(sid):
             self.learning.implicit_used(sid, list(counts.keys()), int(doc_id), fact.user_id)
         return fact
 
@@ -477,7 +446,7 @@ class Memory:
             finally:  # (an error after a batch was handed over: that batch is still indexed)
                 with contextlib.suppress(Exception):  # (its own error, if any, was raised already)
                     settle()
-        self._save_index_soon()
+        self.live.save_soon()
         return Remembered(ids, skipped=skipped)
 
     @contextlib.contextmanager
@@ -557,8 +526,8 @@ class Memory:
                  for c, v in ((c, columns[c]) for c in INSERT_COLUMNS)}
         # (from the analysis, else here, while the writer thread inserts the batch before)
         vectors = self._with_vectors(arrow, post.vectors if post.vectors is not None else self._vectors_of(columns))
-        self._refresh()
-        self._flush_events()
+        self.live.refresh()
+        self.working_sets.flush()
         def insert_and_index() -> list[str]:  # (one step under the lock: no catch-up sees it half done)
             with self.store.lock:
                 return self._stored(self.store.insert_many(arrow), fact_ids, columns, arrow, post, vectors)
@@ -590,7 +559,7 @@ class Memory:
             meta.update(t_keys=post.term_keys, t_of=post.term_of, g_keys=post.gram_keys, g_of=post.gram_of,
                         g_holders=post.gram_holders)
         table = pa.table({"doc_id": doc_ids, **{name: arrow[name] for name in FACT_COLUMNS}})
-        self._after_write(doc_ids, changed, meta, np.repeat(doc_ids, post.lengths), post.terms, post.tfs,
+        self.live.after_write(doc_ids, changed, meta, np.repeat(doc_ids, post.lengths), post.terms, post.tfs,
                           rows_table=table)
         return fact_ids
 
@@ -616,7 +585,7 @@ class Memory:
             "title": row["title"], "type": row["type"], "tags": row["tags"], "project": row["project"],
             "terms": list(counts.keys()), "tfs": list(counts.values()), "doc_len": length, "updated_at": now,
             **self._vector_fields(vecs)})
-        self._sync()
+        self.live.sync()
         self.learning.after_showing(fact_id, "revised", current.user_id)
         return self.get(fact_id, user_id=current.user_id)
 
@@ -624,7 +593,7 @@ class Memory:
         """Make a memory a core memory (always in a session's context), or stop it being one."""
         if self.get(fact_id, user_id=user_id) is None or not self.store.set_core(fact_id, bool(core)):
             raise InvalidInput(f"no memory with id {fact_id!r}")
-        self._sync()
+        self.live.sync()
         fact = self.get(fact_id, user_id=user_id)
         if core:
             self.learning.after_showing(fact_id, "pinned", fact.user_id)
@@ -640,9 +609,8 @@ class Memory:
         plan, _ = self.sessions.unsummarise([fact.session_id] if fact.kind == "memory" else [])
         self.store.delete(fact_id)
         self.sessions.resummarise(plan)
-        self._sync()
-        if self.replica is not None and self.store.index_stem is not None:
-            self.replica.drop_saved()  # its text must not stay in the saved index
+        self.live.sync()
+        self.live.drop_saved()  # its text must not stay in the saved index
         return fact
 
     def forget_all(self, *, project: str | None = None) -> ForgetReport:
@@ -659,15 +627,15 @@ class Memory:
         `project=""` is refused (InvalidInput): a project is a name; memories without one are
         not a project, and `forget_all()` without a project forgets everything."""
         self._check_project(project)
-        self._flush_events()  # (showings not written yet may name what is about to go)
+        self.working_sets.flush()  # (showings not written yet may name what is about to go)
         plan, gone = ({}, 0) if project is None else self.sessions.unsummarise(
             self.store.sessions_of_project(self.user_id, project), keep_project=project)
         memories, summaries = self.store.forget_all(self.user_id, project)
         rewritten = self.sessions.resummarise(plan)
-        self._working_sets.clear()  # (read again from the file when next needed)
-        self._sync()
-        if memories + summaries + gone and self.replica is not None and self.store.index_stem is not None:
-            self.replica.drop_saved()  # its text must not stay in the saved index
+        self.working_sets.clear()  # (read again from the file when next needed)
+        self.live.sync()
+        if memories + summaries + gone:
+            self.live.drop_saved()  # its text must not stay in the saved index
         return ForgetReport(count=memories, project=project, summaries=summaries + gone, rewritten=rewritten)
 
     def own_count(self, *, project: str | None = None) -> int:
@@ -694,32 +662,32 @@ class Memory:
             self._sharing = True
         try:
             if self.index is None:  # degraded earlier: try the index again
-                self._load_index()
-            self._refresh()
+                self.live.load(self.config.k1, self.config.b, self.meaning)
+            self.live.refresh()
             yield self
         finally:
             if opened:
                 self._sharing = False
                 try:
-                    if len(self._pending_events) >= self.PENDING_EVENTS_MAX // 4:
-                        self._flush_events()  # (a few showings wait for the next write or close)
-                    self._save_index_soon()
+                    if self.working_sets.pending >= WorkingSets.PENDING_MAX // 4:
+                        self.working_sets.flush()  # (a few showings wait for the next write or close)
+                    self.live.save_soon()
                 finally:
                     self.store.disconnect()
 
     def _yield_file(self) -> None:
         """Between batches of a long write inside `attached`: let a waiting kernel in."""
-        self._flush_events()
+        self.working_sets.flush()
         self.store.disconnect()
         time.sleep(0.25)  # longer than a waiting kernel's backoff step
         self.store.connect()
-        self._refresh()
+        self.live.refresh()
 
     def detach(self) -> None:
         """Let go of the file between calls (see `attached`)."""
         if self.store.connected:
-            self._flush_events()
-            self._save_index_soon()
+            self.working_sets.flush()
+            self.live.save_soon()
         self.store.disconnect()
 
     # --- reads ------------------------------------------------------------------------------
@@ -742,7 +710,6 @@ class Memory:
         context keeps (`strict=False`). With `related`, the session neighbours of the matches
         follow them, each saying which match it sits beside.
         """
-        started = time.perf_counter()
         if not isinstance(query, str):
             raise InvalidInput(f"query must be a string, not {type_name(query)}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
@@ -759,154 +726,8 @@ class Memory:
         if kind is not None and kind != "auto" and kind not in _KINDS:
             raise InvalidInput(f"kind must be one of auto, {', '.join(_KINDS)}; got {kind!r}")
         user = self.user_id if user_id is None else str(user_id)
-        now_dt = self.now()
-        updated_after = epoch_seconds(now_dt) - max_age_days * 86_400 if max_age_days else None
-        terms, qtf, qlen, kind, days = self._analyse_query(query, now_dt, kind)
-        days = days if kind in (None, "summary_event") and type in (None, "summary") and limit else []
-        words = text.term_words(query)
-        now = epoch_seconds(now_dt)
-        tracked = bool(session_id) and not is_synthetic_session(session_id) and not self.session_is_closed(session_id)
-        cfg = self.config
-        # (the question's vector, for whichever path ranks: the index's, else the file's)
-        question = self.meaning.encode([query])[0] if self.meaning is not None and limit > 0 else None
-        # (by meaning alone only for a question that means something to the model and does not
-        # ask for memories by the identifiers they hold)
-        admit = question is not None and self.meaning.knows(words.values()) \
-            and not text.names_identifiers(query, self._known_terms)
-        reason = self.meaning_error  # (the index's own failure, if any, is said below)
-        ranked: Ranked | None = None
-        if self.index is not None:
-            try:
-                self._refresh()
-                index = self.index
-                ranked = Ranked.empty()
-                user_code = index.lookup_code("user", user)
-                project_code = None if project is None else index.lookup_code("project", project)
-                kind_code = None if kind is None else _KINDS[kind]
-                type_code = None if type is None else _TYPE_CODE[type]
-                ws = WorkingSet(self._working_set(session_id), cfg) if tracked else None
-                learner = self.learning.learner(user) if limit > 0 else None
-                wanted = max(limit, CANDIDATES) if learner else limit
-                cs = None
-                if terms and (project_code is None or project_code >= 0):
-                    cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
-                    cs.words = words
-                    ranked = rank_index(index, cs, cfg, now=now, user=user_code, project=project_code,
-                                        limit=max(wanted, cfg.meaning_pool) if question is not None else wanted,
-                                        working_set=ws, updated_after=updated_after, kind=kind_code,
-                                        type_code=type_code)
-                if question is not None and (project_code is None or project_code >= 0):
-                    ranked = with_meaning(index, cs, ranked, question, cfg, now=now, user=user_code,
-                                          project=project_code, limit=wanted, working_set=ws,
-                                          updated_after=updated_after, kind=kind_code, type_code=type_code,
-                                          strict=strict and not days,
-                                          admit=admit)
-                if cs is not None:
-                    if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
-                        ranked = learner.rerank(ranked, cs, index, limit)
-                    if days:  # the temporal channel: that day's sessions first
-                        ranked = days_first(rank_days(index, cs, cfg, self._day_docs(user, days, project),
-                                                      now=now, working_set=ws), ranked, cfg, limit)
-                ranked = ranked.take(np.arange(min(limit, ranked.doc_ids.size)))
-                if related:
-                    ranked = ranked.then_related(*rank_related(
-                        index, ranked.doc_ids, cfg, now=now, user=user_code, project=project_code,
-                        limit=limit, updated_after=updated_after))
-                memories = scored_memories(ranked, self.rows.get(ranked.doc_ids.tolist()), words)
-            except STORAGE_FAILURES as exc:  # degrade to SQL rather than fail the user
-                self._degrade(f"in-process index failed ({type_name(exc)}: {exc})")
-                ranked = None
-        if ranked is None:
-            reason = self.index_error or "the in-process index is not available"
-            ranked, memories = recall_sql(self.store, cfg, self.meaning, terms, qtf, words, now=now, user=user,
-                                          project=project, limit=limit, updated_after=updated_after, kind=kind,
-                                          type=type, day_docs=self._day_docs(user, days, project) if days else (),
-                                          question=question, strict=strict, admit=admit)
-        doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
-        if tracked and memories:
-            self._note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories], now_dt,
-                             project)
-        result = RecallResult(query=query, project=project, memories=memories, retrieval_mode=self.retrieval_mode,
-                              degraded_mode=reason is not None,
-                              degraded_reason=reason, elapsed_ms=(time.perf_counter() - started) * 1000,
-                              age_gate_days=max_age_days or None,
-                              older_matches=ranked.older_matches if max_age_days else 0, viewer=user)
-        return result
-
-    def _analyse_query(self, query: str, now_dt: datetime, kind: str | None):
-        """(terms, their counts, length, kind to keep, day terms) of a query. Dates it speaks of
-        ("yesterday", "last Tuesday") become the day terms session summaries carry (the temporal
-        channel); "auto" keeps summaries only for questions about days or sessions."""
-        expanded = query.replace("\x00", "")
-        days = temporal_terms(expanded, now_dt)
-        if days and self.index is not None:  # only days something was written about
-            days = [d for d in days if text.term_hash(d) in self.index.cols]
-        if days:
-            expanded = f"{expanded} {' '.join(days)}"
-        if kind == "auto":
-            kind = None if days or _ASKS_ABOUT_SESSIONS.search(query) else "memory"
-        counts = text.query_counts(expanded, self._known_terms)
-        qtf = list(counts.values())
-        return list(counts.keys()), qtf, sum(qtf), kind, days
-
-    def _day_docs(self, user: str, days: list[str], project: str | None) -> list[int]:
-        """Index positions of the user's whole-session summaries of these days (YYYYMMDD)."""
-        return self.store.sessions.day_summaries(user, [day_key(d) for d in days], project)
-
-    def _known_terms(self, hashes: list[int]) -> set[int]:
-        """Which of these terms some memory holds (the index's vocabulary, else the file's)."""
-        if self.index is not None:
-            cols = self.index.cols
-            return {h for h in hashes if h in cols and self.index.df[cols[h]] > 0}
-        return self.store.terms_present(hashes)
-
-    def _candidates(self, query: str, user: str, k: int, project: str | None = None):
-        """The default fusion's best k for a query (no session, no learning), with the channel
-        scores they came from: what the learned ranker is trained on."""
-        now_dt = self.now()
-        terms, qtf, qlen, kind, _ = self._analyse_query(query, now_dt, "auto")
-        index = self.index
-        user_code = index.lookup_code("user", user)
-        project_code = None if project is None else index.lookup_code("project", project)
-        if not terms or user_code < 0 or (project_code is not None and project_code < 0):
-            return Ranked.empty(), None
-        cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
-        cs.words = text.term_words(query)
-        return rank_index(index, cs, self.config, now=epoch_seconds(now_dt), user=user_code, project=project_code, limit=k,
-                          kind=None if kind is None else _KINDS[kind]), cs
-
-    # --- the session working set ------------------------------------------------------------
-    def _working_set(self, session_id: str) -> dict[int, int]:
-        """doc_id -> how often this session's recalls showed it (from the file on first use)."""
-        ws = self._working_sets.get(session_id)
-        if ws is None:
-            self._flush_events()
-            ws = {int(d): int(n) for d, n in self.store.sessions.working_set(session_id)}
-            self._working_sets[session_id] = ws
-        return ws
-
-    PENDING_EVENTS_MAX = 200
-
-    def _note_shown(self, session_id: str, query: str, shown: list[tuple[str, int]], now: datetime,
-                    project: str | None = None) -> None:
-        """Remember what a recall showed, (fact_id, doc_id) best first. The working set here is
-        updated at once; the rows for the file are written with the next write, `close()`, or
-        every 200 showings, so a recall does not pay for an insert."""
-        if not session_id or is_synthetic_session(session_id):
-            return
-        self._pending_events.extend(
-            (session_id, fact_id, doc_id, query, rank, now, project)
-            for rank, (fact_id, doc_id) in enumerate(shown, start=1))
-        ws = self._working_set(session_id)
-        for _, d in shown:
-            ws[d] = ws.get(d, 0) + 1
-        if len(self._pending_events) >= self.PENDING_EVENTS_MAX:
-            self._flush_events()
-
-    def _flush_events(self) -> None:
-        if self._pending_events:
-            events, self._pending_events = self._pending_events, []
-            self.store.sessions.record_recalls(events)
+        return self.retrieval.recall(query, user=user, session_id=session_id, limit=limit, project=project,
+                                     max_age_days=max_age_days, kind=kind, type=type, related=related, strict=strict)
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:
         """One memory of this Memory's user (or of `user_id`) by id; None if there is none:
@@ -1004,7 +825,7 @@ class Memory:
     @property
     def retrieval_mode(self) -> str:
         """The channels a recall would run now, by name (what RecallResult.retrieval_mode says)."""
-        return retrieval_mode(sql=self.index is None, tfidf=self.config.tfidf_on, meaning=self.meaning is not None)
+        return self.retrieval.mode
 
     def meaning_status(self) -> str:
         """The meaning channel in a line: its model and how many memories have a vector."""

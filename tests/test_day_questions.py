@@ -92,7 +92,7 @@ def test_a_day_without_a_session_and_a_question_without_a_day_rank_as_before(mem
 
 def test_the_sql_fallback_brings_the_day_first_too(mem):
     sid = demo_session(mem)
-    mem._degrade("test: answer from SQL")
+    mem.live.degrade("test: answer from SQL")
     res = mem.recall("what did I do today", limit=3)
     assert res.retrieval_mode == "bm25_meaning_sql_fallback"
     assert whole(res[0]) and res[0].fact.session_id == sid and res[0].relevance >= 0.70
@@ -127,9 +127,9 @@ def test_a_day_s_session_is_scored_as_every_other_match_is(mem, question):
 
     sid = demo_session(mem)
     now = mem.now()
-    terms, qtf, qlen, _, days = mem._analyse_query(question, now, "auto")
+    terms, qtf, qlen, _, days = mem.retrieval.analyse(question, now, "auto")
     cs = mem.index.channel_scores(terms, qtf, qlen, text.query_grams(question))
-    day_docs = mem._day_docs(mem.user_id, days, None)
+    day_docs = mem.retrieval.day_docs(mem.user_id, days, None)
     assert len(day_docs) == 1
     on_day = rank_days(mem.index, cs, mem.config, day_docs, now=epoch_seconds(now))
     every = rank_index(mem.index, cs, mem.config, now=epoch_seconds(now), user=mem.index.lookup_code("user", mem.user_id),

@@ -113,10 +113,10 @@ def test_another_kernel_sees_the_rewritten_summaries(tmp_path, clock):
     db = tmp_path / "m.duckdb"
     with Memory(db, user_id="ana", clock=clock) as ana, Memory(db, user_id="ana", clock=clock) as other:
         a_session(ana)
-        other._refresh()
+        other.live.refresh()
         assert any("SECRET-X" in m.content for m in other.recall("what did I do today?", limit=5))
         ana.forget_all(project="x")
-        other._refresh()
+        other.live.refresh()
         assert not any("SECRET-X" in m.content for m in other.recall("what did I do today?", kind=None, limit=50))
     with Memory(db, user_id="ana", clock=clock) as reopened:  # the saved index holds no summary of it either
         assert "SECRET-X" not in everything_said(reopened)
@@ -145,7 +145,7 @@ def test_own_count_is_the_users_own_memories_in_one_count(tmp_path, clock):
         ana.remember("a note without a project")
         bob.remember("bob's shared churn finding", project="x", share=True)
         bob.remember("bob's private note", project="x")
-        ana._refresh()
+        ana.live.refresh()
         assert ana.browse().total == 5  # (what was counted before: bob's shared memory too)
         assert ana.own_count() == 4 and ana.own_count(project="x") == 1 and ana.own_count(project="y") == 2
         assert ana.own_count(project="nothing here") == 0 and bob.own_count(project="x") == 2
@@ -171,7 +171,7 @@ def test_on_the_team_server_too(team_db, clock):
     with Memory(team_db["alice"], clock=clock) as alice, Memory(team_db["bob"], clock=clock) as bob:
         sid, secret = a_session(alice)
         bob.remember("bob's shared finding about payroll", project="x", share=True)
-        alice._refresh()
+        alice.live.refresh()
         assert alice.own_count() == 3 and alice.own_count(project="x") == 1 and alice.browse().total == 4
         report = alice.forget_all(project="x")
         assert report.count == 1 and report.rewritten >= 2 and "SECRET-X" not in everything_said(alice)

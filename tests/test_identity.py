@@ -14,6 +14,7 @@ from slm_magic.index import index_file
 from slm_magic.core.identity import default_user
 from slm_magic.index.analysis import Postings
 from slm_magic.engine.validate import validate
+from slm_magic.index.live import LiveIndex
 from slm_magic.index.replica import IndexReplica
 from slm_magic.storage.columns import INSERT_COLUMNS
 from slm_magic.storage.migrations import SCHEMA_VERSION
@@ -182,10 +183,10 @@ def test_what_an_older_kernel_writes_after_the_upgrade_is_adopted_too(tmp_path, 
         running.remember("written by this version about the churn window")
         older = Store(db)  # (another connection, as the older kernel's)
         _older_kernel_writes(older, "old-kernel-1", "written by an older kernel about the holdout split", "old-s")
-        running._refresh()  # its catch-up sees a row of "" and adopts it
+        running.live.refresh()  # its catch-up sees a row of "" and adopts it
         assert [m.fact_id for m in running.recall("holdout split")] == ["old-kernel-1"]
         assert running.get("old-kernel-1").user_id == "ana" and owners(running)["sessions"] == {"ana"}
-        other._refresh()
+        other.live.refresh()
         assert [m.fact_id for m in other.recall("holdout split")] == ["old-kernel-1"]
         _older_kernel_writes(older, "old-kernel-2", "the older kernel again: the march holdout leaks")
         older.close()
@@ -199,16 +200,16 @@ def test_a_saved_index_holding_rows_of_the_empty_user_has_them_adopted(tmp_path,
     """A saved index that took rows of "" in, saved before anyone adopted them, still gets
     them adopted when it is opened (the index knows the code of "")."""
     monkeypatch.setattr(IndexReplica, "SAVE_MIN_DOCS", 1)
-    adopt = Memory._adopt_unowned
-    monkeypatch.setattr(Memory, "_adopt_unowned", lambda self: None)  # (a kernel that never adopted)
+    adopt = LiveIndex._adopt_unowned
+    monkeypatch.setattr(LiveIndex, "_adopt_unowned", lambda self: None)  # (a kernel that never adopted)
     db = tmp_path / "memory.duckdb"
     with Memory(db) as mem:
         mem.remember("a first memory about the churn window")
         _older_kernel_writes(mem.store, "old-kernel-1", "written by an older kernel about the holdout split")
-        mem._sync()
+        mem.live.sync()
         assert mem.index.lookup_code("user", "") >= 0
         mem.save_index()
-    monkeypatch.setattr(Memory, "_adopt_unowned", adopt)
+    monkeypatch.setattr(LiveIndex, "_adopt_unowned", adopt)
     with Memory(db) as opened:
         assert opened.replica.source == "saved index" and opened.get("old-kernel-1").user_id == "ana"
         assert [m.fact_id for m in opened.recall("holdout split")] == ["old-kernel-1"]

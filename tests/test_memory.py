@@ -314,7 +314,7 @@ def test_browse_pages_every_readable_memory_newest_first(db_path, clock):
         bob.remember("bob's private note")
         ana.remember("a session summary is not a memory", session_id="s1")
         ana.close_session("s1")
-        ana._refresh()
+        ana.live.refresh()
         page = ana.browse(limit=4)
         assert isinstance(page, MemoryPage) and (page.total, page.offset, page.limit) == (10, 0, 4)
         note = ana.browse(limit=1)[0]  # (written after bob's, at the same time: the later write first)
@@ -348,7 +348,7 @@ def test_forget_all_of_a_project_takes_only_its_own_memories(db_path, clock):
         ana.feedback(gone[0].fact_id, "up", query="tenure")
         ana.recall("tenure", session_id=sid)
         ana.close_session(sid)
-        ana._refresh()
+        ana.live.refresh()
         report = ana.forget_all(project="churn")
         assert (report.count, report.project) == (3, "churn") and report.summaries > 0
         assert str(report).startswith("forgot 3 memories of project churn") and len(str(report)) < 80
@@ -376,7 +376,7 @@ def test_forget_all_takes_everything_of_the_user_and_nothing_of_others(db_path, 
         assert ana.recall("churn customer_id", kind=None).memories == []
         assert ana.session_init().recent_sessions == []  # the sessions' summary lines went too
         assert ana.session_known(sid)  # (the session itself is still known, and closed)
-        bob._refresh()
+        bob.live.refresh()
         assert bob.count() == 1 and bob.recall("churn note")[0].fact_id == bobs.fact_id
         assert str(ana.forget_all()) == "forgot nothing: you had no memories"
         long = ana.forget_all(project="a project name far longer than anyone would type at a prompt, really")

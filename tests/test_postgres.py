@@ -64,14 +64,14 @@ def test_same_results_as_a_duckdb_file(team_db, tmp_path, clock, monkeypatch):
         _work(file_mem)
         expected = _answers(file_mem)
         n_file = file_mem.count()
-        file_mem._degrade("test: answer from SQL")
+        file_mem.live.degrade("test: answer from SQL")
         expected_sql = _answers(file_mem)
     _same_session_ids(monkeypatch)
     with Memory(team_db["alice"], clock=clock) as pg:
         assert pg.user_id == "alice" and pg.path.startswith("postgresql://")
         _work(pg)
         assert _answers(pg) == expected
-        pg._degrade("test: answer from SQL")  # the SQL path on the server: the file's SQL ranking
+        pg.live.degrade("test: answer from SQL")  # the SQL path on the server: the file's SQL ranking
         assert _answers(pg) == expected_sql
     with Memory(team_db["alice"], clock=clock) as again:  # a new kernel: its index from the server
         assert _answers(again) == expected

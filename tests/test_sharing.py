@@ -23,7 +23,7 @@ def test_a_shared_memory_is_found_by_everyone_with_its_author(db_path, clock):
         # what is shared is read, not owned: bob cannot revise, pin or forget it
         assert bob.get(shared.fact_id) is None
         # the SQL path (no in-process index) answers the same
-        bob._degrade("test: no index")
+        bob.live.degrade("test: no index")
         assert [m.fact_id for m in bob.recall("churn").memories] == ids
 
 
@@ -65,7 +65,7 @@ def test_a_shared_memory_never_joins_another_authors_session(db_path, clock):
         second = alice.remember("alice: the events table is in local time", session_id=sid)
         got = alice.recall("orders table UTC", related=True)
         assert [m.fact_id for m in got] == [first.fact_id, second.fact_id]  # her own neighbour, not bob's
-        alice._load_index()  # rebuilt from the file: the same chains
+        alice.live.load(alice.config.k1, alice.config.b, alice.meaning)  # rebuilt from the file: the same chains
         assert [m.fact_id for m in alice.recall("orders table UTC", related=True)] == [first.fact_id, second.fact_id]
 
 

@@ -151,7 +151,7 @@ class Exchange:
                     bar.update(len(rows))
         if bar is not None:
             bar.close()
-        self.memory._save_index_soon()
+        self.memory.live.save_soon()
         summaries = sum(1 for r in new if r["kind"] == "summary_event")
         return ImportReport(path=str(path), memories=total - summaries, summaries=summaries,
                             already_present=already, skipped=tuple(skipped))
@@ -225,9 +225,9 @@ class Exchange:
         columns["doc_len"] = post.doc_len
         columns["terms"], columns["tfs"] = post.list_columns()
         self.memory._with_vectors(columns, self.memory._vectors_of(columns))  # (made again, never read from the file)
-        self.memory._flush_events()
+        self.memory.working_sets.flush()
         self.memory.store.insert_many(columns)
-        self.memory._sync()
+        self.memory.live.sync()
 
 
 def _read_by_hand(r: dict, fmt: str) -> str | None:

@@ -51,7 +51,8 @@ class Host(Protocol):
     user_id: str
     config: Any
     session_timeout_hours: float
-    _working_sets: dict
+    working_sets: Any
+    retrieval: Any  # (its `candidates`: what the learned ranker is trained on)
 
     @property
     def index(self) -> Any: ...
@@ -62,10 +63,6 @@ class Host(Protocol):
     def now(self) -> datetime: ...
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Any: ...
-
-    def _candidates(self, query: str, user: str, k: int, project: str | None = None) -> tuple: ...
-
-    def _flush_events(self) -> None: ...
 
 
 class LearningLoop:
@@ -110,7 +107,7 @@ class LearningLoop:
     def last_showing(self, fact_id: str):
         """(session_id, query, rank, project) of the latest recall that showed a memory within
         the session timeout (showings not yet written out included), or None."""
-        self.memory._flush_events()
+        self.memory.working_sets.flush()
         since = self.memory.now() - timedelta(hours=self.memory.session_timeout_hours)
         return self.memory.store.sessions.last_showing(fact_id, since)
 
@@ -130,7 +127,7 @@ class LearningLoop:
                        user_id: str) -> None:
         """A remember in a session that showed memories: the shown ones it repeats were used.
         Found in process from the index's postings; the file is asked only when one was."""
-        shown_counts = self.memory._working_sets.get(session_id) if session_id else None
+        shown_counts = self.memory.working_sets.known(session_id) if session_id else None
         index = self.memory.index
         if not shown_counts or index is None:
             return
@@ -150,7 +147,7 @@ class LearningLoop:
         used = shown[covered >= USED_OVERLAP * np.maximum(index.docs.dl[shown], 1.0)]
         if not used.size:
             return
-        self.memory._flush_events()
+        self.memory.working_sets.flush()
         given = {f for f, s in self.memory.store.signals.session_signals(session_id, user_id) if s == "used"}
         rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "used", IMPLICIT_SIGNALS["used"], query, rank,
                  self.memory.now(), user_id, project)
@@ -163,7 +160,7 @@ class LearningLoop:
 
     def ignored_at_close(self, session_id: str, user_id: str) -> None:
         """At a session's close: what it was shown often and never found useful."""
-        self.memory._flush_events()
+        self.memory.working_sets.flush()
         signals = self.memory.store.signals.session_signals(session_id, user_id)
         positive = {f for f, s in signals if EXPLICIT_SIGNALS.get(s, IMPLICIT_SIGNALS.get(s, 0)) > 0}
         already = {f for f, s in signals if s == "ignored"}
@@ -265,7 +262,7 @@ class LearningLoop:
         usage = Usage(*self.memory.store.signals.signal_sums(user))
         X, y = [], []
         for (query, project), items in by_query.items():
-            ranked, cs = self.memory._candidates(query, user, CANDIDATES, project)
+            ranked, cs = self.memory.retrieval.candidates(query, user, CANDIDATES, project)
             if not ranked.doc_ids.size:
                 continue
             sums, shown = usage.lookup(ranked.doc_ids)

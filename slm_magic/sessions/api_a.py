@@ -89,7 +89,7 @@ class SessionService:
         q = query.strip() or path_words
         if is_new:
             session_id = self.open(self.memory.user_id, "slm", now, project=path_words.split(" ")[0], origin=origin)
-            self.memory._working_sets[session_id] = {}  # new: nothing shown yet, no need to ask the file
+            self.memory.working_sets.start(session_id)
         res: RecallResult | None = None
         kept: list[ScoredMemory] = []
         if q and max_results:
@@ -239,7 +239,7 @@ class SessionService:
         user = self.memory.user_id if user_id is None else user_id
         if self.memory.index is not None:
             try:
-                self.memory._refresh()
+                self.memory.live.refresh()
                 t, code = self.memory.index.docs, self.memory.index.lookup_code("user", user)
                 n = t.size
                 docs = np.flatnonzero(t.core[:n] & t.alive[:n] & (t.user[:n] == code) & (t.kind[:n] == 0))

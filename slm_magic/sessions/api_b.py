@@ -96,7 +96,7 @@ class ApiB:
         """The user's observations by ContextScore, from the in-process arrays (SQL if degraded)."""
         cfg = self.memory.config
         if self.memory.index is not None:
-            self.memory._refresh()
+            self.memory.live.refresh()
             index, t = self.memory.index, self.memory.index.docs
             code = index.lookup_code("user", user)
             if code < 0:

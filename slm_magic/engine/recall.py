@@ -1,0 +1,204 @@
+"""Recall: a question analysed once (its terms, the days it names, its vector), ranked by the
+kernel's index through the stages of `ranking/` (words, meaning, the learned re-ranker, the
+temporal channel, related memories), or from the file when the index cannot run; what it showed
+joins its session's working set. A part of `Memory`, held as `memory.retrieval`."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from ..core import text
+from ..core.clock import epoch_seconds
+from ..core.fields import KINDS, TYPE_CODE
+from ..core.scoring import retrieval_mode
+from ..core.session_ids import is_synthetic_session
+from ..core.temporal import day_key, temporal_terms
+from ..errors import type_name
+from ..index.live import LiveIndex
+from ..ranking.fusion import days_first, rank_days, rank_index, rank_related
+from ..ranking.meaning import with_meaning
+from ..ranking.ranked import Ranked, WorkingSet
+from ..ranking.reranker import CANDIDATES
+from ..results.models import RecallResult, ScoredMemory
+from ..storage.store import STORAGE_FAILURES
+from .answers import scored_memories
+from .recall_sql import recall_sql
+from .settings import Settings
+from .working_sets import WorkingSets
+
+_ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
+
+
+@dataclass
+class Question:
+    """A recall's query, analysed once for whichever path ranks it."""
+
+    text: str
+    terms: list[int]
+    qtf: list[int]
+    qlen: int
+    kind: str | None
+    type: str | None
+    days: list[str]                 # the day terms it names (the temporal channel)
+    words: dict[int, str]           # term hash -> the word as asked (what a match shows)
+    vector: np.ndarray | None       # its meaning, when the channel runs
+    admit: bool                     # whether a memory may come by meaning alone
+    now: float
+    updated_after: float | None     # the age gate
+    user: str
+    project: str | None
+    limit: int
+    strict: bool
+
+
+class Recall:
+    def __init__(self, store, settings: Settings, live: LiveIndex, working_sets: WorkingSets, learning,
+                 clock: Callable[[], datetime]):
+        self.store = store
+        self.settings = settings
+        self.live = live
+        self.working_sets = working_sets
+        self.learning = learning
+        self.clock = clock
+
+    @property
+    def mode(self) -> str:
+        """The channels a recall would run now, by name (RecallResult.retrieval_mode)."""
+        return retrieval_mode(sql=self.live.index is None, tfidf=self.settings.config.tfidf_on,
+                              meaning=self.settings.model is not None)
+
+    def recall(self, query: str, *, user: str, session_id: str | None, limit: int, project: str | None,
+               max_age_days: int | None, kind: str | None, type: str | None, related: bool,
+               strict: bool) -> RecallResult:
+        """`Memory.recall`, its arguments checked."""
+        started = time.perf_counter()
+        now_dt = self.clock()
+        q = self.question(query, now_dt, user=user, project=project, limit=limit, kind=kind, type=type,
+                          max_age_days=max_age_days, strict=strict)
+        tracked = bool(session_id) and not is_synthetic_session(session_id) \
+            and not self.store.sessions.session_closed(session_id)
+        reason = self.settings.model_error  # (the index's own failure, if any, is said below)
+        ranked: Ranked | None = None
+        if self.live.index is not None:
+            try:
+                ranked, memories = self.in_process(q, session_id if tracked else None, related)
+            except STORAGE_FAILURES as exc:  # degrade to SQL rather than fail the user
+                self.live.degrade(f"in-process index failed ({type_name(exc)}: {exc})")
+                ranked = None
+        if ranked is None:
+            reason = self.live.error or "the in-process index is not available"
+            ranked, memories = recall_sql(
+                self.store, self.settings.config, self.settings.model, q.terms, q.qtf, q.words, now=q.now, user=user,
+                project=project, limit=limit, updated_after=q.updated_after, kind=q.kind, type=type,
+                day_docs=self.day_docs(user, q.days, project) if q.days else (), question=q.vector, strict=strict,
+                admit=q.admit)
+        if tracked and memories:
+            doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
+            self.working_sets.note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories],
+                                         now_dt, project)
+        return RecallResult(query=query, project=project, memories=memories, retrieval_mode=self.mode,
+                            degraded_mode=reason is not None, degraded_reason=reason,
+                            elapsed_ms=(time.perf_counter() - started) * 1000, age_gate_days=max_age_days or None,
+                            older_matches=ranked.older_matches if max_age_days else 0, viewer=user)
+
+    def question(self, query: str, now_dt: datetime, *, user: str, project: str | None, limit: int,
+                 kind: str | None, type: str | None, max_age_days: int | None, strict: bool) -> Question:
+        terms, qtf, qlen, kind, days = self.analyse(query, now_dt, kind)
+        days = days if kind in (None, "summary_event") and type in (None, "summary") and limit else []
+        words = text.term_words(query)
+        model = self.settings.model
+        # (the question's vector, for whichever path ranks: the index's, else the file's)
+        vector = model.encode([query])[0] if model is not None and limit > 0 else None
+        # (by meaning alone only for a question that means something to the model and does not
+        # ask for memories by the identifiers they hold)
+        admit = vector is not None and model.knows(words.values()) \
+            and not text.names_identifiers(query, self.known_terms)
+        return Question(query, terms, qtf, qlen, kind, type, days, words, vector, admit, epoch_seconds(now_dt),
+                        epoch_seconds(now_dt) - max_age_days * 86_400 if max_age_days else None, user, project, limit,
+                        strict)
+
+    def in_process(self, q: Question, session_id: str | None, related: bool) -> tuple[Ranked, list[ScoredMemory]]:
+        """The kernel's index ranks: words, then meaning, the learned re-ranker and the days the
+        question names; with `related`, each match's session neighbours after the matches."""
+        self.live.refresh()
+        index, cfg, limit = self.live.index, self.settings.config, q.limit
+        ranked = Ranked.empty()
+        user_code = index.lookup_code("user", q.user)
+        project_code = None if q.project is None else index.lookup_code("project", q.project)
+        filters = dict(user=user_code, project=project_code, updated_after=q.updated_after,
+                       kind=None if q.kind is None else KINDS[q.kind],
+                       type_code=None if q.type is None else TYPE_CODE[q.type])
+        ws = WorkingSet(self.working_sets.of(session_id), cfg) if session_id else None
+        learner = self.learning.learner(q.user) if limit > 0 else None
+        wanted = max(limit, CANDIDATES) if learner else limit
+        cs = None
+        if q.terms and (project_code is None or project_code >= 0):
+            cs = index.channel_scores(q.terms, q.qtf, q.qlen, text.query_grams(q.text))
+            cs.words = q.words
+            ranked = rank_index(index, cs, cfg, now=q.now, working_set=ws, **filters,
+                                limit=max(wanted, cfg.meaning_pool) if q.vector is not None else wanted)
+        if q.vector is not None and (project_code is None or project_code >= 0):
+            ranked = with_meaning(index, cs, ranked, q.vector, cfg, now=q.now, limit=wanted, working_set=ws, **filters,
+                                  strict=q.strict and not q.days, admit=q.admit)
+        if cs is not None:
+            if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
+                ranked = learner.rerank(ranked, cs, index, limit)
+            if q.days:  # the temporal channel: that day's sessions first
+                ranked = days_first(rank_days(index, cs, cfg, self.day_docs(q.user, q.days, q.project),
+                                              now=q.now, working_set=ws), ranked, cfg, limit)
+        ranked = ranked.take(np.arange(min(limit, ranked.doc_ids.size)))
+        if related:
+            ranked = ranked.then_related(*rank_related(
+                index, ranked.doc_ids, cfg, now=q.now, user=user_code, project=project_code,
+                limit=limit, updated_after=q.updated_after))
+        return ranked, scored_memories(ranked, self.live.rows.get(ranked.doc_ids.tolist()), q.words)
+
+    def analyse(self, query: str, now_dt: datetime, kind: str | None):
+        """(terms, their counts, length, kind to keep, day terms) of a query. Dates it speaks of
+        ("yesterday", "last Tuesday") become the day terms session summaries carry (the temporal
+        channel); "auto" keeps summaries only for questions about days or sessions."""
+        expanded = query.replace("\x00", "")
+        days = temporal_terms(expanded, now_dt)
+        index = self.live.index
+        if days and index is not None:  # only days something was written about
+            days = [d for d in days if text.term_hash(d) in index.cols]
+        if days:
+            expanded = f"{expanded} {' '.join(days)}"
+        if kind == "auto":
+            kind = None if days or _ASKS_ABOUT_SESSIONS.search(query) else "memory"
+        counts = text.query_counts(expanded, self.known_terms)
+        qtf = list(counts.values())
+        return list(counts.keys()), qtf, sum(qtf), kind, days
+
+    def day_docs(self, user: str, days: list[str], project: str | None) -> list[int]:
+        """Index positions of the user's whole-session summaries of these days (YYYYMMDD)."""
+        return self.store.sessions.day_summaries(user, [day_key(d) for d in days], project)
+
+    def known_terms(self, hashes: list[int]) -> set[int]:
+        """Which of these terms some memory holds (the index's vocabulary, else the file's)."""
+        index = self.live.index
+        if index is not None:
+            cols = index.cols
+            return {h for h in hashes if h in cols and index.df[cols[h]] > 0}
+        return self.store.terms_present(hashes)
+
+    def candidates(self, query: str, user: str, k: int, project: str | None = None):
+        """The default fusion's best k for a query (no session, no learning), with the channel
+        scores they came from: what the learned ranker is trained on."""
+        now_dt = self.clock()
+        terms, qtf, qlen, kind, _ = self.analyse(query, now_dt, "auto")
+        index = self.live.index
+        user_code = index.lookup_code("user", user)
+        project_code = None if project is None else index.lookup_code("project", project)
+        if not terms or user_code < 0 or (project_code is not None and project_code < 0):
+            return Ranked.empty(), None
+        cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
+        cs.words = text.term_words(query)
+        return rank_index(index, cs, self.settings.config, now=epoch_seconds(now_dt), user=user_code,
+                          project=project_code, limit=k, kind=None if kind is None else KINDS[kind]), cs
