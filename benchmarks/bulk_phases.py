@@ -23,13 +23,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 STEPS = {  # (module, class or None, function): what the row is called
-    ("memory", "Memory", "_prepared"): "check a batch (validate)",
-    ("bulk", "Worker", "send"): "hand a batch to the worker",
-    ("bulk", "Worker", "receive"): "wait for and take its postings",
-    ("store", "Store", "insert_many"): "DuckDB insert (writer thread)",
-    ("replica", "IndexReplica", "after_write"): "into the in-process index",
-    ("ngrams", "GramStore", "add"): "  of which the 3-gram vectors",
-    ("index", None, "merge"): "segment merges",
+    ("engine.writer", "Writer", "_prepared"): "check a batch (validate)",
+    ("index.bulk", "Worker", "send"): "hand a batch to the worker",
+    ("index.bulk", "Worker", "receive"): "wait for and take its postings",
+    ("storage.store", "Store", "insert_many"): "DuckDB insert (writer thread)",
+    ("index.replica", "IndexReplica", "after_write"): "into the in-process index",
+    ("index.ngrams", "GramStore", "add"): "  of which the 3-gram vectors",
+    ("index.sparse", None, "merge"): "segment merges",
 }
 
 

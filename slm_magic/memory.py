@@ -1,54 +1,45 @@
-"""`Memory`: the engine's public facade, composed of parts held as attributes, each owning its
-state: `replica` (the in-process index), `sessions` (API A's lifecycle), `api_b` (the per-user
-observations), `learning` (feedback and the learned ranker), `calibration` (answer
-confidence), `exchange` (export and import); `store` runs every statement. Memory validates,
-writes and recalls, and hands the rest to its parts."""
+"""`Memory`: the engine's public facade over both APIs, composed of parts held as attributes,
+each owning its state and given only what it uses: `store` (every statement, on the file or
+the team's server), `settings` (the ranking's knobs and the model), `live` (the kernel's
+index), `working_sets`, `lease` (how the file is held), `writer` (the write path),
+`retrieval` (recall), `sessions` (API A's lifecycle), `api_b` (the per-user observations),
+`learning` (feedback and the learned ranker), `calibration` (answer confidence) and
+`exchange` (export and import). Memory checks what a caller gives and hands it on."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import os
-import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
-from .index import bulk
 from .errors import InvalidInput, StoreError, type_name
 from .core.identity import default_user
-from .index.meaning import EmbeddingModel, memory_texts
+from .index.meaning import EmbeddingModel
 from .index.sparse import SparseIndex
 from .results.models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
-                     Session, SessionInit, SessionStartResponse, Skipped, StatusReport)
+                     Session, SessionInit, SessionStartResponse, StatusReport)
 from .core.scoring import (RankingConfig)
 from .engine.exchange import Exchange
+from .engine.lease import Lease
 from .engine.recall import Recall
+from .engine.writer import Writer
 from .engine.settings import Settings
 from .ranking.calibration import AnswerCalibration, AnswerConfidence, Judge
 from .engine.learning import LearningLoop
 from .sessions.api_b import ApiB
-from .core.session_ids import is_synthetic_session
 from .sessions.api_a import SessionService
 from .core.fields import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE
 from .index.live import LiveIndex
 from .index.replica import IndexReplica
 from .index.rows import FactRows, fact_of
-from .index.analysis import Postings
-from .core.ids import content_hash, content_hashes, new_fact_ids
-from .core.clock import epoch_seconds, to_utc_naive
-from .core.fields import field_counts, field_grams
-from .engine.validate import validate
+from .core.clock import to_utc_naive
 from .engine.working_sets import WorkingSets
 from .storage.backends import is_url, missing_file, open_store
-from .storage.columns import FACT_COLUMNS, INSERT_COLUMNS, vector_columns
 from .storage.store import utcnow
 
-_ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 
 
 
@@ -89,11 +80,13 @@ class Memory:
                                              abstain_below=abstain_below)
         self.live = LiveIndex(self.store)
         self.working_sets = WorkingSets(self.store)
-        self._sharing = False  # inside `attached`, having opened the file: a long write lets it go between batches
         self.learning = LearningLoop(self)
         self.exchange = Exchange(self)
         self.sessions = SessionService(self)
         self.api_b = ApiB(self)
+        self.lease = Lease(self.store, self.settings, self.live, self.working_sets)
+        self.writer = Writer(self.store, self.settings, self.live, self.working_sets, self.learning, self.lease, self.now,
+                             self.user_id)
         self.retrieval = Recall(self.store, self.settings, self.live, self.working_sets, self.learning, self.now)
         self.live.load(self.config.k1, self.config.b, self.meaning)
 
@@ -308,25 +301,7 @@ class Memory:
     def rows(self) -> FactRows:
         return self.live.rows
 
-    def _vectors_of(self, columns: Mapping[str, Sequence]) -> np.ndarray | None:
-        """New memories' vectors (validated columns) when the meaning channel runs, else None."""
-        if self.meaning is None:
-            return None
-        return self.meaning.encode(memory_texts(columns["content"], columns["title"], columns["tags"]))
-
-    def _with_vectors(self, columns: dict[str, Any], vecs: np.ndarray | None) -> dict[str, np.ndarray]:
-        """The vectors into the columns the store writes (`vec`, `vec_model`); returns what the
-        index takes of them ({"vectors": ...}, or {} when there are none)."""
-        if vecs is None:
-            return {}
-        columns.update(vector_columns(vecs, self.meaning.name))
-        return {"vectors": vecs}
-
-    def _vector_fields(self, vecs: np.ndarray | None) -> dict[str, Any]:
-        """One memory's `vec` and `vec_model` as a row writes them (NULL without the channel)."""
-        return {"vec": None if vecs is None else vecs[0].tolist(), "vec_model": None if vecs is None else self.meaning.name}
-
-    # --- writes -----------------------------------------------------------------------------
+    # --- writes (the `writer` part) ------------------------------------------------------------
     def remember(self, content: str, *, session_id: str | None = None, tags: str | Iterable[str] | None = None,
                  project: str | None = None, type: str | None = None, title: str | None = None,
                  topic_key: str | None = None, core: bool | None = None, created_at: datetime | None = None,
@@ -343,59 +318,10 @@ class Memory:
         `topic_key` that a live memory of this user already has, that memory is revised
         instead, and a field left out keeps the value it had. `user_id=""` is this Memory's
         user (no row is written under the empty user: store.adopt_unowned)."""
-        if user_id == "":
-            user_id = None
-        if isinstance(topic_key, str) and topic_key:
-            user = self.user_id if user_id is None else user_id
-            existing = self.store.find_live(user, topic_key=topic_key) if isinstance(user, str) else None
-            if existing is not None:
-                if share is not None and not isinstance(share, bool):
-                    raise InvalidInput(f"share must be True or False, not {type_name(share)}")
-                if share is False and self.get(existing, user_id=user).shared:
-                    raise InvalidInput(f"memory {existing} under topic {topic_key!r} is shared, and a shared memory "
-                                       "cannot be unshared: forget it, then remember it again")
-                fact = self.revise(existing, content=content, title=title, type=type, tags=tags, project=project,
-                                   user_id=user)
-                if core is not None and bool(core) != fact.is_core:
-                    fact = self.pin(existing, bool(core), user_id=user)
-                if share and not fact.shared:
-                    self.store.set_shared(existing)
-                    self.live.sync()
-                    fact = self.get(existing, user_id=user)
-                return fact
-        if isinstance(session_id, str) and not is_synthetic_session(session_id) and self.session_is_closed(session_id):
-            raise InvalidInput(f"session {session_id} is closed: open a new one (session_init) to remember in")
-        cols = validate([dict(content=content, session_id=session_id, tags=tags, project=project, type=type,
-                              title=title, topic_key=topic_key, core=core, created_at=created_at,
-                              user_id=user_id, source=source, notebook=notebook, cell=cell, cell_id=cell_id,
-                              code=code, share=share)],
-                        now=self.now(), default_user=self.user_id)
-        row = {k: v[0] for k, v in cols.items()}
-        counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
-        grams = field_grams(row["content"], row["title"], row["tags"])
-        self.working_sets.flush()
-        row.update(fact_id=new_fact_ids(1)[0], content_hash=content_hash(row["content"]),
-                   revision_count=0, kind="memory", doc_len=length,
-                   terms=list(counts.keys()), tfs=list(counts.values()))
-        vecs = self._vectors_of(cols)
-        row.update(self._vector_fields(vecs))
-        self.live.refresh()
-        doc_id, changed = self.store.insert_one(row)
-        fact = Fact(**{k: row[k] for k in FACT_COLUMNS if k != "tags"}, tags=tuple(row["tags"]))
-        n = len(counts)
-        self.live.after_write(
-            np.array([doc_id], dtype=np.int64), np.array([changed]),
-            {"doc_len": [row["doc_len"]], "updated": [epoch_seconds(row["updated_at"])], "revision_count": [0],
-             "user_id": [row["user_id"]], "project": [row["project"]], "is_core": [row["is_core"]],
-             "shared": [row["shared"]], "kind": ["memory"], "type": [row["type"]], "session_id": [row["session_id"]],
-             "g_doc": np.full(len(grams), doc_id), "g_gram": np.fromiter(grams.keys(), np.int64, len(grams)),
-             "g_tf": np.fromiter(grams.values(), np.int64, len(grams)), **({} if vecs is None else {"vectors": vecs})},
-            np.full(n, doc_id, dtype=np.int64), np.fromiter(counts.keys(), np.int64, n),
-            np.fromiter(counts.values(), np.int64, n), facts=[fact])
-        sid = row["session_id"]
-        if sid and not is_synthetic_session(sid) and self.working_sets.of(sid):
-            self.learning.implicit_used(sid, list(counts.keys()), int(doc_id), fact.user_id)
-        return fact
+        return self.writer.remember(content, session_id=session_id, tags=tags, project=project, type=type, title=title,
+                                    topic_key=topic_key, core=core, created_at=created_at, user_id=user_id,
+                                    source=source, notebook=notebook, cell=cell, cell_id=cell_id, code=code,
+                                    share=share)
 
     def remember_many(self, records: Iterable[Mapping[str, Any]], *, batch_size: int = 20_000,
                       on_invalid: str = "raise") -> Remembered:
@@ -404,200 +330,23 @@ class Memory:
         `on_invalid="raise"` (the default) writes nothing of a batch with an invalid record and
         names it; "skip" writes the valid ones and lists each skipped record's position and
         reason in the result's `skipped`."""
-        if on_invalid not in ("raise", "skip"):
-            raise InvalidInput(f"on_invalid must be 'raise' or 'skip'; got {on_invalid!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInput(f"batch_size must be a positive integer; got {batch_size!r}")
-        ids: list[str] = []
-        skipped: list[Skipped] = []
+        return self.writer.remember_many(records, batch_size=batch_size, on_invalid=on_invalid)
 
-        def prepared():  # validated batches (or the error to raise once the batches before it are stored)
-            batch: list[Mapping[str, Any]] = []
-            start = 0
-            for rec in records:
-                batch.append(rec)
-                if len(batch) >= batch_size:
-                    yield self._prepared(batch, start, on_invalid, skipped)
-                    start += len(batch)
-                    batch = []
-            if batch:
-                yield self._prepared(batch, start, on_invalid, skipped)
-
-        columns_of = lambda b: b if isinstance(b, dict) else None
-        size_of = lambda b: len(b["content"]) if isinstance(b, dict) else 0
-        in_flight: list[Callable[[], list[str]]] = []  # the batch inserted while the next is read and analysed
-
-        def settle() -> None:
-            while in_flight:
-                ids.extend(in_flight.pop()())
-
-        with self.bulk_write() as writer:
-            try:
-                for columns, post, last in bulk.analysed(prepared(), columns_of, size_of):
-                    settle()
-                    if isinstance(columns, InvalidInput):
-                        raise columns
-                    if columns is not None:
-                        in_flight.append(self._store_later(columns, post, writer=writer))
-                    if not last and self._sharing:  # (the file is let go: nothing in flight)
-                        settle()
-                        self._yield_file()
-                settle()
-            finally:  # (an error after a batch was handed over: that batch is still indexed)
-                with contextlib.suppress(Exception):  # (its own error, if any, was raised already)
-                    settle()
-        self.live.save_soon()
-        return Remembered(ids, skipped=skipped)
-
-    @contextlib.contextmanager
     def bulk_write(self):
-        """Many batches in a row: the file checkpointed and the index merged once, at the end.
-        Yields a writer thread for `_store_later`: DuckDB lets go of the GIL while it inserts, so
-        a batch is written and indexed while the next one is checked and its postings are taken
-        from the analysis worker."""
-        with self.store.bulk(), (self.replica.bulk_write() if self.replica is not None else contextlib.nullcontext()), \
-                concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="slm-bulk-insert") as writer:
-            yield writer
-
-    def _prepared(self, batch: Sequence[Mapping[str, Any]], start: int, on_invalid: str,
-                  skipped: list[Skipped]) -> dict[str, Any] | InvalidInput | None:
-        """One batch validated into columns; with "skip", its invalid records are set aside
-        (found one by one only when the batch as a whole does not validate), None if none is
-        left. With "raise", the error (returned, to be raised in its turn)."""
-        if on_invalid == "skip":
-            try:
-                validate(batch, now=self.now(), default_user=self.user_id, offset=start)
-            except InvalidInput:
-                good = []
-                for i, rec in enumerate(batch):
-                    try:
-                        validate([rec], now=self.now(), default_user=self.user_id)
-                        good.append(rec)
-                    except InvalidInput as exc:
-                        skipped.append(Skipped(position=start + i, reason=str(exc)))
-                batch = good
-            if not batch:
-                return None
-        try:
-            return self._columns(batch, offset=start)
-        except InvalidInput as exc:
-            return exc
-
-    def _columns(self, records: Sequence[Mapping[str, Any]], type_override: str | None = None,
-                 offset: int = 0) -> dict[str, Any]:
-        columns: dict[str, Any] = validate(records, now=self.now(), default_user=self.user_id,
-                                           offset=offset if len(records) > 1 or offset else None)
-        if type_override is not None:  # internal writes of a reserved type ("summary")
-            columns["type"] = [type_override] * len(columns["content"])
-        if "" in columns["user_id"]:  # (the empty user is nobody: this Memory's user, as in remember)
-            columns["user_id"] = [u or self.user_id for u in columns["user_id"]]
-        if self.meaning is not None and self.meaning.path and self.replica is not None:
-            columns["embed_model"] = self.meaning.path  # (the vectors come with the postings)
-        return columns
-
-    def _write_many(self, records: Sequence[Mapping[str, Any]], kind: str = "memory",
-                    type_override: str | None = None, offset: int = 0) -> list[str]:
-        return self._store_many(self._columns(records, type_override, offset), None, kind)
-
-    def _store_many(self, columns: dict[str, Any], post: Postings | None, kind: str = "memory") -> list[str]:
-        """Insert validated columns (with their postings, else analysed here) and index them."""
-        return self._store_later(columns, post, kind)()
-
-    def _store_later(self, columns: dict[str, Any], post: Postings | None, kind: str = "memory",
-                     writer: concurrent.futures.Executor | None = None) -> Callable[[], list[str]]:
-        """`_store_many` in two steps: the batch is inserted and indexed now, or in `writer` when
-        given, and what this returns waits for that and gives its fact_ids."""
-        import pyarrow as pa
-
-        contents = columns["content"]
-        n = len(contents)
-        if post is None:
-            post = Postings.of_columns(columns)
-        terms_col, tfs_col = post.list_columns()
-        fact_ids = new_fact_ids(n)
-        columns["cell"] = pa.array(columns["cell"], type=pa.int32())
-        columns.update(
-            fact_id=fact_ids, content_hash=post.content_hashes or content_hashes(contents),
-            revision_count=np.zeros(n, dtype=np.int32), kind=[kind] * n,
-            doc_len=post.doc_len, terms=terms_col, tfs=tfs_col,
-        )
-        # each stored column as Arrow once, for the insert and for the index's rows
-        arrow = {c: v if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v)
-                 for c, v in ((c, columns[c]) for c in INSERT_COLUMNS)}
-        # (from the analysis, else here, while the writer thread inserts the batch before)
-        vectors = self._with_vectors(arrow, post.vectors if post.vectors is not None else self._vectors_of(columns))
-        self.live.refresh()
-        self.working_sets.flush()
-        def insert_and_index() -> list[str]:  # (one step under the lock: no catch-up sees it half done)
-            with self.store.lock:
-                return self._stored(self.store.insert_many(arrow), fact_ids, columns, arrow, post, vectors)
-
-        if writer is None:
-            done = insert_and_index()
-            return lambda: done
-        return writer.submit(insert_and_index).result
-
-    def _stored(self, got: Mapping[str, np.ndarray], fact_ids: list[str], columns: dict[str, Any],
-                arrow: dict[str, Any], post: Postings, vectors: dict[str, np.ndarray]) -> list[str]:
-        """A batch the store took: into the index, in input order."""
-        import pyarrow as pa
-
-        n = len(fact_ids)
-        returned = got["fact_id"].tolist()
-        doc_ids, changed = got["doc_id"].astype(np.int64), got["changed"].astype(np.int64)
-        if returned != fact_ids:  # (in input order, as DuckDB returns them, there is nothing to do)
-            where = dict(zip(returned, range(n)))
-            order = np.fromiter((where[f] for f in fact_ids), dtype=np.int64, count=n)
-            doc_ids, changed = doc_ids[order], changed[order]
-        created = arrow["created_at"].cast(pa.timestamp("us")).to_numpy().astype(np.int64) / 1e6
-        meta = {"doc_len": columns["doc_len"], "updated": created, "revision_count": columns["revision_count"],
-                "user_id": columns["user_id"], "project": columns["project"], "is_core": columns["is_core"],
-                "shared": columns["shared"], "kind": columns["kind"], "type": columns["type"],
-                "session_id": columns["session_id"],
-                "g_doc": np.repeat(doc_ids, post.glengths), "g_gram": post.grams, "g_tf": post.gtfs, **vectors}
-        if post.term_keys is not None:
-            meta.update(t_keys=post.term_keys, t_of=post.term_of, g_keys=post.gram_keys, g_of=post.gram_of,
-                        g_holders=post.gram_holders)
-        table = pa.table({"doc_id": doc_ids, **{name: arrow[name] for name in FACT_COLUMNS}})
-        self.live.after_write(doc_ids, changed, meta, np.repeat(doc_ids, post.lengths), post.terms, post.tfs,
-                          rows_table=table)
-        return fact_ids
+        """Many batches in a row: the file checkpointed and the index merged once, at the end."""
+        return self.writer.bulk_write()
 
     def revise(self, fact_id: str, *, content: str, title: str | None = None, type: str | None = None,
                tags: str | Iterable[str] | None = None, project: str | None = None,
                user_id: str | None = None) -> Fact:
         """New content for a stored memory (of this Memory's user, or `user_id`): revision_count
         + 1, created_at kept, updated now. A field left out (None) keeps the value it had."""
-        current = self.get(fact_id, user_id=user_id)
-        if current is None:
-            raise InvalidInput(f"no memory with id {fact_id!r}")
-        now = self.now()
-        cols = validate([{"content": content, "title": current.title if title is None else title,
-                          "type": current.type if type is None else type,
-                          "tags": list(current.tags) if tags is None else tags,
-                          "project": current.project if project is None else project}],
-                        now=now, default_user=current.user_id)
-        row = {k: v[0] for k, v in cols.items()}
-        counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
-        vecs = self._vectors_of(cols)  # (the old vector is of the old text: replaced, else cleared)
-        self.store.revise(fact_id, {
-            "content": row["content"], "content_hash": content_hash(row["content"]),
-            "title": row["title"], "type": row["type"], "tags": row["tags"], "project": row["project"],
-            "terms": list(counts.keys()), "tfs": list(counts.values()), "doc_len": length, "updated_at": now,
-            **self._vector_fields(vecs)})
-        self.live.sync()
-        self.learning.after_showing(fact_id, "revised", current.user_id)
-        return self.get(fact_id, user_id=current.user_id)
+        return self.writer.revise(fact_id, content=content, title=title, type=type, tags=tags, project=project,
+                                  user_id=user_id)
 
     def pin(self, fact_id: str, core: bool = True, *, user_id: str | None = None) -> Fact:
         """Make a memory a core memory (always in a session's context), or stop it being one."""
-        if self.get(fact_id, user_id=user_id) is None or not self.store.set_core(fact_id, bool(core)):
-            raise InvalidInput(f"no memory with id {fact_id!r}")
-        self.live.sync()
-        fact = self.get(fact_id, user_id=user_id)
-        if core:
-            self.learning.after_showing(fact_id, "pinned", fact.user_id)
-        return fact
+        return self.writer.pin(fact_id, core, user_id=user_id)
 
     def forget(self, fact_id: str) -> Fact:
         """Delete a memory for good; returns what was deleted. The summaries its session's
@@ -656,39 +405,12 @@ class Memory:
     def attached(self):
         """Hold the file only inside this block (several kernels can then share it): opened
         on entry if needed, caught up with other processes' writes, let go on exit."""
-        opened = not self.store.connected
-        if opened:
-            self.store.connect()
-            self._sharing = True
-        try:
-            if self.index is None:  # degraded earlier: try the index again
-                self.live.load(self.config.k1, self.config.b, self.meaning)
-            self.live.refresh()
+        with self.lease.attached():
             yield self
-        finally:
-            if opened:
-                self._sharing = False
-                try:
-                    if self.working_sets.pending >= WorkingSets.PENDING_MAX // 4:
-                        self.working_sets.flush()  # (a few showings wait for the next write or close)
-                    self.live.save_soon()
-                finally:
-                    self.store.disconnect()
-
-    def _yield_file(self) -> None:
-        """Between batches of a long write inside `attached`: let a waiting kernel in."""
-        self.working_sets.flush()
-        self.store.disconnect()
-        time.sleep(0.25)  # longer than a waiting kernel's backoff step
-        self.store.connect()
-        self.live.refresh()
 
     def detach(self) -> None:
         """Let go of the file between calls (see `attached`)."""
-        if self.store.connected:
-            self.working_sets.flush()
-            self.live.save_soon()
-        self.store.disconnect()
+        self.lease.detach()
 
     # --- reads ------------------------------------------------------------------------------
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10,

@@ -146,7 +146,7 @@ class Exchange:
             for rows, post, last in bulk.analysed(batches, _analysed_columns, len):
                 self._write_imported(rows, post)
                 if not last:
-                    self.memory._yield_file()
+                    self.memory.lease.yield_file()
                 if bar is not None:
                     bar.update(len(rows))
         if bar is not None:
@@ -224,7 +224,7 @@ class Exchange:
         columns["code"] = code_kept(columns["code"], columns["shared"])
         columns["doc_len"] = post.doc_len
         columns["terms"], columns["tfs"] = post.list_columns()
-        self.memory._with_vectors(columns, self.memory._vectors_of(columns))  # (made again, never read from the file)
+        self.memory.writer.with_vectors(columns, self.memory.writer.vectors_of(columns))  # (made again, never read from the file)
         self.memory.working_sets.flush()
         self.memory.store.insert_many(columns)
         self.memory.live.sync()

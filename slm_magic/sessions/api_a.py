@@ -211,7 +211,7 @@ class SessionService:
     def write_summaries(self, records: list[dict[str, Any]]) -> list[str]:
         """The one writer of session summaries: memories of type "summary" (so search finds
         them), kept apart from what was remembered. Returns their ids."""
-        return self.memory._write_many(records, kind="summary_event", type_override="summary")
+        return self.memory.writer.write_many(records, kind="summary_event", type_override="summary")
 
     def set_summary(self, session_id: str, summary: str) -> None:
         """Give a live session the summary later sessions show of it (it stays open)."""
