@@ -1,4 +1,4 @@
-"""slm_magic: a long-term memory for Jupyter notebooks, on an embedded DuckDB file."""
+"""slm_magic: a long-term memory for Jupyter notebooks, on an embedded DuckDB file or a team's PostgreSQL."""
 
 from .errors import InvalidInput, SlmMagicError, StoreError
 from .memory import Memory

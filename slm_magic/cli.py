@@ -27,6 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--embedding-model", default=None, help="the meaning channel's model: a .npz table or a "
                                                            "sentence-transformers model (default: the shipped one)")
     sub = ap.add_subparsers(dest="command", required=True)
+    _reading_commands(sub)
+    _changing_commands(sub)
+    return ap
+
+
+def _reading_commands(sub) -> None:
+    """The commands that store or read memories: remember, recall, stats, list, export, import."""
     r = sub.add_parser("remember", help="store a memory (the text, or - to read it from stdin)")
     r.add_argument("text")
     r.add_argument("--tags", help="comma-separated tags")
@@ -57,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("import", help="add the memories of an exported file")
     i.add_argument("path")
     i.add_argument("--skip-invalid", action="store_true", help="import the valid rows and list the others")
+
+
+def _changing_commands(sub) -> None:
+    """The commands that change what is stored, and the team's and the assistant's."""
     c = sub.add_parser("close", help="close a session (default: the most recent) and summarise it")
     c.add_argument("session_id", nargs="?", default="")
     for name, what in (("pin", "make a memory core (always in a session's context)"),
@@ -78,7 +89,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a person of the team: their login role (created if missing) joins slm_team; repeatable")
     sub.add_parser("mcp", help="serve this memory to an AI assistant: an MCP server on stdin/stdout "
                                "(needs: pip install 'slm-magic[mcp]')")
-    return ap
 
 
 def _mcp(args: argparse.Namespace) -> int:

@@ -80,14 +80,16 @@ class Memory:
                                              abstain_below=abstain_below)
         self.live = LiveIndex(self.store)
         self.working_sets = WorkingSets(self.store)
-        self.learning = LearningLoop(self)
-        self.exchange = Exchange(self)
+        self.learning = LearningLoop(self.store, self.settings, self.live, self.working_sets, self.now, self.user_id,
+                                     self.session_timeout_hours)
         self.sessions = SessionService(self)
         self.api_b = ApiB(self)
         self.lease = Lease(self.store, self.settings, self.live, self.working_sets)
         self.writer = Writer(self.store, self.settings, self.live, self.working_sets, self.learning, self.lease, self.now,
                              self.user_id)
         self.retrieval = Recall(self.store, self.settings, self.live, self.working_sets, self.learning, self.now)
+        self.learning.candidates = self.retrieval.candidates
+        self.exchange = Exchange(self.store, self.live, self.working_sets, self.writer, self.lease, self.now, self.user_id)
         self.live.load(self.config.k1, self.config.b, self.meaning)
 
     # --- lifecycle --------------------------------------------------------------------------

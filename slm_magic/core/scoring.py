@@ -89,8 +89,8 @@ class RankingConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     k1: float = Field(K1, gt=0)
-    b: float = Field(B, ge=0, le=1)  # memories vary in length more than most collections (RESULTS.md 7)
-    context_weight: float = Field(0.0, ge=0, le=1)  # off: it helps LoCoMo, hurts LongMemEval (RESULTS.md 7)
+    b: float = Field(B, ge=0, le=1)  # memories vary in length more than most collections (RESULTS.md 9)
+    context_weight: float = Field(0.0, ge=0, le=1)  # off: it helps LoCoMo, hurts LongMemEval (RESULTS.md 9)
     context_decay: float = Field(0.5, ge=0, le=1)
     # The n-gram channel's weight in the noisy-or with the BM25 part (of the pool it re-orders).
     ngram_weight: float = Field(0.7, ge=0, le=1)

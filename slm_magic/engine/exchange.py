@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -72,29 +73,36 @@ def _bad_json_line(path: Path) -> str | None:
 class Exchange:
     """A part of `Memory` (held as `memory.exchange`): `export(path)` and `import_file(path)`,
     in the file format `EXPORT_COLUMNS` defines. It holds no state: it reads and writes through
-    the memory's store and brings the memory's index up to date after each batch."""
+    the store, has the writer make the vectors again, and brings the index up to date after
+    each batch, letting a waiting kernel in between batches (the lease)."""
 
-    def __init__(self, memory):
-        self.memory = memory
+    def __init__(self, store, live, working_sets, writer, lease, clock: Callable[[], datetime], user_id: str):
+        self.store = store
+        self.live = live
+        self.working_sets = working_sets
+        self.writer = writer
+        self.lease = lease
+        self.now = clock
+        self.user_id = user_id
 
     def export(self, path: str | Path, *, user_id: str | None = None) -> ExportReport:
         """Write one user's memories and session summaries (default: this Memory's user) to
         PATH; returns how many of each."""
         path = Path(os.path.realpath(Path(path).expanduser()))  # (a link: the file it points at)
         fmt = _format(path)
-        user = self.memory.user_id if user_id is None else user_id
+        user = self.user_id if user_id is None else user_id
         if not path.parent.is_dir():
             raise InvalidInput(f"{path.parent} is not a folder")
         if path.is_dir():
             raise InvalidInput(f"{path} is a folder: name the file to write")
-        stats = self.memory.store.user_stats(user)
+        stats = self.store.user_stats(user)
         # Written where only we can look, at the file's own mode, then moved into place: an
         # export holds the memories' text, so it is never more readable than the file.
         try:
             with tempfile.TemporaryDirectory(dir=path.parent, prefix=".slm-export-") as private:
                 part = Path(private) / path.name
-                self.memory.store.write_export(part, fmt, user, EXPORT_COLUMNS)
-                os.chmod(part, self.memory.store.index_mode())
+                self.store.write_export(part, fmt, user, EXPORT_COLUMNS)
+                os.chmod(part, self.store.index_mode())
                 os.replace(part, path)
         except Exception as exc:  # noqa: BLE001 - a path we cannot write is the user's to fix
             raise InvalidInput(f"cannot write {path}: {exc}") from None
@@ -115,24 +123,24 @@ class Exchange:
         if not path.is_file():
             raise InvalidInput(f"{path} is not a file")
         where = "line" if fmt == "json" else "row"
-        with self.memory.store.lock:
+        with self.store.lock:
             try:
                 # (JSON: the fields a person writes by hand are read as written and checked here)
                 types = {c: "JSON" if c in _HAND_WRITTEN and fmt == "json" else _TYPES[c] for c in EXPORT_COLUMNS}
-                table = self.memory.store.read_export(path, fmt, types)
+                table = self.store.read_export(path, fmt, types)
             except Exception as exc:  # noqa: BLE001 - unreadable or not ours: say so, change nothing
                 why = _bad_json_line(path) if fmt == "json" else None
                 if why is None:
                     why = str(exc).splitlines()[0].split("Error: ", 1)[-1]
                 raise InvalidInput(f"{path.name}: {why}; nothing was imported") from None
-            present = self.memory.store.existing_fact_ids([x for x in table.column("fact_id").to_pylist() if x])
+            present = self.store.existing_fact_ids([x for x in table.column("fact_id").to_pylist() if x])
         rows = table.to_pylist()
         self._complete(rows, fmt)
         skipped = self._check_imported(rows, path, where, on_invalid)
         bad = {s.position for s in skipped}
         notes = [r["fact_id"] for r in rows if r["_note"] and r["line_number"] not in bad]
         if notes:  # (their ids are computed from the notes: a second import finds them)
-            present |= self.memory.store.existing_fact_ids(notes)
+            present |= self.store.existing_fact_ids(notes)
         new = [r for r in rows if r["line_number"] not in bad and r["fact_id"] not in present and not r.get("_repeat")]
         already = sum(1 for r in rows if r["line_number"] not in bad and (r["fact_id"] in present or r.get("_repeat")))
         total = len(new)
@@ -142,16 +150,16 @@ class Exchange:
 
             bar = tqdm(total=total, unit="memories", desc=f"import {path.name}")
         batches = (new[start:start + BATCH] for start in range(0, total, BATCH))
-        with self.memory.bulk_write():
+        with self.writer.bulk_write():
             for rows, post, last in bulk.analysed(batches, _analysed_columns, len):
                 self._write_imported(rows, post)
                 if not last:
-                    self.memory.lease.yield_file()
+                    self.lease.yield_file()
                 if bar is not None:
                     bar.update(len(rows))
         if bar is not None:
             bar.close()
-        self.memory.live.save_soon()
+        self.live.save_soon()
         summaries = sum(1 for r in new if r["kind"] == "summary_event")
         return ImportReport(path=str(path), memories=total - summaries, summaries=summaries,
                             already_present=already, skipped=tuple(skipped))
@@ -160,10 +168,10 @@ class Exchange:
         """Fill in what a hand-written line leaves out and can be computed: a plain note (no
         fact_id) gets its id from its user and content, its text redacted, and every row its
         content hash, kind, type and timestamps. Tags that cannot be read are the row's `_why`."""
-        now = self.memory.now()
+        now = self.now()
         for r in rows:
             r["_why"] = _read_by_hand(r, fmt)
-            r["user_id"] = r["user_id"] or self.memory.user_id
+            r["user_id"] = r["user_id"] or self.user_id
             r["_note"] = not r["fact_id"] and isinstance(r["content"], str) and r["content"].strip() != ""
             if r["_note"]:
                 r["content"], r["title"] = redact(r["content"]), r["title"] and redact(r["title"])
@@ -214,9 +222,9 @@ class Exchange:
         columns = {c: [r[c] for r in rows] for c in EXPORT_COLUMNS}
         columns["tags"] = [list(t or []) for t in columns["tags"]]
         columns["project"] = [p or "" for p in columns["project"]]
-        columns["user_id"] = [u or self.memory.user_id for u in columns["user_id"]]
-        if not self.memory.store.sees_everything:  # on a server you import as yourself: they become yours
-            columns["user_id"] = [self.memory.user_id] * len(rows)
+        columns["user_id"] = [u or self.user_id for u in columns["user_id"]]
+        if not self.store.sees_everything:  # on a server you import as yourself: they become yours
+            columns["user_id"] = [self.user_id] * len(rows)
         columns["cell"] = pa.array(columns["cell"], type=pa.int32())
         columns["revision_count"] = np.asarray([r or 0 for r in columns["revision_count"]], dtype=np.int32)
         columns["is_core"] = [bool(x) for x in columns["is_core"]]
@@ -224,10 +232,10 @@ class Exchange:
         columns["code"] = code_kept(columns["code"], columns["shared"])
         columns["doc_len"] = post.doc_len
         columns["terms"], columns["tfs"] = post.list_columns()
-        self.memory.writer.with_vectors(columns, self.memory.writer.vectors_of(columns))  # (made again, never read from the file)
-        self.memory.working_sets.flush()
-        self.memory.store.insert_many(columns)
-        self.memory.live.sync()
+        self.writer.with_vectors(columns, self.writer.vectors_of(columns))  # (made again, never read from the file)
+        self.working_sets.flush()
+        self.store.insert_many(columns)
+        self.live.sync()
 
 
 def _read_by_hand(r: dict, fmt: str) -> str | None:

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import InvalidInput
 from ..results.models import PHASE_2_SIGNALS, PHASE_3_SIGNALS, LearningStatus
+from ..index.rows import fact_of
 from ..index.sparse import locate
 from ..ranking.learner import Learner
 from ..ranking.reranker import CANDIDATES, LinearRanker, Usage, feature_matrix
@@ -44,35 +45,24 @@ USED_OVERLAP = 0.5        # share of a shown memory's terms a new memory must co
 IGNORED_AFTER = 3         # showings in one session with no positive signal: a weak negative
 
 
-class Host(Protocol):
-    """What the learning loop needs of the memory it is a part of."""
-
-    store: Any
-    user_id: str
-    config: Any
-    session_timeout_hours: float
-    working_sets: Any
-    retrieval: Any  # (its `candidates`: what the learned ranker is trained on)
-
-    @property
-    def index(self) -> Any: ...
-
-    @property
-    def rows(self) -> Any: ...
-
-    def now(self) -> datetime: ...
-
-    def get(self, fact_id: str, *, user_id: str | None = None) -> Any: ...
-
-
 class LearningLoop:
     """A part of `Memory` (held as `memory.learning`): explicit feedback, the implicit signals,
     the phases, and each user's learned ranker, parsed once per model. It owns the rankers it
-    parsed and why a training failed; it reads the file through the memory's store and ranks
-    candidates through the memory's default fusion."""
+    parsed and why a training failed; it reads the signals through the store, what sessions
+    showed through the working sets and the index, and trains on recall's default fusion."""
 
-    def __init__(self, memory: "Host"):
-        self.memory = memory
+    def __init__(self, store, settings, live, working_sets, clock: Callable[[], datetime], user_id: str,
+                 session_timeout_hours: float):
+        self.store = store
+        self.settings = settings
+        self.live = live
+        self.working_sets = working_sets
+        self.now = clock
+        self.user_id = user_id
+        self.session_timeout_hours = session_timeout_hours
+        # The default fusion's best candidates for a query (`Recall.candidates`): what a learned
+        # ranker is trained on. Given once recall is built (it ranks with this loop's learners).
+        self.candidates: Callable[..., tuple] | None = None
         self._rankers: dict[str, tuple] = {}          # user -> (model id, its parsed ranker)
         self._training_errors: dict[str, tuple] = {}  # user -> (why the last training failed, at how many signals)
 
@@ -82,7 +72,7 @@ class LearningLoop:
         the `project` filter, if any); returns the signal's id."""
         if not isinstance(signal, str) or signal not in EXPLICIT_SIGNALS:
             raise InvalidInput(f"signal must be one of {', '.join(EXPLICIT_SIGNALS)}; got {signal!r}")
-        fact = self.memory.readable(fact_id) if isinstance(fact_id, str) else None
+        fact = self._readable(fact_id) if isinstance(fact_id, str) else None
         if fact is None:  # (one the user may read: their own, or one someone shared)
             raise InvalidInput(f"no memory with id {fact_id!r}")
         if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
@@ -95,21 +85,26 @@ class LearningLoop:
             if shown is not None and shown[0] == session_id:
                 query, rank, project = shown[1], rank or shown[2], project if project is not None else shown[3]
         signal_id = uuid.uuid4().hex[:16]
-        self.memory.store.signals.add_feedback([(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
-                                  self.memory.now(), self.memory.user_id, project)])
-        self._maybe_retrain(self.memory.user_id)
+        self.store.signals.add_feedback([(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
+                                  self.now(), self.user_id, project)])
+        self._maybe_retrain(self.user_id)
         return signal_id
 
+    def _readable(self, fact_id: str):
+        """A memory this user may read (their own, or one its author shared), else None."""
+        row = self.store.readable_fact(fact_id, self.user_id)
+        return None if row is None else fact_of(row)
+
     def feedback_count(self, user_id: str | None = None) -> int:
-        return self.memory.store.signals.feedback_count(self.memory.user_id if user_id is None else user_id)
+        return self.store.signals.feedback_count(self.user_id if user_id is None else user_id)
 
     # --- implicit signals ------------------------------------------------------------------
     def last_showing(self, fact_id: str):
         """(session_id, query, rank, project) of the latest recall that showed a memory within
         the session timeout (showings not yet written out included), or None."""
-        self.memory.working_sets.flush()
-        since = self.memory.now() - timedelta(hours=self.memory.session_timeout_hours)
-        return self.memory.store.sessions.last_showing(fact_id, since)
+        self.working_sets.flush()
+        since = self.now() - timedelta(hours=self.session_timeout_hours)
+        return self.store.sessions.last_showing(fact_id, since)
 
     def after_showing(self, fact_id: str, signal: str, user_id: str) -> None:
         """Pinned or revised: a signal if a real session's recall showed it lately."""
@@ -117,18 +112,18 @@ class LearningLoop:
         if shown is None:
             return
         session_id, query, rank, project = shown
-        if (fact_id, signal) in set(self.memory.store.signals.session_signals(session_id, user_id)):
+        if (fact_id, signal) in set(self.store.signals.session_signals(session_id, user_id)):
             return
-        self.memory.store.signals.add_feedback([(uuid.uuid4().hex[:16], session_id, fact_id, signal, IMPLICIT_SIGNALS[signal],
-                                  query, rank, self.memory.now(), user_id, project)])
+        self.store.signals.add_feedback([(uuid.uuid4().hex[:16], session_id, fact_id, signal, IMPLICIT_SIGNALS[signal],
+                                  query, rank, self.now(), user_id, project)])
         self._maybe_retrain(user_id)
 
     def implicit_used(self, session_id: str | None, new_terms: list[int], new_doc: int,
                        user_id: str) -> None:
         """A remember in a session that showed memories: the shown ones it repeats were used.
         Found in process from the index's postings; the file is asked only when one was."""
-        shown_counts = self.memory.working_sets.known(session_id) if session_id else None
-        index = self.memory.index
+        shown_counts = self.working_sets.known(session_id) if session_id else None
+        index = self.live.index
         if not shown_counts or index is None:
             return
         shown = np.array(sorted(d for d in shown_counts if d != new_doc and 0 <= d < index.docs.size), dtype=np.int64)
@@ -147,35 +142,35 @@ class LearningLoop:
         used = shown[covered >= USED_OVERLAP * np.maximum(index.docs.dl[shown], 1.0)]
         if not used.size:
             return
-        self.memory.working_sets.flush()
-        given = {f for f, s in self.memory.store.signals.session_signals(session_id, user_id) if s == "used"}
+        self.working_sets.flush()
+        given = {f for f, s in self.store.signals.session_signals(session_id, user_id) if s == "used"}
         rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "used", IMPLICIT_SIGNALS["used"], query, rank,
-                 self.memory.now(), user_id, project)
-                for fact_id, _, query, rank, project in self.memory.store.sessions.session_showings(
+                 self.now(), user_id, project)
+                for fact_id, _, query, rank, project in self.store.sessions.session_showings(
                     session_id, user_id, used.tolist())
                 if fact_id not in given]
         if rows:
-            self.memory.store.signals.add_feedback(rows)
+            self.store.signals.add_feedback(rows)
             self._maybe_retrain(user_id)
 
     def ignored_at_close(self, session_id: str, user_id: str) -> None:
         """At a session's close: what it was shown often and never found useful."""
-        self.memory.working_sets.flush()
-        signals = self.memory.store.signals.session_signals(session_id, user_id)
+        self.working_sets.flush()
+        signals = self.store.signals.session_signals(session_id, user_id)
         positive = {f for f, s in signals if EXPLICIT_SIGNALS.get(s, IMPLICIT_SIGNALS.get(s, 0)) > 0}
         already = {f for f, s in signals if s == "ignored"}
         rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "ignored", IMPLICIT_SIGNALS["ignored"], query, rank,
-                 self.memory.now(), user_id, project)
-                for fact_id, times, query, rank, project in self.memory.store.sessions.session_showings(session_id, user_id)
+                 self.now(), user_id, project)
+                for fact_id, times, query, rank, project in self.store.sessions.session_showings(session_id, user_id)
                 if times >= IGNORED_AFTER and fact_id not in positive and fact_id not in already]
         if rows:
-            self.memory.store.signals.add_feedback(rows)
+            self.store.signals.add_feedback(rows)
             self._maybe_retrain(user_id)
 
     # --- phases and the learner --------------------------------------------------------------
     def status(self, user_id: str | None = None) -> LearningStatus:
-        user = self.memory.user_id if user_id is None else user_id
-        signals = self.memory.store.signals.feedback_count(user)
+        user = self.user_id if user_id is None else user_id
+        signals = self.store.signals.feedback_count(user)
         if signals < PHASE_2_SIGNALS:
             return LearningStatus(feedback_signals=signals, phase=1, status="collecting")
         if signals < PHASE_3_SIGNALS:
@@ -190,19 +185,19 @@ class LearningLoop:
 
     def learner(self, user_id: str) -> Learner | None:
         """The learning to apply to this user's recalls (None in phase 1 or when switched off)."""
-        if not self.memory.config.learning:
+        if not self.settings.config.learning:
             return None
-        signals = self.memory.store.signals.feedback_count(user_id)
+        signals = self.store.signals.feedback_count(user_id)
         if signals < PHASE_2_SIGNALS:
             return None
         ranker = self._ranker(user_id)[0] if signals >= PHASE_3_SIGNALS else None
-        usage = Usage(*self.memory.store.signals.signal_sums(user_id))
-        return Learner(3 if ranker is not None else 2, usage, ranker, self.memory.rows)
+        usage = Usage(*self.store.signals.signal_sums(user_id))
+        return Learner(3 if ranker is not None else 2, usage, ranker, self.live.rows)
 
     def _ranker(self, user_id: str) -> tuple[LinearRanker | None, str | None, str | None]:
         """(the stored model, its id, None) or (None, None, why there is none)."""
         why = self._training_errors.get(user_id, (None, 0))[0]
-        row = self.memory.store.signals.latest_model(user_id, "ranker")
+        row = self.store.signals.latest_model(user_id, "ranker")
         if row is None:
             return None, None, why or "no model trained yet"
         model_id, _, _, params = row
@@ -217,12 +212,12 @@ class LearningLoop:
 
     def _maybe_retrain(self, user_id: str) -> None:
         """Fit a new ranker when the signals reach phase 3 or have grown enough since the last."""
-        if not self.memory.config.learning:
+        if not self.settings.config.learning:
             return
-        signals = self.memory.store.signals.feedback_count(user_id)
+        signals = self.store.signals.feedback_count(user_id)
         if signals < PHASE_3_SIGNALS:
             return
-        row = self.memory.store.signals.latest_model(user_id, "ranker")
+        row = self.store.signals.latest_model(user_id, "ranker")
         if (row is not None and signals < max(row[2] + RETRAIN_MIN_NEW, RETRAIN_GROWTH * row[2])
                 and self._ranker(user_id)[0] is not None):  # (a model this version cannot read: refit now)
             return
@@ -234,8 +229,8 @@ class LearningLoop:
     def train(self, user_id: str | None = None) -> str | None:
         """Fit the phase-3 ranker on a user's signals now and store it; returns its id, or None
         (the reason is then in `status().status`)."""
-        user = self.memory.user_id if user_id is None else user_id
-        signals = self.memory.store.signals.feedback_count(user)
+        user = self.user_id if user_id is None else user_id
+        signals = self.store.signals.feedback_count(user)
         try:
             X, y = self._training_rows(user)
             ranker = LinearRanker.fit(X, y, weight=LEARNED_WEIGHT)
@@ -243,26 +238,26 @@ class LearningLoop:
             self._training_errors[user] = (f"training failed: {exc}", signals)
             return None
         self._training_errors.pop(user, None)
-        row = self.memory.store.signals.latest_model(user, "ranker")
+        row = self.store.signals.latest_model(user, "ranker")
         version = 1 if row is None else row[1] + 1
         model_id = f"ranker-v{version}"
         # trained_on: the user's signal count when fitted (what the retraining rule compares)
-        self.memory.store.signals.save_model(f"{model_id}-{uuid.uuid4().hex[:8]}", user, "ranker", version,
-                                             self.memory.now(), signals, ranker.to_json())
-        return self.memory.store.signals.latest_model(user, "ranker")[0]
+        self.store.signals.save_model(f"{model_id}-{uuid.uuid4().hex[:8]}", user, "ranker", version,
+                                             self.now(), signals, ranker.to_json())
+        return self.store.signals.latest_model(user, "ranker")[0]
 
     def _training_rows(self, user: str) -> tuple[np.ndarray, np.ndarray]:
         """Each signal with a query becomes a row: the features its memory has among that
         query's default candidates now (its own query's signals left out of the prior)."""
-        if self.memory.index is None:
+        if self.live.index is None:
             raise RuntimeError("the in-process index is not available")
         by_query: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
-        for query, project, doc, value in self.memory.store.signals.training_signals(user):
+        for query, project, doc, value in self.store.signals.training_signals(user):
             by_query[(query, project)].append((int(doc), float(value)))
-        usage = Usage(*self.memory.store.signals.signal_sums(user))
+        usage = Usage(*self.store.signals.signal_sums(user))
         X, y = [], []
         for (query, project), items in by_query.items():
-            ranked, cs = self.memory.retrieval.candidates(query, user, CANDIDATES, project)
+            ranked, cs = self.candidates(query, user, CANDIDATES, project)
             if not ranked.doc_ids.size:
                 continue
             sums, shown = usage.lookup(ranked.doc_ids)
@@ -270,7 +265,7 @@ class LearningLoop:
             for doc, value in items:
                 own[doc] += value
             sums = sums - np.array([own.get(int(d), 0.0) for d in ranked.doc_ids])
-            feats = feature_matrix(ranked, cs, self.memory.index, sums, shown, self.memory.rows)
+            feats = feature_matrix(ranked, cs, self.live.index, sums, shown, self.live.rows)
             row_of = {int(d): i for i, d in enumerate(ranked.doc_ids)}
             for doc, value in items:
                 if doc in row_of:

@@ -7,7 +7,7 @@ position in a bulk import); nothing is written unless every record passes.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -93,57 +93,27 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
     record's place in the whole input (None: a single memory, no position named)."""
     n = len(records)
 
-    def _where(_n: int, i: int) -> str:
+    def where(i: int) -> str:
         return "" if offset is None else f" (record {offset + i})"
 
     for i, rec in enumerate(records):
         if not isinstance(rec, Mapping):
-            raise InvalidInput(f"a memory record must be a mapping, not {type(rec).__name__}{_where(n, i)}")
+            raise InvalidInput(f"a memory record must be a mapping, not {type(rec).__name__}{where(i)}")
         if not rec.keys() <= FIELDS:
             unknown = ", ".join(sorted(map(str, set(rec) - FIELDS)))
-            raise InvalidInput(f"unknown memory field(s): {unknown}{_where(n, i)}")
-
-    content = [r.get("content") for r in records]
-    if not set(map(type, content)) <= {str}:
-        i = next(i for i, c in enumerate(content) if not isinstance(c, str))
-        raise InvalidInput(f"content must be a string, not {type(content[i]).__name__}{_where(n, i)}")
-    if "\x00" in "".join(content):
-        content = [c.replace("\x00", "") for c in content]
-    content = [redact(c) for c in content]
-    for i, c in enumerate(content):
-        if not c or c.isspace():
-            raise InvalidInput(f"content is empty{_where(n, i)}")
-    if max(map(len, content)) > MAX_CONTENT_CHARS:
-        i = next(i for i, c in enumerate(content) if len(c) > MAX_CONTENT_CHARS)
-        raise InvalidInput(f"content is {len(content[i]):,} characters; the limit is {MAX_CONTENT_CHARS:,}, "
-                           f"which protects this machine: save the text to a file and remember its path"
-                           f"{_where(n, i)}")
-
-    cols: dict[str, list] = {"content": content}
-    for name in OPTIONAL_STR:
-        values = [r.get(name) for r in records]
-        kinds = set(map(type, values))
-        if not kinds <= {str, _NONE}:
-            i = next(i for i, v in enumerate(values) if v is not None and not isinstance(v, str))
-            raise InvalidInput(f"{name} must be a string, not {type(values[i]).__name__}{_where(n, i)}")
-        if str in kinds and "\x00" in "".join(v for v in values if v):
-            values = [v.replace("\x00", "") if v else v for v in values]
-        cols[name] = values
-    cols["title"] = [redact(t) if t else t for t in cols["title"]]
-    cols["user_id"] = [default_user if u is None else u for u in cols["user_id"]]
-    cols["project"] = [p or "" for p in cols["project"]]
-    cols["session_id"] = [s or None for s in cols["session_id"]]
+            raise InvalidInput(f"unknown memory field(s): {unknown}{where(i)}")
+    cols: dict[str, list] = {"content": _content(records, where), **_strings(records, where, default_user)}
 
     types = [r.get("type") or "discovery" for r in records]
     if not all(isinstance(t, str) and t in MEMORY_TYPES for t in types):
         i = next(i for i, t in enumerate(types) if not isinstance(t, str) or t not in MEMORY_TYPES)
-        raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}; got {types[i]!r}{_where(n, i)}")
+        raise InvalidInput(f"type must be one of {', '.join(MEMORY_TYPES)}; got {types[i]!r}{where(i)}")
     cols["type"] = types
 
     cells = [r.get("cell") for r in records]
     if not set(map(type, cells)) <= {int, _NONE}:
         i = next(i for i, c in enumerate(cells) if c is not None and (isinstance(c, bool) or not isinstance(c, int)))
-        raise InvalidInput(f"cell must be an integer, not {type(cells[i]).__name__}{_where(n, i)}")
+        raise InvalidInput(f"cell must be an integer, not {type(cells[i]).__name__}{where(i)}")
     cols["cell"] = cells
 
     created = [r.get("created_at") for r in records]
@@ -154,18 +124,60 @@ def validate(records: Sequence[Mapping[str, Any]], *, now: datetime, default_use
     cols["created_at"] = created
     cols["updated_at"] = list(created)
     cols["tags"] = tags_column([r.get("tags") for r in records])
-    cores = [r.get("core") for r in records]
-    if not set(map(type, cores)) <= {bool, _NONE}:
-        i = next(i for i, c in enumerate(cores) if not isinstance(c, (bool, _NONE)))
-        raise InvalidInput(f"core must be True or False, not {type(cores[i]).__name__}{_where(n, i)}")
-    cols["is_core"] = [bool(c) for c in cores]
-    shares = [r.get("share") for r in records]
-    if not set(map(type, shares)) <= {bool, _NONE}:
-        i = next(i for i, c in enumerate(shares) if not isinstance(c, (bool, _NONE)))
-        raise InvalidInput(f"share must be True or False, not {type(shares[i]).__name__}{_where(n, i)}")
-    cols["shared"] = [bool(c) for c in shares]
+    cols["is_core"] = _flags(records, "core", where)
+    cols["shared"] = _flags(records, "share", where)
     cols["code"] = code_kept(cols["code"], cols["shared"])
     return cols
+
+
+def _content(records: Sequence[Mapping[str, Any]], where: Callable[[int], str]) -> list[str]:
+    """The records' content: strings, NULs dropped, private spans redacted, never empty and
+    never over the limit."""
+    content = [r.get("content") for r in records]
+    if not set(map(type, content)) <= {str}:
+        i = next(i for i, c in enumerate(content) if not isinstance(c, str))
+        raise InvalidInput(f"content must be a string, not {type(content[i]).__name__}{where(i)}")
+    if "\x00" in "".join(content):
+        content = [c.replace("\x00", "") for c in content]
+    content = [redact(c) for c in content]
+    for i, c in enumerate(content):
+        if not c or c.isspace():
+            raise InvalidInput(f"content is empty{where(i)}")
+    if max(map(len, content)) > MAX_CONTENT_CHARS:
+        i = next(i for i, c in enumerate(content) if len(c) > MAX_CONTENT_CHARS)
+        raise InvalidInput(f"content is {len(content[i]):,} characters; the limit is {MAX_CONTENT_CHARS:,}, "
+                           f"which protects this machine: save the text to a file and remember its path"
+                           f"{where(i)}")
+    return content
+
+
+def _strings(records: Sequence[Mapping[str, Any]], where: Callable[[int], str], default_user: str) -> dict[str, list]:
+    """The optional text fields (OPTIONAL_STR) as columns: strings or None, NULs dropped, the
+    title redacted, the user defaulted, the project "" and the session None when left out."""
+    cols: dict[str, list] = {}
+    for name in OPTIONAL_STR:
+        values = [r.get(name) for r in records]
+        kinds = set(map(type, values))
+        if not kinds <= {str, _NONE}:
+            i = next(i for i, v in enumerate(values) if v is not None and not isinstance(v, str))
+            raise InvalidInput(f"{name} must be a string, not {type(values[i]).__name__}{where(i)}")
+        if str in kinds and "\x00" in "".join(v for v in values if v):
+            values = [v.replace("\x00", "") if v else v for v in values]
+        cols[name] = values
+    cols["title"] = [redact(t) if t else t for t in cols["title"]]
+    cols["user_id"] = [default_user if u is None else u for u in cols["user_id"]]
+    cols["project"] = [p or "" for p in cols["project"]]
+    cols["session_id"] = [s or None for s in cols["session_id"]]
+    return cols
+
+
+def _flags(records: Sequence[Mapping[str, Any]], name: str, where: Callable[[int], str]) -> list[bool]:
+    """A True/False field (`core`, `share`) as a column, False when left out."""
+    values = [r.get(name) for r in records]
+    if not set(map(type, values)) <= {bool, _NONE}:
+        i = next(i for i, c in enumerate(values) if not isinstance(c, (bool, _NONE)))
+        raise InvalidInput(f"{name} must be True or False, not {type(values[i]).__name__}{where(i)}")
+    return [bool(c) for c in values]
 
 
 def code_kept(codes: Sequence, shared: Sequence[bool]) -> list:

@@ -99,12 +99,8 @@ def analysed(batches: Iterable[T], columns_of: Callable[[T], Mapping[str, Any] |
             raise failed[0]
         return
     ahead = pull()
-    worker, sent = None, False
-    if ahead is not None and size_of(current) >= WORKER_MIN_BATCH:
-        try:
-            worker = Worker()
-        except OSError:
-            worker = None
+    worker = _started(ahead is not None and size_of(current) >= WORKER_MIN_BATCH)
+    sent = False
     try:
         sent, worker = _send(worker, columns_of(ahead) if ahead is not None else None)
         post = here(current)  # (the worker starts meanwhile)
@@ -131,6 +127,17 @@ def analysed(batches: Iterable[T], columns_of: Callable[[T], Mapping[str, Any] |
         raise
     finally:
         _stop(worker)
+
+
+def _started(wanted: bool) -> Worker | None:
+    """A worker for a bulk write whose batches are worth it (None: analysed here, as when a
+    worker cannot start)."""
+    if not wanted:
+        return None
+    try:
+        return Worker()
+    except OSError:
+        return None
 
 
 def _send(worker: Worker | None, columns: Mapping[str, Any] | None) -> tuple[bool, Worker | None]:

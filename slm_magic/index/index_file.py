@@ -388,6 +388,24 @@ def read(path: str, *, schema: int, identity: str, newest: int, k1: float, b: fl
 
 
 def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
+    mm, h = _checked_header(path, schema, identity, newest, holds)
+    a = _checked_blobs(mm, h)
+    reader = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(a["rows"])))
+    row_chunks = [pa.Table.from_batches([reader.get_batch(i)]) for i in range(reader.num_record_batches)]
+    session_ids = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(a["sessions.id"]))).read_all().column("id")
+    index = _index_of(a, h, k1, b)
+    rows = FactRows()
+    if len(row_chunks) != h["rows_chunks"]:
+        raise Stale("damaged (rows)")
+    if row_chunks:
+        rows.chunks, rows.frozen = row_chunks, len(row_chunks)
+        rows.chunk_of, rows.offset_of = a["rows.chunk_of"], a["rows.row_of"]
+    session_last = dict(zip(session_ids.to_pylist(), a["sessions.doc"].tolist()))
+    return Loaded(index, rows, session_last, int(h["stamp"]))
+
+
+def _checked_header(path, schema, identity, newest, holds) -> tuple[mmap.mmap, dict]:
+    """The file mapped and its header, checked against the memory file it must belong to."""
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size < 20:
@@ -414,6 +432,11 @@ def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
         raise Stale("truncated")
     if h["last"] and not holds(int(h["last"][0]), str(h["last"][1]), int(h["stamp"])):
         raise Stale("saved for another history of the memory file (a restored file written again)")
+    return mm, h
+
+
+def _checked_blobs(mm: mmap.mmap, h: dict) -> dict:
+    """Every blob the header lists, checked against its hash: arrays mapped, Arrow as bytes."""
     buf = memoryview(mm)
     a: dict = {}
     views = {name: buf[h["data_start"] + info["offset"]: h["data_start"] + info["offset"] + info["nbytes"]]
@@ -426,10 +449,12 @@ def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
         if sums[name] != info["xxh3"]:
             raise Stale(f"damaged ({name})")
         a[name] = mv if info.get("arrow") else np.frombuffer(mv, dtype=np.dtype(info["dtype"])).reshape(info["shape"])
-    reader = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(a["rows"])))
-    row_chunks = [pa.Table.from_batches([reader.get_batch(i)]) for i in range(reader.num_record_batches)]
-    session_ids = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(a["sessions.id"]))).read_all().column("id")
+    return a
 
+
+def _index_of(a: dict, h: dict, k1: float, b: float) -> SparseIndex:
+    """The sparse index over the mapped blobs: one frozen segment, the vocabulary, the
+    documents' table, the 3-grams and the vectors."""
     index = SparseIndex(k1, b)
     index.segments, index.frozen = [Segment(a["seg.indptr"], a["seg.docs"], a["seg.tfs"])], 1
     terms = a["vocab.terms"]
@@ -448,12 +473,4 @@ def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
     if h.get("vec_dims"):
         index.vectors = VectorStore.mapped(h["vec_model"], a, {k: h[f"vec_{k}"] for k in
                                                               ("used", "packed", "live", "trained_at")})
-
-    rows = FactRows()
-    if len(row_chunks) != h["rows_chunks"]:
-        raise Stale("damaged (rows)")
-    if row_chunks:
-        rows.chunks, rows.frozen = row_chunks, len(row_chunks)
-        rows.chunk_of, rows.offset_of = a["rows.chunk_of"], a["rows.row_of"]
-    session_last = dict(zip(session_ids.to_pylist(), a["sessions.doc"].tolist()))
-    return Loaded(index, rows, session_last, int(h["stamp"]))
+    return index

@@ -137,22 +137,12 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
         return Ranked.empty()
     t = index.docs
     n = t.size
-    bm, dot = cs.bm25, cs.dot
-    own = np.flatnonzero(bm[:n] != 0)  # (a bool mask is 4x faster to scan than floats)
+    own = np.flatnonzero(cs.bm25[:n] != 0)  # (a bool mask is 4x faster to scan than floats)
     if not own.size:
         return Ranked.empty()
-    w, wr = cfg.context_weight, cfg.w_relevance
     wg = cfg.ngram_weight if cs.grams[0].size else 0.0
-    rbase = index.recency_base
     rscale = index.recency_scale(now, cfg.recency_half_life_days)
-    cos = None
-    cmax = 0.0
-    if w > 0:  # cosine of each match's own tf-idf vector; dead ones and the sentinel stay 0
-        cos_own = np.minimum(1.0, dot[own] / np.maximum(t.norm[own] * cs.query_norm, 1e-12))
-        cos_own[~t.alive[own]] = 0.0
-        cos = np.zeros(t.capacity + 1)
-        cos[own] = cos_own
-        cmax = float(cos_own.max())
+    cos, cmax = _context_cosines(t, cs, own) if cfg.context_weight > 0 else (None, 0.0)
     # (the only user's own: no need to compare; a user with none sees only what others shared)
     only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
 
@@ -164,25 +154,10 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
         return parts
 
     k = max(limit, ngrams.POOL) if wg > 0 else limit  # the pool the n-gram channel re-orders
-    probe_n = 4 * k + 64
     cand = own
-    if own.size > 4 * probe_n:
-        # An upper bound of each match's score: its own BM25 and recency/revision, with the
-        # best context any match could give. The k-th best full score among the most
-        # promising is a bar θ; only what can still clear it is scored in full.
-        bm25_own = bm25_relevance(bm[own], cs.idf_max)
-        static_own = (cfg.w_recency * np.minimum(1.0, rbase[own] * rscale)
-                      + cfg.w_revision * (np.minimum(t.revision[own], cfg.revision_cap) / cfg.revision_cap))
-        ws_max = working_set.max if working_set is not None else 0.0
-        rel_bound = 1.0 - (1.0 - bm25_own) * (1.0 - w * cmax)
-        bound = wr * rel_bound + static_own + ws_max
-        if updated_after is not None:  # old and unable to reach the gate's relevance: out
-            bound[(t.updated[own] < updated_after) & (rel_bound + wg < AGE_GATE_RELEVANCE)] = -np.inf
-        probe = _eligible(t, own[np.argpartition(-bound, probe_n - 1)[:probe_n]], only_user, project, kind,
-                          type_code)
-        if probe.size >= k:
-            theta = np.partition(exact(probe)[0], probe.size - k)[probe.size - k] - 1e-12
-            cand = own[bound >= theta]
+    if own.size > 4 * (4 * k + 64):
+        bound = _bounds(index, cs, cfg, own, rscale, cmax, wg, working_set, updated_after)
+        cand = _can_reach(t, own, bound, k, lambda c: exact(c)[0], only_user, project, kind, type_code)
     cand = _eligible(t, cand, only_user, project, kind, type_code)
     if not cand.size:
         return Ranked.empty()
@@ -201,6 +176,43 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     top = top[np.lexsort((cand[top], -score[top]))][:k]
     return with_grams(index, cs, cfg, cand[top], tuple(a[top] for a in (score, rel, bm25, ctx, rec, rev, ws)),
                        updated_after, limit)
+
+
+def _context_cosines(t, cs: ChannelScores, own: np.ndarray) -> tuple[np.ndarray, float]:
+    """The cosine of each match's own tf-idf vector with the question's (dead ones and the
+    sentinel 0), and the best of them: what the context channel reads from a match's neighbours."""
+    cos_own = np.minimum(1.0, cs.dot[own] / np.maximum(t.norm[own] * cs.query_norm, 1e-12))
+    cos_own[~t.alive[own]] = 0.0
+    cos = np.zeros(t.capacity + 1)
+    cos[own] = cos_own
+    return cos, float(cos_own.max())
+
+
+def _bounds(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, own: np.ndarray, rscale: float, cmax: float,
+            wg: float, working_set: WorkingSet | None, updated_after: float | None) -> np.ndarray:
+    """An upper bound of each match's score: its own BM25 and recency/revision, with the best
+    context any match could give (-inf for an old match that cannot reach the age gate)."""
+    t = index.docs
+    bm25_own = bm25_relevance(cs.bm25[own], cs.idf_max)
+    static_own = (cfg.w_recency * np.minimum(1.0, index.recency_base[own] * rscale)
+                  + cfg.w_revision * (np.minimum(t.revision[own], cfg.revision_cap) / cfg.revision_cap))
+    ws_max = working_set.max if working_set is not None else 0.0
+    rel_bound = 1.0 - (1.0 - bm25_own) * (1.0 - cfg.context_weight * cmax)
+    bound = cfg.w_relevance * rel_bound + static_own + ws_max
+    if updated_after is not None:  # old and unable to reach the gate's relevance: out
+        bound[(t.updated[own] < updated_after) & (rel_bound + wg < AGE_GATE_RELEVANCE)] = -np.inf
+    return bound
+
+
+def _can_reach(t, own: np.ndarray, bound: np.ndarray, k: int, exact_score, *filters) -> np.ndarray:
+    """The matches whose bound can still reach the k-th best full score among the most
+    promising few (a bar θ): only these are scored in full."""
+    probe_n = 4 * k + 64
+    probe = _eligible(t, own[np.argpartition(-bound, probe_n - 1)[:probe_n]], *filters)
+    if probe.size < k:
+        return own
+    theta = np.partition(exact_score(probe), probe.size - k)[probe.size - k] - 1e-12
+    return own[bound >= theta]
 
 
 def scored(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, c: np.ndarray, *, now: float,

@@ -1,6 +1,7 @@
 """API B, observations per user (the iLAB "mem" library): `mem_session_start`, `mem_save`,
 `mem_search`, `mem_session_summary`, `mem_session_end`, `mem_get_observation`, `mem_timeline`,
-`mem_stats`. A part of `Memory` (`memory.api_b`), an adapter over its public API.
+`mem_stats`. A part of `Memory` (`memory.api_b`), an adapter over its public methods and the
+store's per-user statements.
 
 Two scores, never mixed: `mem_search` ranks by SearchScore (relevance to a query), while
 `mem_session_start` ranks by ContextScore = 0.50·recency + 0.30·revision + 0.20·type priority

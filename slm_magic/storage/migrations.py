@@ -10,81 +10,84 @@ import duckdb
 
 # Each migration takes the schema from version i to i + 1. Never edit a released one:
 # add a new function at the end. The first release is version 1.
+#: The first schema: the memories with their postings, the tombstones, sessions, feedback and
+#: the summaries' events (each later version changes it in its own function).
+_V1_SCHEMA = """
+-- doc_id: a memory's position in the in-process index; a content change gets a new one.
+CREATE SEQUENCE doc_seq START 0 MINVALUE 0;
+-- change stamps: every insert, update and removal takes the next one, so a reader
+-- that remembers the highest stamp it has seen can catch up with what changed since.
+CREATE SEQUENCE change_seq START 1;
+
+CREATE TABLE memories (
+    fact_id VARCHAR PRIMARY KEY,
+    doc_id BIGINT NOT NULL DEFAULT nextval('doc_seq'),
+    seq BIGINT,                      -- insertion order if not doc_id (kept across revisions)
+    user_id VARCHAR NOT NULL,
+    session_id VARCHAR,
+    project VARCHAR NOT NULL,
+    type VARCHAR NOT NULL,
+    title VARCHAR,
+    topic_key VARCHAR,
+    content VARCHAR NOT NULL,
+    content_hash VARCHAR NOT NULL,
+    tags VARCHAR[] NOT NULL,
+    is_core BOOLEAN NOT NULL,
+    source VARCHAR,
+    notebook VARCHAR,
+    cell INTEGER,
+    created_at TIMESTAMP NOT NULL,   -- UTC, naive
+    updated_at TIMESTAMP NOT NULL,
+    revision_count INTEGER NOT NULL,
+    kind VARCHAR NOT NULL,           -- 'memory' or 'summary_event'
+    doc_len INTEGER NOT NULL,        -- number of index terms
+    terms BIGINT[] NOT NULL,         -- postings: text.term_hash of each distinct term ...
+    tfs INTEGER[] NOT NULL,          -- ... and its frequency in the content
+    changed BIGINT NOT NULL DEFAULT nextval('change_seq')
+);
+
+-- Index positions that stopped being live (content changed, memory forgotten), so
+-- another process's index can drop them when it catches up.
+CREATE TABLE tombstones (
+    doc_id BIGINT NOT NULL,
+    new_doc_id BIGINT,
+    changed BIGINT NOT NULL DEFAULT nextval('change_seq')
+);
+
+CREATE TABLE sessions (
+    session_id VARCHAR PRIMARY KEY,
+    user_id VARCHAR NOT NULL,
+    project VARCHAR NOT NULL,
+    api VARCHAR NOT NULL,            -- 'slm' (session_init) or 'mem' (mem_session_start)
+    started_at TIMESTAMP NOT NULL,
+    last_activity_at TIMESTAMP NOT NULL,
+    ended_at TIMESTAMP,
+    summary VARCHAR,
+    is_auto_generated BOOLEAN NOT NULL DEFAULT false
+);
+
+CREATE TABLE feedback (
+    signal_id VARCHAR PRIMARY KEY,
+    session_id VARCHAR,
+    fact_id VARCHAR NOT NULL,
+    signal VARCHAR NOT NULL,         -- e.g. 'up', 'down', 'pinned', 'revised', 'ignored'
+    value DOUBLE NOT NULL,           -- +1 useful ... -1 not useful
+    query VARCHAR,
+    rank INTEGER,
+    created_at TIMESTAMP NOT NULL
+);
+
+CREATE TABLE summary_events (
+    session_id VARCHAR NOT NULL,
+    entity VARCHAR NOT NULL,
+    fact_id VARCHAR NOT NULL,        -- the summary, stored as a searchable memory
+    created_at TIMESTAMP NOT NULL
+);
+"""
+
+
 def _v1(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(
-        """
-        -- doc_id: a memory's position in the in-process index; a content change gets a new one.
-        CREATE SEQUENCE doc_seq START 0 MINVALUE 0;
-        -- change stamps: every insert, update and removal takes the next one, so a reader
-        -- that remembers the highest stamp it has seen can catch up with what changed since.
-        CREATE SEQUENCE change_seq START 1;
-
-        CREATE TABLE memories (
-            fact_id VARCHAR PRIMARY KEY,
-            doc_id BIGINT NOT NULL DEFAULT nextval('doc_seq'),
-            seq BIGINT,                      -- insertion order if not doc_id (kept across revisions)
-            user_id VARCHAR NOT NULL,
-            session_id VARCHAR,
-            project VARCHAR NOT NULL,
-            type VARCHAR NOT NULL,
-            title VARCHAR,
-            topic_key VARCHAR,
-            content VARCHAR NOT NULL,
-            content_hash VARCHAR NOT NULL,
-            tags VARCHAR[] NOT NULL,
-            is_core BOOLEAN NOT NULL,
-            source VARCHAR,
-            notebook VARCHAR,
-            cell INTEGER,
-            created_at TIMESTAMP NOT NULL,   -- UTC, naive
-            updated_at TIMESTAMP NOT NULL,
-            revision_count INTEGER NOT NULL,
-            kind VARCHAR NOT NULL,           -- 'memory' or 'summary_event'
-            doc_len INTEGER NOT NULL,        -- number of index terms
-            terms BIGINT[] NOT NULL,         -- postings: text.term_hash of each distinct term ...
-            tfs INTEGER[] NOT NULL,          -- ... and its frequency in the content
-            changed BIGINT NOT NULL DEFAULT nextval('change_seq')
-        );
-
-        -- Index positions that stopped being live (content changed, memory forgotten), so
-        -- another process's index can drop them when it catches up.
-        CREATE TABLE tombstones (
-            doc_id BIGINT NOT NULL,
-            new_doc_id BIGINT,
-            changed BIGINT NOT NULL DEFAULT nextval('change_seq')
-        );
-
-        CREATE TABLE sessions (
-            session_id VARCHAR PRIMARY KEY,
-            user_id VARCHAR NOT NULL,
-            project VARCHAR NOT NULL,
-            api VARCHAR NOT NULL,            -- 'slm' (session_init) or 'mem' (mem_session_start)
-            started_at TIMESTAMP NOT NULL,
-            last_activity_at TIMESTAMP NOT NULL,
-            ended_at TIMESTAMP,
-            summary VARCHAR,
-            is_auto_generated BOOLEAN NOT NULL DEFAULT false
-        );
-
-        CREATE TABLE feedback (
-            signal_id VARCHAR PRIMARY KEY,
-            session_id VARCHAR,
-            fact_id VARCHAR NOT NULL,
-            signal VARCHAR NOT NULL,         -- e.g. 'up', 'down', 'pinned', 'revised', 'ignored'
-            value DOUBLE NOT NULL,           -- +1 useful ... -1 not useful
-            query VARCHAR,
-            rank INTEGER,
-            created_at TIMESTAMP NOT NULL
-        );
-
-        CREATE TABLE summary_events (
-            session_id VARCHAR NOT NULL,
-            entity VARCHAR NOT NULL,
-            fact_id VARCHAR NOT NULL,        -- the summary, stored as a searchable memory
-            created_at TIMESTAMP NOT NULL
-        );
-        """
-    )
+    con.execute(_V1_SCHEMA)
 
 
 def _v2(con: duckdb.DuckDBPyConnection) -> None:
