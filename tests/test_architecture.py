@@ -209,3 +209,26 @@ def test_every_score_is_defined_in_the_scoring_module():
     assert set(typing.get_args(models.RetrievalMode)) == set(scoring.RETRIEVAL_MODES)
     assert {scoring.retrieval_mode(sql=s, tfidf=t, meaning=m) for s in (0, 1) for t in (0, 1) for m in (0, 1)} == set(
         scoring.RETRIEVAL_MODES)
+
+
+# The layers, bottom up: a module imports only from its own layer or below (no arrow runs back
+# up). Faces are what people run; the widgets are views over the facade.
+LAYERS = {"slm_magic.errors": 0, "slm_magic.magic_questions": 0, "slm_magic.core": 1, "slm_magic.results": 2,
+          "slm_magic.storage": 2, "slm_magic.index": 3, "slm_magic.ranking": 4, "slm_magic.engine": 5,
+          "slm_magic.sessions": 6, "slm_magic.memory": 7, "slm_magic.widgets": 8, "slm_magic.lab": 9,
+          "slm_magic.magics": 9, "slm_magic.cli": 10, "slm_magic.mcp_tools": 9, "slm_magic.mcp_server": 9,
+          "slm_magic.demo": 9, "slm_magic": 9}
+
+
+def layer(name: str) -> int:
+    """The layer of a module: its own entry, else its package's."""
+    while name not in LAYERS:
+        assert "." in name, f"{name} is in no layer: add it to LAYERS"
+        name = name.rsplit(".", 1)[0]
+    return LAYERS[name]
+
+
+def test_no_import_runs_back_up_a_layer():
+    g = graph()
+    up = sorted(f"{a} -> {b}" for a, deps in g.items() for b in deps if layer(b) > layer(a))
+    assert not up, f"imports running back up: {up}"

@@ -153,11 +153,6 @@ class Postings:
         3-grams it does not: they are the text's, worked out again by `grams_of`)."""
         return _lists(self.lengths, self.terms, self.tfs)
 
-    def gram_lists(self):
-        """(grams, gtfs) as Arrow list columns: what the file kept in versions 4 and 5 (the v4
-        migration only)."""
-        return _lists(self.glengths, self.grams, self.gtfs)
-
 
 #: From this many memories a batch is analysed with arrays (`Postings._of_batch`); fewer are
 #: quicker one by one.

@@ -201,7 +201,7 @@ class IndexReplica:
         if top > self.seen:
             self.seen = max(self.seen, self.apply_changes(self.seen))
             self.index.vectors.settle()
-            if store.STAMPS_IN_COMMIT_ORDER:  # every stamp up to top has committed: none is missed
+            if store.dialect.stamps_in_commit_order:  # every stamp up to top has committed: none is missed
                 self.seen = max(self.seen, top)
         store.caught_up(self.seen)
 

@@ -165,7 +165,7 @@ def _v4(con: duckdb.DuckDBPyConnection) -> None:
 
     import pyarrow as pa
 
-    from ..index.analysis import Postings
+    from ..core.fields import field_counts, field_grams
 
     con.execute("ALTER TABLE memories ADD COLUMN grams BIGINT[] DEFAULT []")
     con.execute("ALTER TABLE memories ADD COLUMN gtfs INTEGER[] DEFAULT []")
@@ -175,11 +175,13 @@ def _v4(con: duckdb.DuckDBPyConnection) -> None:
                            "WHERE doc_id BETWEEN ? AND ?", [start, start + 49_999]).fetchall()
         if not rows:
             continue
-        doc, content, title, tags, project, type_ = (list(c) for c in zip(*rows))
-        post = Postings.of(content, title, tags, project, type_)
-        (terms, tfs), (grams, gtfs) = post.list_columns(), post.gram_lists()
-        con.register("_reindexed", pa.table({"doc_id": doc, "doc_len": post.doc_len, "terms": terms, "tfs": tfs,
-                                             "grams": grams, "gtfs": gtfs}))
+        # (one by one, with the analyser the index uses: a file this old is small)
+        counted = [field_counts(c, t, g or (), p, y) for _, c, t, g, p, y in rows]
+        grammed = [field_grams(c, t, g or ()) for _, c, t, g, _, _ in rows]
+        con.register("_reindexed", pa.table({
+            "doc_id": [r[0] for r in rows], "doc_len": [length for _, length in counted],
+            "terms": [list(c) for c, _ in counted], "tfs": [list(c.values()) for c, _ in counted],
+            "grams": [list(g) for g in grammed], "gtfs": [list(g.values()) for g in grammed]}))
         try:
             con.execute("UPDATE memories SET doc_len = r.doc_len, terms = r.terms, tfs = r.tfs, grams = r.grams, "
                         "gtfs = r.gtfs FROM _reindexed r WHERE memories.doc_id = r.doc_id")

@@ -40,9 +40,9 @@ import numpy as np
 from . import pg_schema
 from ..errors import StoreError
 from .session_store import SessionStore
-from .signal_store import SignalStore
 from .store import Store
 from .columns import insert_columns
+from .dialect import POSTGRES
 
 #: The schema version this slm_magic gives a team's database (its own numbers from 7 on).
 SCHEMA_VERSION = pg_schema.VERSION
@@ -184,23 +184,15 @@ class PgConnection:
 class PgStore(Store):
     """A team's memory on PostgreSQL (`postgresql://user@host/db`), with the Store's API."""
 
-    EPOCH = "extract(epoch FROM updated_at)::float8"
-    NEXT_STAMP = "take_stamps(1)"
-    DOT = "(SELECT sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0) FROM unnest(vec, ?::float8[]) AS t(a, b))"
-    SAMPLE_ORDER = "hashint8(doc_id)"
-    STAMPS_IN_COMMIT_ORDER = True
+    dialect = POSTGRES
     RECONNECT_S = 60.0
     #: A snapshot read locks no row (it stalls no writer), and a kernel may pause between its
     #: statements while it builds its index from them: the members' idle limit is not for it.
     NO_IDLE_LIMIT = "SET LOCAL idle_in_transaction_session_timeout = 0"
 
     def __init__(self, url: str, *, upgrade_to: int | None = None):  # noqa: ARG002 - migrations: pg-setup
-        self.sessions = PgSessionStore(self)
-        self.signals = SignalStore(self)
+        self._begin(shown_url(url), PgSessionStore(self))
         self.url = url
-        self.path = shown_url(url)
-        self.known_stamp: tuple = ()
-        self._cache = {}
         self.notices: list[str] = []
         with _locks_lock:
             self.lock = _locks.setdefault(url, threading.RLock())

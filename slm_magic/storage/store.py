@@ -26,6 +26,7 @@ from ..errors import StoreError
 from .session_store import SessionStore
 from .signal_store import SignalStore
 from .columns import FACT_COLUMNS, INDEX_COLUMNS, VECTOR_COLUMNS, insert_columns
+from .dialect import DUCKDB, Dialect
 from .migrations import MIGRATIONS, SCHEMA_VERSION, USER_TABLES
 
 
@@ -60,16 +61,7 @@ class Store:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, *, upgrade_to: int | None = None):
-        self.sessions = SessionStore(self)  # sessions, their summary events and recall showings
-        self.signals = SignalStore(self)    # feedback signals, outcomes, fitted models
-        if path is None:
-            path = default_path()
-        self.path = str(path)
-        # The file's fingerprint when its changes were last taken in; our own writes to session
-        # tables move it along, so they do not look like another process's writes.
-        self.known_stamp: tuple = ()
-        # Small read results (signal counts, recent summaries) kept until the file changes.
-        self._cache: dict[tuple, tuple[tuple, object]] = {}
+        self._begin(str(default_path() if path is None else path), SessionStore(self))
         if self.path != ":memory:":
             p = Path(self.path).expanduser()
             if p.is_dir():
@@ -93,11 +85,21 @@ class Store:
             os.chmod(self.path, 0o600)  # memories are private: only their owner reads the file
         self._migrate(SCHEMA_VERSION if upgrade_to is None else upgrade_to)
 
+    def _begin(self, path: str, sessions) -> None:
+        """What every store starts with, on the file or on the server."""
+        self.sessions = sessions            # sessions, their summary events and recall showings
+        self.signals = SignalStore(self)    # feedback signals, outcomes, fitted models
+        self.path = path
+        # The file's fingerprint when its changes were last taken in; our own writes to session
+        # tables move it along, so they do not look like another process's writes.
+        self.known_stamp: tuple = ()
+        # Small read results (signal counts, recent summaries) kept until the file changes.
+        self._cache: dict[tuple, tuple[tuple, object]] = {}
+
     # --- the connection ---------------------------------------------------------------------
     LOCK_WAIT_S = 30.0
-    #: Whether a reader that read the newest stamp n has every change up to n (PostgreSQL's
-    #: clock); DuckDB's sequence may have handed out stamps not committed yet.
-    STAMPS_IN_COMMIT_ORDER = False
+    #: The pieces of SQL that differ between the file and the server.
+    dialect: Dialect = DUCKDB
     #: The database role this store is connected as, when the database knows people (None: a file).
     login_user: str | None = None
     sees_everything = True
@@ -212,7 +214,7 @@ class Store:
             con = self.con
             con.execute("BEGIN TRANSACTION")
             try:
-                con.execute(f"UPDATE memories SET user_id = ?, changed = {self.NEXT_STAMP} WHERE user_id = ''", [user])
+                con.execute(f"UPDATE memories SET user_id = ?, changed = {self.dialect.next_stamp} WHERE user_id = ''", [user])
                 for table in USER_TABLES[1:]:
                     con.execute(f"UPDATE {table} SET user_id = ? WHERE user_id = ''", [user])
                 con.execute("COMMIT")
@@ -245,19 +247,8 @@ class Store:
         with self.lock:
             return self.con.execute("SELECT max(version) FROM schema_version").fetchall()[0][0]
 
-    #: A timestamp column as seconds since the epoch, in this database's SQL.
-    EPOCH = "epoch(updated_at)"
-    #: The next change stamp, in this database's SQL (for a change of one row).
-    NEXT_STAMP = "nextval('change_seq')"
-    #: A stored vector's cosine with a question's (divided by its norm: a vector written by hand
-    #: counts as its direction only; in double precision, so that a file and a server give the
-    #: same), and a fixed order of memories to draw a sample in, in this database's SQL.
-    DOT = "list_dot_product(vec::DOUBLE[], ?::DOUBLE[]) / nullif(sqrt(list_dot_product(vec::DOUBLE[], vec::DOUBLE[])), 0)"
-    SAMPLE_ORDER = "hash(doc_id)"
-    HAS_VECTOR = "vec_model = ? AND vec IS NOT NULL"
-
     def _select(self, columns) -> str:
-        return ", ".join(columns).format(epoch=self.EPOCH)
+        return ", ".join(columns).format(epoch=self.dialect.epoch)
 
     # --- change detection ------------------------------------------------------------------
     def file_stamp(self) -> tuple:
@@ -480,14 +471,14 @@ class Store:
         with self.lock:
             self._cache.clear()
             return bool(self.con.execute(
-                f"UPDATE memories SET is_core = ?, changed = {self.NEXT_STAMP} WHERE fact_id = ? RETURNING fact_id",
+                f"UPDATE memories SET is_core = ?, changed = {self.dialect.next_stamp} WHERE fact_id = ? RETURNING fact_id",
                 [core, fact_id]).fetchall())
 
     def set_shared(self, fact_id: str) -> bool:
         with self.lock:
             self._cache.clear()
             return bool(self.con.execute(
-                f"UPDATE memories SET shared = true, code = NULL, changed = {self.NEXT_STAMP} "
+                f"UPDATE memories SET shared = true, code = NULL, changed = {self.dialect.next_stamp} "
                 "WHERE fact_id = ? RETURNING fact_id",
                 [fact_id]).fetchall())
 
@@ -589,8 +580,9 @@ class Store:
         cosine with those of them that have a vector of `model`, and how many memories there are."""
         with self.lock:
             n = self.con.execute("SELECT count(*) FROM memories").fetchall()[0][0]
-            rows = self.con.execute(f"SELECT doc_id, CASE WHEN {self.HAS_VECTOR} THEN {self.DOT} END FROM memories "
-                                    f"ORDER BY {self.SAMPLE_ORDER} LIMIT ?",
+            sql = self.dialect
+            rows = self.con.execute(f"SELECT doc_id, CASE WHEN {sql.has_vector} THEN {sql.dot} END FROM memories "
+                                    f"ORDER BY {sql.sample_order} LIMIT ?",
                                     [model, [float(x) for x in query], size]).fetchall()
         docs = [int(d) for d, _ in rows]
         have = [(int(d), c) for d, c in rows if c is not None]
@@ -600,7 +592,7 @@ class Store:
         """The question's cosine with those of these memories that have a vector of `model`."""
         with self.lock:
             got = self.con.execute(
-                f"SELECT doc_id, {self.DOT} FROM memories WHERE {self.HAS_VECTOR} "
+                f"SELECT doc_id, {self.dialect.dot} FROM memories WHERE {self.dialect.has_vector} "
                 "AND doc_id IN (SELECT unnest(?::BIGINT[]))",
                 [[float(x) for x in query], model, list(map(int, doc_ids))]).fetchall()
         return dict(zip((int(d) for d, _ in got), _cosines([c for _, c in got]).tolist()))
@@ -611,15 +603,15 @@ class Store:
         """The `k` memories closest to the question at a cosine of at least `cutoff` that this
         user may see and the filters keep, not among `taken`: (doc_id, cosine, updated_at
         epoch, revision_count), closest first (a scan of every vector: the fallback's)."""
-        filters, params = f"{self.HAS_VECTOR} AND (user_id = ? OR shared)", [model, user_id]
+        filters, params = f"{self.dialect.has_vector} AND (user_id = ? OR shared)", [model, user_id]
         for column, value in (("project", project), ("kind", kind), ("type", type)):
             if value is not None:
                 filters += f" AND {column} = ?"
                 params.append(value)
         with self.lock:
             rows = self.con.execute(
-                f"SELECT doc_id, cos, updated, revision_count FROM (SELECT doc_id, {self.DOT} AS cos, "
-                f"{self.EPOCH} AS updated, revision_count FROM memories WHERE {filters}) AS s "
+                f"SELECT doc_id, cos, updated, revision_count FROM (SELECT doc_id, {self.dialect.dot} AS cos, "
+                f"{self.dialect.epoch} AS updated, revision_count FROM memories WHERE {filters}) AS s "
                 "WHERE cos >= ? AND cos <= 1.000001 AND doc_id NOT IN (SELECT unnest(?::BIGINT[])) "  # (not NaN)
                 "ORDER BY cos DESC, doc_id LIMIT ?",
                 [[float(x) for x in query], *params, float(cutoff), list(map(int, taken)), int(k)]).fetchall()
@@ -650,7 +642,7 @@ class Store:
             rows = self.con.execute(
                 f"""
                 SELECT doc_id, doc_len, updated, revision_count, kind, type, term, tf
-                FROM (SELECT doc_id, doc_len, {self.EPOCH} AS updated, revision_count, kind, type,
+                FROM (SELECT doc_id, doc_len, {self.dialect.epoch} AS updated, revision_count, kind, type,
                              unnest(terms) AS term, unnest(tfs) AS tf
                       FROM memories WHERE {filters}) AS p
                 WHERE term IN (SELECT unnest(?::BIGINT[]))
