@@ -16,7 +16,6 @@ from typing import Any
 
 from .errors import InvalidInput, StoreError, type_name
 from .core.identity import default_user
-from .index.meaning import EmbeddingModel
 from .index.sparse import SparseIndex
 from .results.models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
@@ -33,7 +32,6 @@ from .sessions.api_b import ApiB
 from .sessions.api_a import SessionService
 from .core.fields import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE
 from .index.live import LiveIndex
-from .index.replica import IndexReplica
 from .index.rows import FactRows, fact_of
 from .core.clock import to_utc_naive
 from .engine.working_sets import WorkingSets
@@ -42,6 +40,17 @@ from .storage.store import utcnow
 
 
 
+
+
+def _held(part: str, name: str, doc: str, *, settable: bool = True) -> property:
+    """A facade attribute that is a part's own (`memory.config` is `memory.settings.config`)."""
+    def get(self):
+        return getattr(getattr(self, part), name)
+
+    def put(self, value) -> None:
+        setattr(getattr(self, part), name, value)
+
+    return property(get, put if settable else None, doc=doc)
 
 
 class Memory:
@@ -247,52 +256,15 @@ class Memory:
         """Did this recall answer its query? Calibrated when enough outcomes are known."""
         return self.calibration.confidence(result)
 
-    # --- the in-process index (the `live` part; these stay settable, as tests and benchmarks set them) ---
-    @property
-    def replica(self) -> IndexReplica | None:
-        return self.live.replica
-
-    @replica.setter
-    def replica(self, replica: IndexReplica | None) -> None:
-        self.live.replica = replica
-
-    @property
-    def index_error(self) -> str | None:
-        return self.live.error
-
-    @index_error.setter
-    def index_error(self, why: str | None) -> None:
-        self.live.error = why
-
-    # --- what every part reads at call time (settable on the facade: tests and benchmarks do) ---
-    @property
-    def config(self) -> RankingConfig:
-        return self.settings.config
-
-    @config.setter
-    def config(self, config: RankingConfig) -> None:
-        self.settings.config = config
-
-    @property
-    def meaning(self) -> EmbeddingModel | None:
-        """The meaning channel's model (None: off, or it did not load)."""
-        return self.settings.model
-
-    @meaning.setter
-    def meaning(self, model: EmbeddingModel | None) -> None:
-        self.settings.model = model
-
-    @property
-    def meaning_error(self) -> str | None:
-        return self.settings.model_error
-
-    @property
-    def semantic(self) -> bool:
-        return self.settings.semantic
-
-    @property
-    def embedding_model(self) -> str:
-        return self.settings.model_name
+    # --- a part's state, read and set on the facade (tests and benchmarks set them) ---------
+    replica = _held("live", "replica", "The in-process index's replica (None: recall runs from the file).")
+    index_error = _held("live", "error", "Why there is no replica (None while there is one).")
+    config = _held("settings", "config", "The ranking's knobs (a RankingConfig), read by every part at call time.")
+    meaning = _held("settings", "model", "The meaning channel's model (None: off, or it did not load).")
+    meaning_error = _held("settings", "model_error", "Why the meaning channel's model did not load (None: it did).",
+                          settable=False)
+    semantic = _held("settings", "semantic", "Whether the meaning channel was asked for.", settable=False)
+    embedding_model = _held("settings", "model_name", "The meaning channel's model, by name or path.", settable=False)
 
     @property
     def index(self) -> SparseIndex | None:
@@ -320,10 +292,10 @@ class Memory:
         `topic_key` that a live memory of this user already has, that memory is revised
         instead, and a field left out keeps the value it had. `user_id=""` is this Memory's
         user (no row is written under the empty user: store.adopt_unowned)."""
-        return self.writer.remember(content, session_id=session_id, tags=tags, project=project, type=type, title=title,
-                                    topic_key=topic_key, core=core, created_at=created_at, user_id=user_id,
-                                    source=source, notebook=notebook, cell=cell, cell_id=cell_id, code=code,
-                                    share=share)
+        return self.writer.remember(dict(
+            content=content, session_id=session_id, tags=tags, project=project, type=type, title=title,
+            topic_key=topic_key, core=core, created_at=created_at, user_id=user_id, source=source, notebook=notebook,
+            cell=cell, cell_id=cell_id, code=code, share=share))
 
     def remember_many(self, records: Iterable[Mapping[str, Any]], *, batch_size: int = 20_000,
                       on_invalid: str = "raise") -> Remembered:

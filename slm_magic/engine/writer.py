@@ -73,38 +73,23 @@ class Writer:
             return {"vec": None, "vec_model": None}
         return {"vec": vecs[0].tolist(), "vec_model": self.settings.model.name}
 
-    def remember(self, content: str, *, session_id: str | None = None, tags: str | Iterable[str] | None = None,
-                 project: str | None = None, type: str | None = None, title: str | None = None,
-                 topic_key: str | None = None, core: bool | None = None, created_at: datetime | None = None,
-                 user_id: str | None = None, source: str | None = None, notebook: str | None = None,
-                 cell: int | None = None, cell_id: str | None = None, code: str | None = None,
-                 share: bool | None = None) -> Fact:
-        """Store one memory and make it recallable at once; returns the stored fact.
-        `share=True` lets every user of the memory find it (recall shows its author); on
-        PostgreSQL the others can then read it, and still nothing else of yours.
-        `notebook`, `cell`, `cell_id` (the front end's stable id) and `code` (the cell that
-        produced the finding) say where it came from; `provenance(fact_id)` reads them back.
-
-        A field left out (None) takes its default: no tags, no project, type "discovery". With a
-        `topic_key` that a live memory of this user already has, that memory is revised
-        instead, and a field left out keeps the value it had. `user_id=""` is this Memory's
-        user (no row is written under the empty user: store.adopt_unowned)."""
+    def remember(self, record: dict[str, Any]) -> Fact:
+        """`Memory.remember` of one record (its arguments by name, as `remember_many` takes
+        them): stored, and recallable at once; under a topic a live memory has, that memory
+        revised instead."""
+        user_id, topic_key, session_id = record["user_id"], record["topic_key"], record["session_id"]
         if user_id == "":
             user_id = None
         if isinstance(topic_key, str) and topic_key:
             user = self.user_id if user_id is None else user_id
             existing = self.store.find_live(user, topic_key=topic_key) if isinstance(user, str) else None
             if existing is not None:
-                return self._revise_topic(existing, topic_key, user, content=content, title=title, type=type,
-                                          tags=tags, project=project, core=core, share=share)
+                return self._revise_topic(existing, topic_key, user, **{k: record[k] for k in (
+                    "content", "title", "type", "tags", "project", "core", "share")})
         if isinstance(session_id, str) and not is_synthetic_session(session_id) \
                 and self.store.sessions.session_closed(session_id):
             raise InvalidInput(f"session {session_id} is closed: open a new one (session_init) to remember in")
-        cols = validate([dict(content=content, session_id=session_id, tags=tags, project=project, type=type,
-                              title=title, topic_key=topic_key, core=core, created_at=created_at,
-                              user_id=user_id, source=source, notebook=notebook, cell=cell, cell_id=cell_id,
-                              code=code, share=share)],
-                        now=self.now(), default_user=self.user_id)
+        cols = validate([{**record, "user_id": user_id}], now=self.now(), default_user=self.user_id)
         row = {k: v[0] for k, v in cols.items()}
         counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
         grams = field_grams(row["content"], row["title"], row["tags"])
@@ -152,11 +137,8 @@ class Writer:
 
     def remember_many(self, records: Iterable[Mapping[str, Any]], *, batch_size: int = 20_000,
                       on_invalid: str = "raise") -> Remembered:
-        """Bulk path: one statement per batch; returns the fact_ids in input order.
-
-        `on_invalid="raise"` (the default) writes nothing of a batch with an invalid record and
-        names it; "skip" writes the valid ones and lists each skipped record's position and
-        reason in the result's `skipped`."""
+        """`Memory.remember_many`: one statement per batch, the next batch checked and analysed
+        while this one is inserted."""
         if on_invalid not in ("raise", "skip"):
             raise InvalidInput(f"on_invalid must be 'raise' or 'skip'; got {on_invalid!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -319,8 +301,8 @@ class Writer:
     def revise(self, fact_id: str, *, content: str, title: str | None = None, type: str | None = None,
                tags: str | Iterable[str] | None = None, project: str | None = None,
                user_id: str | None = None) -> Fact:
-        """New content for a stored memory (of this Memory's user, or `user_id`): revision_count
-        + 1, created_at kept, updated now. A field left out (None) keeps the value it had."""
+        """`Memory.revise`: the new content into the file, the index caught up, a signal if a
+        recall showed it lately."""
         current = self.fact(fact_id, user_id=user_id)
         if current is None:
             raise InvalidInput(f"no memory with id {fact_id!r}")
