@@ -30,7 +30,6 @@ from .ranking.calibration import AnswerCalibration, AnswerConfidence, Judge
 from .engine.learning import LearningLoop
 from .sessions.api_b import ApiB
 from .sessions.api_a import SessionService
-from .core.fields import KINDS as _KINDS, TYPE_CODE as _TYPE_CODE
 from .index.live import LiveIndex
 from .index.rows import FactRows, fact_of
 from .core.clock import to_utc_naive
@@ -91,13 +90,16 @@ class Memory:
         self.working_sets = WorkingSets(self.store)
         self.learning = LearningLoop(self.store, self.settings, self.live, self.working_sets, self.now, self.user_id,
                                      self.session_timeout_hours)
-        self.sessions = SessionService(self)
-        self.api_b = ApiB(self)
         self.lease = Lease(self.store, self.settings, self.live, self.working_sets)
         self.writer = Writer(self.store, self.settings, self.live, self.working_sets, self.learning, self.lease, self.now,
                              self.user_id)
-        self.retrieval = Recall(self.store, self.settings, self.live, self.working_sets, self.learning, self.now)
+        self.retrieval = Recall(self.store, self.settings, self.live, self.working_sets, self.learning, self.now,
+                                self.user_id)
         self.learning.candidates = self.retrieval.candidates
+        self.sessions = SessionService(self.store, self.settings, self.live, self.working_sets, self.writer,
+                                       self.retrieval, self.learning, self.calibration, self.now, self.user_id,
+                                       self.session_timeout_hours)
+        self.api_b = ApiB(self.sessions, self.store, self.settings, self.live, self.writer, self.retrieval, self.now)
         self.exchange = Exchange(self.store, self.live, self.working_sets, self.writer, self.lease, self.now, self.user_id)
         self.live.load(self.config.k1, self.config.b, self.meaning)
 
@@ -406,23 +408,7 @@ class Memory:
         context keeps (`strict=False`). With `related`, the session neighbours of the matches
         follow them, each saying which match it sits beside.
         """
-        if not isinstance(query, str):
-            raise InvalidInput(f"query must be a string, not {type_name(query)}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise InvalidInput(f"limit must be a non-negative integer; got {limit!r}")
-        if session_id is not None and not isinstance(session_id, str):
-            raise InvalidInput(f"session_id must be a string, not {type_name(session_id)}")
-        if project is not None and not isinstance(project, str):
-            raise InvalidInput(f"project must be a string, not {type_name(project)}")
-        if max_age_days is not None and (isinstance(max_age_days, bool) or not isinstance(max_age_days, int)
-                                         or max_age_days < 0):
-            raise InvalidInput(f"max_age_days must be a non-negative integer; got {max_age_days!r}")
-        if type is not None and (not isinstance(type, str) or type not in _TYPE_CODE):
-            raise InvalidInput(f"type must be one of {', '.join(_TYPE_CODE)}; got {type!r}")
-        if kind is not None and kind != "auto" and kind not in _KINDS:
-            raise InvalidInput(f"kind must be one of auto, {', '.join(_KINDS)}; got {kind!r}")
-        user = self.user_id if user_id is None else str(user_id)
-        return self.retrieval.recall(query, user=user, session_id=session_id, limit=limit, project=project,
+        return self.retrieval.recall(query, session_id=session_id, limit=limit, project=project, user_id=user_id,
                                      max_age_days=max_age_days, kind=kind, type=type, related=related, strict=strict)
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:
@@ -516,7 +502,7 @@ class Memory:
     @property
     def degraded_reason(self) -> str | None:
         """Why a recall now would skip a channel it should run (None: every one runs)."""
-        return self.index_error if self.index is None else self.meaning_error
+        return self.retrieval.degraded_reason
 
     @property
     def retrieval_mode(self) -> str:

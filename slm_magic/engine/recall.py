@@ -19,7 +19,7 @@ from ..core.fields import KINDS, TYPE_CODE
 from ..core.scoring import retrieval_mode
 from ..core.session_ids import is_synthetic_session
 from ..core.temporal import day_key, temporal_terms
-from ..errors import type_name
+from ..errors import InvalidInput, type_name
 from ..index.live import LiveIndex
 from ..ranking.fusion import days_first, rank_days, rank_index, rank_related
 from ..ranking.meaning import with_meaning
@@ -59,8 +59,9 @@ class Question:
 
 class Recall:
     def __init__(self, store, settings: Settings, live: LiveIndex, working_sets: WorkingSets, learning,
-                 clock: Callable[[], datetime]):
+                 clock: Callable[[], datetime], user_id: str):
         self.store = store
+        self.user_id = user_id
         self.settings = settings
         self.live = live
         self.working_sets = working_sets
@@ -73,11 +74,19 @@ class Recall:
         return retrieval_mode(sql=self.live.index is None, tfidf=self.settings.config.tfidf_on,
                               meaning=self.settings.model is not None)
 
-    def recall(self, query: str, *, user: str, session_id: str | None, limit: int, project: str | None,
-               max_age_days: int | None, kind: str | None, type: str | None, related: bool,
-               strict: bool) -> RecallResult:
-        """`Memory.recall`, its arguments checked."""
+    @property
+    def degraded_reason(self) -> str | None:
+        """Why a recall now would skip a channel it should run (None: every one runs)."""
+        return self.live.error if self.live.index is None else self.settings.model_error
+
+    def recall(self, query: str, *, session_id: str | None = None, limit: int = 10, project: str | None = None,
+               user_id: str | None = None, max_age_days: int | None = None, kind: str | None = "auto",
+               type: str | None = None, related: bool = False, strict: bool = True) -> RecallResult:
+        """`Memory.recall`: its arguments checked, then ranked."""
         started = time.perf_counter()
+        self.check(query, session_id=session_id, limit=limit, project=project, max_age_days=max_age_days, kind=kind,
+                   type=type)
+        user = self.user_id if user_id is None else str(user_id)
         now_dt = self.clock()
         q = self.question(query, now_dt, user=user, project=project, limit=limit, kind=kind, type=type,
                           max_age_days=max_age_days, strict=strict)
@@ -106,6 +115,25 @@ class Recall:
                             degraded_mode=reason is not None, degraded_reason=reason,
                             elapsed_ms=(time.perf_counter() - started) * 1000, age_gate_days=max_age_days or None,
                             older_matches=ranked.older_matches if max_age_days else 0, viewer=user)
+
+    @staticmethod
+    def check(query, *, session_id, limit, project, max_age_days, kind, type) -> None:
+        """A recall's arguments, each a clear InvalidInput when wrong."""
+        if not isinstance(query, str):
+            raise InvalidInput(f"query must be a string, not {type_name(query)}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidInput(f"limit must be a non-negative integer; got {limit!r}")
+        if session_id is not None and not isinstance(session_id, str):
+            raise InvalidInput(f"session_id must be a string, not {type_name(session_id)}")
+        if project is not None and not isinstance(project, str):
+            raise InvalidInput(f"project must be a string, not {type_name(project)}")
+        if max_age_days is not None and (isinstance(max_age_days, bool) or not isinstance(max_age_days, int)
+                                         or max_age_days < 0):
+            raise InvalidInput(f"max_age_days must be a non-negative integer; got {max_age_days!r}")
+        if type is not None and (not isinstance(type, str) or type not in TYPE_CODE):
+            raise InvalidInput(f"type must be one of {', '.join(TYPE_CODE)}; got {type!r}")
+        if kind is not None and kind != "auto" and kind not in KINDS:
+            raise InvalidInput(f"kind must be one of auto, {', '.join(KINDS)}; got {kind!r}")
 
     def question(self, query: str, now_dt: datetime, *, user: str, project: str | None, limit: int,
                  kind: str | None, type: str | None, max_age_days: int | None, strict: bool) -> Question:

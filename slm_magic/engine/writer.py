@@ -77,14 +77,14 @@ class Writer:
         """`Memory.remember` of one record (its arguments by name, as `remember_many` takes
         them): stored, and recallable at once; under a topic a live memory has, that memory
         revised instead."""
-        user_id, topic_key, session_id = record["user_id"], record["topic_key"], record["session_id"]
+        user_id, topic_key, session_id = record.get("user_id"), record.get("topic_key"), record.get("session_id")
         if user_id == "":
             user_id = None
         if isinstance(topic_key, str) and topic_key:
             user = self.user_id if user_id is None else user_id
             existing = self.store.find_live(user, topic_key=topic_key) if isinstance(user, str) else None
             if existing is not None:
-                return self._revise_topic(existing, topic_key, user, **{k: record[k] for k in (
+                return self._revise_topic(existing, topic_key, user, **{k: record.get(k) for k in (
                     "content", "title", "type", "tags", "project", "core", "share")})
         if isinstance(session_id, str) and not is_synthetic_session(session_id) \
                 and self.store.sessions.session_closed(session_id):

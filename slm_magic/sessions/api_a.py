@@ -63,9 +63,19 @@ class SessionService:
     """A part of `Memory` (held as `memory.sessions`): API A's lifecycle, `session_init` with
     its context and `close_session` with its summary events, as SuperLocalMemory names them."""
 
-    def __init__(self, memory):
-        self.memory = memory
-
+    def __init__(self, store, settings, live, working_sets, writer, retrieval, learning, calibration,
+                 clock: Callable[[], datetime], user_id: str, session_timeout_hours: float):
+        self.store = store
+        self.settings = settings
+        self.live = live
+        self.working_sets = working_sets
+        self.writer = writer
+        self.retrieval = retrieval
+        self.learning = learning
+        self.calibration = calibration
+        self.now = clock
+        self.user_id = user_id
+        self.session_timeout_hours = session_timeout_hours
 
     def session_init(self, project_path: str = "", query: str = "", max_results: int = 10,
                      max_age_days: int = 30, *, reuse: bool = False, origin: str | None = None) -> SessionInit:
@@ -82,21 +92,21 @@ class SessionService:
         session, and another notebook has its own).
         """
         _check_init(project_path, query, max_results, max_age_days, origin)
-        now = self.memory.now()
-        session_id = self.live_session(self.memory.user_id, "slm", now, origin=origin, by_origin=True) if reuse else None
+        now = self.now()
+        session_id = self.live_session(self.user_id, "slm", now, origin=origin, by_origin=True) if reuse else None
         is_new = session_id is None
         path_words = query_from_path(project_path, self._names())
         q = query.strip() or path_words
         if is_new:
-            session_id = self.open(self.memory.user_id, "slm", now, project=path_words.split(" ")[0], origin=origin)
-            self.memory.working_sets.start(session_id)
+            session_id = self.open(self.user_id, "slm", now, project=path_words.split(" ")[0], origin=origin)
+            self.working_sets.start(session_id)
         res: RecallResult | None = None
         kept: list[ScoredMemory] = []
         if q and max_results:
             # The age gate runs inside the ranking, so the best max_results that pass it come back.
             # (a new session's recall records what it showed; a continued session saw its context
             # already: showing it again is not news, so that recall is not the session's)
-            res = self.memory.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory", strict=False,
+            res = self.retrieval.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory", strict=False,
                                      session_id=session_id if is_new else None)
             kept = list(res.memories)
         core = [ScoredMemory(fact=f, score=self._static_score(f, now)) for f in self.core_memories()]
@@ -109,28 +119,28 @@ class SessionService:
                   for m in scored]
         core_items = [SessionMemory(fact_id=m.fact_id, content=m.content, score=m.score.value, is_core=True)
                       for m in core]
-        nothing_stored = not scored and self.memory.store.user_stats(self.memory.user_id)["observations"] == 0
+        nothing_stored = not scored and self.store.user_stats(self.user_id)["observations"] == 0
         conf, reason = self._answered(q, res, nothing_stored, max_age_days)
         message = (None if q or nothing_stored or not max_results else
                    _without_question(len(scored) > len(core), bool(core), max_age_days))
         return SessionInit(
-            success=True, session_id=session_id, viewer=self.memory.user_id,
+            success=True, session_id=session_id, viewer=self.user_id,
             context=render_context(merged, {m.fact_id: m.fact.updated_at for m in scored}, note=message),
             memories=merged, memory_count=len(merged), core_memory=core_items,
-            degraded_mode=res.degraded_mode if res else self.memory.degraded_reason is not None,
+            degraded_mode=res.degraded_mode if res else self.retrieval.degraded_reason is not None,
             retrieval_mode=res.retrieval_mode if res else self._mode(),
             calibration_status=conf.calibration_status, calibration_id=conf.calibration_id,
             answer_confidence=conf.answer_confidence, abstained=conf.abstained, abstention_reason=reason,
-            learning=self.memory.learning_status(),
+            learning=self.learning.status(),
             scored_memories=scored, is_new=is_new, nothing_stored=nothing_stored,
             age_gate=(max_age_days, res.older_matches) if res is not None and max_age_days else None,
-            recent_sessions=self.recent_summaries(self.memory.user_id, RECENT_SESSIONS, exclude=session_id),
+            recent_sessions=self.recent_summaries(self.user_id, RECENT_SESSIONS, exclude=session_id),
             opened_without_question=not q, query=q, message=message,
         )
 
     def _mode(self) -> str:
         """The retrieval mode a recall would run in now (said when none ran)."""
-        return self.memory.retrieval_mode
+        return self.retrieval.mode
 
     def _names(self) -> set[str]:
         """The person's names, which a path holds (/home/ana/…) without being about anything."""
@@ -138,7 +148,7 @@ class SessionService:
 
         from ..core.identity import default_user
 
-        return {self.memory.user_id, default_user(), Path.home().name}
+        return {self.user_id, default_user(), Path.home().name}
 
     def _newest(self, n: int, max_age_days: int, now: datetime, exclude: set[str]) -> list[ScoredMemory]:
         """With no question: the user's newest memories (own and shared with them), up to `n`,
@@ -147,7 +157,8 @@ class SessionService:
             return []
         oldest = now - timedelta(days=max_age_days) if max_age_days else None
         out = []
-        for f in self.memory.browse(limit=min(n + len(exclude), 10_000)).facts:
+        rows, _ = self.store.browse_rows(self.user_id, None, None, min(n + len(exclude), 10_000), 0)
+        for f in map(fact_of, rows):
             if oldest is not None and f.updated_at < oldest:
                 break
             if f.fact_id not in exclude:
@@ -161,8 +172,8 @@ class SessionService:
         """Whether the session's recall answered its question, and if not why, in words. With
         no question nothing is abstained from (there was nothing to answer)."""
         if res is not None:
-            conf = self.memory.answer_confidence(res)
-            self.memory.calibration.judge_recall(q, res)
+            conf = self.calibration.confidence(res)
+            self.calibration.judge_recall(q, res)
         else:
             conf = AnswerConfidence(calibration_status="uncalibrated", calibration_id=None, answer_confidence=None,
                                     abstained=bool(q) or nothing_stored, abstention_reason=None)
@@ -188,8 +199,8 @@ class SessionService:
         API (and, `by_origin`, of this origin) active within the timeout, touched; else None.
         `known`: the id seen open last time (one statement to reuse it); `on_stale`: what to do
         with an open session past the timeout (API B closes it with a summary; API A leaves it)."""
-        store = self.memory.store.sessions
-        not_before = now - timedelta(hours=self.memory.session_timeout_hours)
+        store = self.store.sessions
+        not_before = now - timedelta(hours=self.session_timeout_hours)
         if known is not None and store.touch_if_live(known, now, not_before):
             return known
         row = store.active_session(user, api, origin=origin, by_origin=by_origin)
@@ -205,30 +216,30 @@ class SessionService:
              session_id: str | None = None) -> str:
         """Open a new session of this API for the user (a fresh id unless given)."""
         sid = session_id or new_session_id(now)
-        self.memory.store.sessions.open_session(sid, user, project, api, now, origin=origin)
+        self.store.sessions.open_session(sid, user, project, api, now, origin=origin)
         return sid
 
     def write_summaries(self, records: list[dict[str, Any]]) -> list[str]:
         """The one writer of session summaries: memories of type "summary" (so search finds
         them), kept apart from what was remembered. Returns their ids."""
-        return self.memory.writer.write_many(records, kind="summary_event", type_override="summary")
+        return self.writer.write_many(records, kind="summary_event", type_override="summary")
 
     def set_summary(self, session_id: str, summary: str) -> None:
         """Give a live session the summary later sessions show of it (it stays open)."""
-        self.memory.store.sessions.set_session_summary(session_id, summary)
+        self.store.sessions.set_session_summary(session_id, summary)
 
     def recent_summaries(self, user: str, limit: int, *, exclude: str | None = None) -> list[SessionSummaryCompact]:
         """The user's latest session summaries, newest first (the timeline a new session shows)."""
         return [SessionSummaryCompact(session_id=s, date=d, summary=t, is_auto_generated=a)
-                for s, d, t, a in self.memory.store.sessions.recent_summaries(user, limit, exclude=exclude)]
+                for s, d, t, a in self.store.sessions.recent_summaries(user, limit, exclude=exclude)]
 
     def end(self, session_id: str, now: datetime, *, summary: str | None, auto: bool) -> None:
         """Mark a session ended with the summary later sessions show of it."""
-        self.memory.store.sessions.end_session(session_id, now, summary=summary, auto=auto)
+        self.store.sessions.end_session(session_id, now, summary=summary, auto=auto)
 
     def _static_score(self, fact: Fact, now: datetime) -> SearchScore:
         """SearchScore of a memory the query did not match: its recency and revision only."""
-        cfg = self.memory.config
+        cfg = self.settings.config
         rec = float(recency(np.array([fact.updated_at.timestamp()]), now.timestamp(), cfg.recency_half_life_days)[0])
         rev = float(revision(np.array([fact.revision_count]), cfg.revision_cap)[0])
         value = float(search_score(0.0, rec, rev, cfg))
@@ -236,18 +247,18 @@ class SessionService:
 
     def core_memories(self, user_id: str | None = None) -> list[Fact]:
         """The pinned memories of a user, newest first (from the in-process arrays if they work)."""
-        user = self.memory.user_id if user_id is None else user_id
-        if self.memory.index is not None:
+        user = self.user_id if user_id is None else user_id
+        if self.live.index is not None:
             try:
-                self.memory.live.refresh()
-                t, code = self.memory.index.docs, self.memory.index.lookup_code("user", user)
+                self.live.refresh()
+                t, code = self.live.index.docs, self.live.index.lookup_code("user", user)
                 n = t.size
                 docs = np.flatnonzero(t.core[:n] & t.alive[:n] & (t.user[:n] == code) & (t.kind[:n] == 0))
-                facts = self.memory.rows.get(docs.tolist())
+                facts = self.live.rows.get(docs.tolist())
                 return sorted(facts.values(), key=lambda f: (f.updated_at, f.fact_id), reverse=True)
             except Exception:  # noqa: BLE001 - the file answers instead
                 pass
-        return [fact_of(r) for r in self.memory.store.core_rows(user)]
+        return [fact_of(r) for r in self.store.core_rows(user)]
 
     def close_session(self, session_id: str = "", *, summary: str | None = None) -> CloseSessionResult:
         """Summarise a session: one searchable summary event per entity its memories touched.
@@ -259,22 +270,22 @@ class SessionService:
             raise InvalidInput(f"session_id must be a string, not {type(session_id).__name__}")
         if summary is not None and (not isinstance(summary, str) or not summary.strip()):
             raise InvalidInput("summary must be a non-empty string")
-        sid = session_id.strip() or self.memory.store.sessions.latest_session(self.memory.user_id)
+        sid = session_id.strip() or self.store.sessions.latest_session(self.user_id)
         if not sid:
             return CloseSessionResult(success=False, session_id="", summary_events_created=0)
         facts = self.session_facts(sid)
-        known = self.memory.store.sessions.session_started(sid)
+        known = self.store.sessions.session_started(sid)
         if known is None and not facts and not is_synthetic_session(sid):  # a typo must not look closed
             raise InvalidInput(f"no session with id {sid!r}")
-        started = known or (min(f.created_at for f in facts) if facts else self.memory.now())
+        started = known or (min(f.created_at for f in facts) if facts else self.now())
         written, topics = self._summarise(sid, started, facts)
         if not is_synthetic_session(sid):
-            self.memory.learning.ignored_at_close(sid, self.memory.user_id)
+            self.learning.ignored_at_close(sid, self.user_id)
         if summary is None and facts:
             summary, auto = generated_line(facts, topics), True
         else:
             auto = False
-        self.end(sid, self.memory.now(), summary=summary.strip() if summary else None, auto=auto)
+        self.end(sid, self.now(), summary=summary.strip() if summary else None, auto=auto)
         return CloseSessionResult(success=True, session_id=sid, summary_events_created=written)
 
     def _summarise(self, sid: str, started: datetime, facts: list[Fact]) -> tuple[int, list[str]]:
@@ -282,7 +293,7 @@ class SessionService:
         whole session, each only if the session has none for it yet (a close writes each once;
         one forgotten on purpose stays forgotten). Returns how many were written and the
         entities' labels, in order of appearance."""
-        done = set(self.memory.store.sessions.summarised_entities(sid))
+        done = set(self.store.sessions.summarised_entities(sid))
         groups, labels = entity_groups(facts)
         records: list[dict[str, Any]] = []
         entities: list[str] = []
@@ -296,15 +307,15 @@ class SessionService:
                        f"{snippets}{more}")
             records.append({"content": content, "session_id": sid, "project": members[0].project,
                             "tags": [t for t in members[0].tags if t.lower() == key.lstrip("#")] or None,
-                            "title": f"Session {started:%Y-%m-%d}: {labels[key]}", "created_at": self.memory.now(),
-                            "user_id": self.memory.user_id})
+                            "title": f"Session {started:%Y-%m-%d}: {labels[key]}", "created_at": self.now(),
+                            "user_id": self.user_id})
             entities.append(key)
         if facts and WHOLE_SESSION not in done:
             records.append(self._whole_session(sid, started, facts, [labels[k] for k in groups]))
             entities.append(WHOLE_SESSION)
         if records:
             ids = self.write_summaries(records)
-            self.memory.store.sessions.add_summary_events(sid, list(zip(entities, ids)), self.memory.now())
+            self.store.sessions.add_summary_events(sid, list(zip(entities, ids)), self.now())
         return len(records), [labels[k] for k in groups]
 
     # --- forgetting: no summary keeps what was forgotten -----------------------------------
@@ -319,8 +330,8 @@ class SessionService:
         Returns the plan for `resummarise`, per session (whether a close had summarised it,
         whether a generated line was kept as a summary), and how many summaries went here."""
         sids = sorted({s for s in session_ids if s})
-        store = self.memory.store
-        rows = store.sessions.written_summaries(self.memory.user_id, sids)
+        store = self.store
+        rows = store.sessions.written_summaries(self.user_id, sids)
         gone = sum(bool(store.delete(fid)) for _, fid, project, _ in rows if project != keep_project)
         store.sessions.unlink_summaries([fid for _, fid, _, linked in rows if linked])
         plan = {s: (any(r[0] == s and r[3] for r in rows), any(r[0] == s and not r[3] for r in rows)) for s in sids}
@@ -332,7 +343,7 @@ class SessionService:
         summary), and a generated summary line made again (none when nothing is left); a
         line the user wrote stays. Returns how many summaries were written."""
         written = 0
-        sessions = self.memory.store.sessions
+        sessions = self.store.sessions
         for sid, (closed, kept_line) in plan.items():
             facts = self.session_facts(sid)
             state = sessions.summary_state(sid)  # (api, is_auto_generated, started_at), None if never opened
@@ -344,10 +355,9 @@ class SessionService:
             if state is None or not state[1]:
                 continue
             if state[0] == "mem":  # API B's generated line, kept as a summary too when a stale session ended
-                api_b = self.memory.api_b  # (its own words for a line, and its own summary record)
-                line = api_b.auto_summary(self.memory.user_id, sid) if facts else None
+                line = self.observations_line(self.user_id, sid) if facts else None
                 if line is not None and kept_line:
-                    api_b.write_summary(self.memory.user_id, sid, line, self.memory.now())
+                    self.write_observations_summary(self.user_id, sid, line, self.now())
                     written += 1
             elif facts:
                 if topics is None:
@@ -358,6 +368,20 @@ class SessionService:
                 line = None
             sessions.rewrite_auto_summary(sid, line)
         return written
+
+    def observations_line(self, user: str, sid: str) -> str:
+        """The line an API B session ended without a summary gets (forgetting rewrites it)."""
+        facts = self.session_facts(sid, user_id=user)
+        if not facts:
+            return "Session with no observations."
+        heads = "; ".join((f.title or one_line(f.content, 60)) for f in facts[:5])
+        more = f" (+{len(facts) - 5} more)" if len(facts) > 5 else ""
+        return f"{len(facts)} observation{'s' if len(facts) != 1 else ''}: {heads}{more}"
+
+    def write_observations_summary(self, user: str, sid: str, summary: str, now: datetime) -> str:
+        """An API B session's summary is also an observation of type "summary", so search finds it."""
+        return self.write_summaries([{"content": summary, "session_id": sid, "user_id": user,
+                                      "title": f"Session summary {now:%Y-%m-%d}", "created_at": now}])[0]
 
     def _whole_session(self, sid: str, started: datetime, facts: list[Fact], touched: list[str]) -> dict[str, Any]:
         """The one summary of a whole session, beside the per-entity ones: its day, every entity
@@ -371,10 +395,10 @@ class SessionService:
         project = Counter(f.project for f in facts).most_common(1)[0][0]
         return {"content": content, "session_id": sid, "project": project,
                 "title": f"The session of {started:%A %d %B %Y}",
-                "topic_key": day_key(started) + sid, "created_at": self.memory.now(),
-                "user_id": self.memory.user_id}
+                "topic_key": day_key(started) + sid, "created_at": self.now(),
+                "user_id": self.user_id}
 
     def session_facts(self, session_id: str, *, user_id: str | None = None) -> list[Fact]:
         """The memories written in a session (not its summaries), oldest first."""
-        user = self.memory.user_id if user_id is None else user_id
-        return [fact_of(r) for r in self.memory.store.session_rows(session_id, user)]
+        user = self.user_id if user_id is None else user_id
+        return [fact_of(r) for r in self.store.session_rows(session_id, user)]

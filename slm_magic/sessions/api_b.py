@@ -1,7 +1,7 @@
 """API B, observations per user (the iLAB "mem" library): `mem_session_start`, `mem_save`,
 `mem_search`, `mem_session_summary`, `mem_session_end`, `mem_get_observation`, `mem_timeline`,
-`mem_stats`. A part of `Memory` (`memory.api_b`), an adapter over its public methods and the
-store's per-user statements.
+`mem_stats`. A part of `Memory` (`memory.api_b`), over API A's sessions, the writer, recall and
+the store's per-user statements.
 
 Two scores, never mixed: `mem_search` ranks by SearchScore (relevance to a query), while
 `mem_session_start` ranks by ContextScore = 0.50·recency + 0.30·revision + 0.20·type priority
@@ -11,6 +11,7 @@ Two scores, never mixed: `mem_search` ranks by SearchScore (relevance to a query
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -44,61 +45,54 @@ def _observation(f: Fact) -> Observation:
 
 class ApiB:
     """A part of `Memory` (held as `memory.api_b`): the per-user observations API of the "mem"
-    library, an adapter over the public API with its own session policy (one live session
-    per user, reused within the timeout)."""
+    library, over API A's sessions, the writer and recall, with its own session policy (one
+    live session per user, reused within the timeout)."""
 
-    def __init__(self, memory):
-        self.memory = memory
+    def __init__(self, sessions, store, settings, live, writer, retrieval, clock: Callable[[], datetime]):
+        self.sessions = sessions
+        self.store = store
+        self.settings = settings
+        self.live = live
+        self.writer = writer
+        self.retrieval = retrieval
+        self.now = clock
         self._live_sessions: dict[str, str] = {}  # user -> mem session id last seen open
 
     # --- sessions -----------------------------------------------------------------------------
     def _active_session(self, user: str, now: datetime, *, open_new: bool) -> tuple[str | None, bool]:
         """The user's live session (touched), or a new one; a stale one is closed first."""
-        sid = self.memory.sessions.live_session(
+        sid = self.sessions.live_session(
             user, "mem", now, known=self._live_sessions.get(user),
-            on_stale=lambda stale: self._end_mem_session(user, stale, self.auto_summary(user, stale), now, auto=True))
+            on_stale=lambda stale: self._end_mem_session(user, stale, self.sessions.observations_line(user, stale), now,
+                                                         auto=True))
         if sid is not None:
             self._live_sessions[user] = sid
             return sid, False
         if not open_new:
             return None, False
-        sid = self.memory.sessions.open(user, "mem", now, session_id=uuid.uuid4().hex)
+        sid = self.sessions.open(user, "mem", now, session_id=uuid.uuid4().hex)
         self._live_sessions[user] = sid
         return sid, True
 
-    def auto_summary(self, user: str, sid: str) -> str:
-        """The line a session ended without a summary gets (public: forgetting rewrites it)."""
-        facts = self.memory.sessions.session_facts(sid, user_id=user)
-        if not facts:
-            return "Session with no observations."
-        heads = "; ".join((f.title or one_line(f.content, 60)) for f in facts[:5])
-        more = f" (+{len(facts) - 5} more)" if len(facts) > 5 else ""
-        return f"{len(facts)} observation{'s' if len(facts) != 1 else ''}: {heads}{more}"
-
     def _end_mem_session(self, user: str, sid: str, summary: str, now: datetime, *, auto: bool) -> None:
-        self.write_summary(user, sid, summary, now)
-        self.memory.sessions.end(sid, now, summary=summary, auto=auto)
-
-    def write_summary(self, user: str, sid: str, summary: str, now: datetime) -> str:
-        """A session summary is also an observation of type "summary", so search finds it."""
-        return self.memory.sessions.write_summaries([{"content": summary, "session_id": sid, "user_id": user,
-                                                      "title": f"Session summary {now:%Y-%m-%d}", "created_at": now}])[0]
+        self.sessions.write_observations_summary(user, sid, summary, now)
+        self.sessions.end(sid, now, summary=summary, auto=auto)
 
     def mem_session_start(self, user_id: str) -> SessionStartResponse:
         """Start or reuse the user's session; recent summaries and the observations that matter."""
         user = _user(user_id)
-        now = self.memory.now()
+        now = self.now()
         sid, is_new = self._active_session(user, now, open_new=True)
-        summaries = self.memory.sessions.recent_summaries(user, SESSION_SUMMARIES, exclude=sid)
+        summaries = self.sessions.recent_summaries(user, SESSION_SUMMARIES, exclude=sid)
         return SessionStartResponse(session_id=sid, is_new=is_new, sessions_context=summaries,
                                     memories=self._context_ranked(user, now, SESSION_MEMORIES))
 
     def _context_ranked(self, user: str, now: datetime, limit: int) -> list[ObservationCompact]:
         """The user's observations by ContextScore, from the in-process arrays (SQL if degraded)."""
-        cfg = self.memory.config
-        if self.memory.index is not None:
-            self.memory.live.refresh()
-            index, t = self.memory.index, self.memory.index.docs
+        cfg = self.settings.config
+        if self.live.index is not None:
+            self.live.refresh()
+            index, t = self.live.index, self.live.index.docs
             code = index.lookup_code("user", user)
             if code < 0:
                 return []
@@ -114,12 +108,12 @@ class ApiB:
             k = min(limit, docs.size)
             top = np.argpartition(-score, k - 1)[:k] if k < docs.size else np.arange(docs.size)
             top = top[np.lexsort((docs[top], -score[top]))]
-            facts = self.memory.rows.get(docs[top].tolist())
+            facts = self.live.rows.get(docs[top].tolist())
             return [ObservationCompact(id=f.fact_id, type=f.type, title=f.title, topic_key=f.topic_key,
                                        score=float(score[i]), snippet=one_line(f.content, 160), updated_at=f.updated_at)
                     for i, f in zip(top.tolist(), (facts[d] for d in docs[top].tolist()))]
         out = []
-        for f in map(fact_of, self.memory.store.user_rows(user)):
+        for f in map(fact_of, self.store.user_rows(user)):
             age = max(0.0, (now - f.updated_at).total_seconds() / 86_400)
             s = context_score(2.0 ** (-age / cfg.recency_half_life_days),
                               min(f.revision_count, cfg.revision_cap) / cfg.revision_cap, TYPE_PRIORITY.get(f.type, 0.5))
@@ -136,20 +130,21 @@ class ApiB:
         user = _user(user_id)
         if type == "summary":
             raise InvalidInput("type 'summary' is reserved for session summaries (use mem_session_summary)")
-        now = self.memory.now()
+        now = self.now()
         cols = validate([{"content": content, "type": type, "title": title, "topic_key": topic_key,
                           "user_id": user}], now=now, default_user=user)
         content, title = cols["content"][0], cols["title"][0]
         sid, _ = self._active_session(user, now, open_new=True)
         if topic_key is not None:
-            existing = self.memory.store.find_live(user, topic_key=topic_key)
+            existing = self.store.find_live(user, topic_key=topic_key)
             if existing is not None:
-                self.memory.revise(existing, content=content, title=title, type=type, user_id=user)
+                self.writer.revise(existing, content=content, title=title, type=type, user_id=user)
                 return SaveResult(id=existing, outcome="updated", session_id=sid, topic_key=topic_key)
-        same = self.memory.store.find_live(user, content_hash=content_hash(content))
+        same = self.store.find_live(user, content_hash=content_hash(content))
         if same is not None:
             return SaveResult(id=same, outcome="deduped", session_id=sid, topic_key=topic_key)
-        fact = self.memory.remember(content, session_id=sid, type=type, title=title, topic_key=topic_key, user_id=user)
+        fact = self.writer.remember(dict(content=content, session_id=sid, type=type, title=title, topic_key=topic_key,
+                                         user_id=user))
         return SaveResult(id=fact.fact_id, outcome="created", session_id=sid, topic_key=topic_key)
 
     def mem_session_summary(self, user_id: str, summary: str) -> SaveResult:
@@ -157,12 +152,12 @@ class ApiB:
         user = _user(user_id)
         if not isinstance(summary, str) or not summary.strip():
             raise InvalidInput("summary is empty")
-        now = self.memory.now()
+        now = self.now()
         sid, _ = self._active_session(user, now, open_new=False)
         if sid is None:
             raise InvalidInput(f"user {user!r} has no active session (call mem_session_start first)")
-        fid = self.write_summary(user, sid, summary, now)
-        self.memory.sessions.set_summary(sid, summary)
+        fid = self.sessions.write_observations_summary(user, sid, summary, now)
+        self.sessions.set_summary(sid, summary)
         return SaveResult(id=fid, outcome="created", session_id=sid, topic_key=None)
 
     def mem_session_end(self, user_id: str, *, summary: str) -> Session:
@@ -170,12 +165,12 @@ class ApiB:
         user = _user(user_id)
         if not isinstance(summary, str) or not summary.strip():
             raise InvalidInput("summary is empty")
-        now = self.memory.now()
-        row = self.memory.store.sessions.active_session(user, "mem")
+        now = self.now()
+        row = self.store.sessions.active_session(user, "mem")
         if row is None:
             raise InvalidInput(f"user {user!r} has no active session to end")
         self._end_mem_session(user, row[0], summary, now, auto=False)
-        return Session(**self.memory.store.sessions.session(row[0]))
+        return Session(**self.store.sessions.session(row[0]))
 
     # --- reads --------------------------------------------------------------------------------
     def mem_search(self, user_id: str, query: str, *, limit: int = 10, types: list[str] | None = None,
@@ -195,7 +190,7 @@ class ApiB:
                 if unknown:
                     raise InvalidInput(f"unknown type(s) in {name}: {', '.join(sorted(unknown))}")
         keep = set(types) if types is not None else allowed - set(types_exclude or ())
-        res = self.memory.recall(query, user_id=user, kind=None, limit=limit if keep == allowed else max(limit * 10, 100))
+        res = self.retrieval.recall(query, user_id=user, kind=None, limit=limit if keep == allowed else max(limit * 10, 100))
         out = [ObservationCompact(id=m.fact_id, type=m.fact.type, title=m.fact.title, topic_key=m.fact.topic_key,
                                   score=m.score.value, snippet=one_line(m.content, 160), updated_at=m.fact.updated_at)
                for m in res.memories if m.fact.type in keep]
@@ -203,23 +198,23 @@ class ApiB:
 
     def mem_get_observation(self, user_id: str, observation_id: str) -> Observation | None:
         user = _user(user_id)
-        fact = self.memory.get(observation_id, user_id=user)
+        fact = self.writer.fact(observation_id, user_id=user)
         return _observation(fact) if fact is not None else None
 
     def mem_timeline(self, user_id: str, observation_id: str) -> list[Observation]:
         """The observation among its session's neighbours, in time order."""
         user = _user(user_id)
-        fact = self.memory.get(observation_id, user_id=user)
+        fact = self.writer.fact(observation_id, user_id=user)
         if fact is None:
             return []
         if fact.session_id is None:
             return [_observation(fact)]
-        facts = self.memory.sessions.session_facts(fact.session_id, user_id=user)
+        facts = self.sessions.session_facts(fact.session_id, user_id=user)
         facts.sort(key=lambda f: (f.created_at, f.fact_id))
         i = next(i for i, f in enumerate(facts) if f.fact_id == fact.fact_id)
         return [_observation(f) for f in facts[max(0, i - TIMELINE_SPAN): i + TIMELINE_SPAN + 1]]
 
     def mem_stats(self, user_id: str) -> dict[str, Any]:
         user = _user(user_id)
-        return self.memory.store.user_stats(user)
+        return self.store.user_stats(user)
 
