@@ -48,6 +48,8 @@ class MemoryService:
         token login is an anonymous made-up name, not a person: the kernels would not share it.)"""
         if self.config.user.strip():
             return self.config.user.strip()
+        if "://" in self.config.db or "://" in os.environ.get("SLM_MAGIC_DB", ""):
+            return ""  # a team's database: who the server connects as (its login role), as a kernel there
         if os.environ.get("JUPYTERHUB_USER"):
             name = getattr(current_user, "username", None) or getattr(current_user, "name", None)
             if isinstance(current_user, dict):
@@ -60,7 +62,7 @@ class MemoryService:
         mem = self.memories.get(user)
         if mem is None:
             path = self.config.db.strip() or None
-            mem = Memory(path, user_id=user, semantic=self.config.semantic)
+            mem = Memory(path, user_id=user or None, semantic=self.config.semantic)
             mem.detach()
             self.memories[user] = mem
         return mem
