@@ -89,10 +89,10 @@ export class MemoryPanel extends Widget {
   // --- the DOM ---------------------------------------------------------------------------------
   private head = el('div', 'slm-lab-counts');
   private search = el('input', 'slm-lab-search');
-  private project = select('slm-lab-project', 'project');
-  private type = select('slm-lab-type', 'type');
-  private tag = select('slm-lab-tag', 'tag');
-  private author = select('slm-lab-author', 'author');
+  private project = select('slm-lab-f-project', 'project');
+  private type = select('slm-lab-f-type', 'type');
+  private tag = select('slm-lab-f-tag', 'tag');
+  private author = select('slm-lab-f-author', 'author');
   private since = el('input', 'slm-lab-filter slm-lab-since');
   private until = el('input', 'slm-lab-filter slm-lab-until');
   private info = el('div', 'slm-lab-info');
@@ -426,8 +426,11 @@ export class MemoryPanel extends Widget {
       e.stopPropagation();
       void this.act(post(`memories/${m.fact_id}/pin`, { core: !m.is_core }), m.is_core ? 'unpinned' : 'pinned');
     };
-    const up = button('👍', '👍 useful: rank it higher next time', 'slm-lab-up');
-    const down = button('👎', '👎 not useful: rank it lower next time', 'slm-lab-down');
+    // (JupyterLab's icon font: a machine without an emoji font draws 👍 as an empty box)
+    const up = button('', '👍 useful: rank it higher next time', 'slm-lab-up');
+    const down = button('', '👎 not useful: rank it lower next time', 'slm-lab-down');
+    up.appendChild(el('i', 'fa fa-thumbs-o-up'));
+    down.appendChild(el('i', 'fa fa-thumbs-o-down'));
     for (const [b, signal] of [[up, 'up'], [down, 'down']] as const) {
       b.onclick = e => {
         e.stopPropagation();
@@ -592,8 +595,9 @@ export class MemoryPanel extends Widget {
     const card = el('div', 'slm-lab-session');
     card.dataset.id = s.session_id;
     const time = (iso: string) => when(iso).split(', ').pop();
+    const until = s.last.slice(0, 10) === s.first.slice(0, 10) ? time(s.last) : when(s.last);
     card.appendChild(el('div', 'slm-lab-session-head',
-      `${time(s.first)}–${time(s.last)} · ${s.count} ${s.count === 1 ? 'memory' : 'memories'}`));
+      `${time(s.first)}–${until} · ${s.count} ${s.count === 1 ? 'memory' : 'memories'}`));
     const touched = [...s.notebooks, ...s.projects.map(p => `project ${p}`)];
     if (touched.length) {
       card.appendChild(el('div', 'slm-lab-meta', touched.join(' · ')));
