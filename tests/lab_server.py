@@ -50,6 +50,14 @@ class Server:
         except ValueError:
             return status, text
 
+    def rest(self, method: str, path: str):
+        """One call to the server's own REST API (kernels, sessions), with the token."""
+        req = urllib.request.Request(f"{self.base}/{path}", method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            text = r.read().decode()
+        return json.loads(text) if text else None
+
     def get(self, path: str):
         status, out = self.call("GET", path)
         assert status == 200, (path, status, out)

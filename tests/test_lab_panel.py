@@ -228,6 +228,9 @@ def test_the_memory_panel(tmp_path):
         mine = page.locator(".jp-NotebookPanel:visible")
         md = mine.locator(".jp-MarkdownCell").first
         md.wait_for(timeout=60_000)
+        for kernel in srv.rest("GET", "api/kernels"):  # no kernel anywhere: the server keeps it
+            srv.rest("DELETE", f"api/kernels/{kernel['id']}")
+        assert srv.rest("GET", "api/kernels") == []
         md.click(button="right")
         page.locator(".lm-Menu-item", has_text="Remember this cell").click()
         dialog = page.locator(".jp-Dialog")
@@ -245,6 +248,7 @@ def test_the_memory_panel(tmp_path):
         assert fact.content.startswith("Seasonality") and fact.tags == ("seasonality", "finding")
         assert fact.source == "jupyterlab" and prov.notebook == str(tmp_path / "mine.ipynb")
         assert prov.cell_id == cells["finding"] and "resample" in prov.code
+        assert srv.rest("GET", "api/kernels") == []
 
         # the palette has the command too
         page.keyboard.press("Control+Shift+c")

@@ -327,7 +327,7 @@ export class MemoryPanel extends Widget {
     };
     li.append(text, fold);
     requestAnimationFrame(() => {
-      fold.hidden = !text.classList.contains('slm-lab-open') && text.scrollHeight <= text.clientHeight + 1;
+      fold.hidden = text.clientHeight > 0 && !text.classList.contains("slm-lab-open") && text.scrollHeight <= text.clientHeight + 1;
     });
     li.appendChild(this.meta(m));
     if (m.score !== undefined) {

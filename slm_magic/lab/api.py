@@ -151,11 +151,13 @@ def overview(mem: Memory) -> dict[str, Any]:
 
 def stamp(mem: Memory) -> str:
     """A short string that changes when the user's memories do (a new one, a revision, a
-    forgotten one, a pin): what the panel polls to know when to read again."""
+    forgotten one, a pin, a 👍 given elsewhere): what the panel polls to know when to read
+    again. (An unpin of an older memory elsewhere moves only the core count, which it reads.)"""
     page = mem.browse(limit=1)
     newest = page.facts[0] if page.facts else None
-    core = len(mem.core_memories())
-    return f"{page.total}|{newest.fact_id if newest else ''}|{newest.updated_at.isoformat() if newest else ''}|{core}"
+    core, signals = len(mem.core_memories()), mem.feedback_count()
+    return (f"{page.total}|{newest.fact_id if newest else ''}|{newest.updated_at.isoformat() if newest else ''}|"
+            f"{core}|{signals}")
 
 
 def detail(mem: Memory, fact_id: str, root_dir: str) -> dict[str, Any]:
