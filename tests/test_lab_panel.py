@@ -3,8 +3,9 @@ server extension, Debian's chromium driven by Python playwright. A memory writte
 notebook is found without typing into one's own (every memory, newest first), then by a search
 with why it matched; a filter; pin, 👍 and forget (with its confirmation) reach the file; the
 memory's notebook opens at its cell (by mouse and by keyboard); a markdown cell is kept with
-"Remember this cell"; what another process remembers appears without a reload; the session
-timeline; the panel at three widths and in the dark theme, photographed.
+"Remember this cell" with no kernel running; what another process and a notebook's kernel
+remember appears without a reload (and the kernel's opens at its cell); the session timeline;
+the panel at three widths and in the dark theme, photographed.
 
 Runs when /usr/bin/chromium, playwright and the built extension are there (`make labext`;
 `.ci/run` builds it and sets SLM_REQUIRE_BROWSER=1, where a skip would hide a failure)."""
@@ -50,9 +51,14 @@ def _notebooks(root: Path) -> dict[str, str]:
     mine = nbformat.v4.new_notebook(metadata=other.metadata)
     mine.cells = [nbformat.v4.new_code_cell("weekly = df.resample('W').churn.mean()"),
                   nbformat.v4.new_markdown_cell("Seasonality: weekly churn swings by a third within each month.")]
+    kernel = nbformat.v4.new_notebook(metadata=other.metadata)
+    kernel.cells = [nbformat.v4.new_code_cell("%load_ext slm_magic"),
+                    nbformat.v4.new_code_cell("%%remember --tags live,kernel --type discovery\n"
+                                              "Remembered by a kernel: the churn model is retrained every Monday.")]
     nbformat.write(other, root / "other.ipynb")
     nbformat.write(mine, root / "mine.ipynb")
-    return {"join": other.cells[13].id, "finding": mine.cells[1].id}
+    nbformat.write(kernel, root / "kernel.ipynb")
+    return {"join": other.cells[13].id, "finding": mine.cells[1].id, "kernel": kernel.cells[1].id}
 
 
 def _seed(db: str, notebook: str, cell_id: str) -> dict[str, str]:
@@ -262,6 +268,22 @@ def test_the_memory_panel(tmp_path):
                                 tags="live").fact_id
         expect(_row(panel, live)).to_be_visible(timeout=30_000)
         expect(items.first).to_have_attribute("data-id", live)
+
+        # ... and what a kernel remembers (%%remember run in a notebook), which opens at its cell
+        page.evaluate("window.jupyterapp.commands.execute('docmanager:open', {path: 'kernel.ipynb'})")
+        running = page.locator(".jp-NotebookPanel:visible")
+        running.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        by_kernel = items.filter(has_text="Remembered by a kernel")
+        expect(by_kernel).to_have_count(1, timeout=90_000)
+        expect(by_kernel.locator(".slm-lab-where")).to_contain_text("kernel.ipynb")
+        _close_all(page)
+        by_kernel.locator(".slm-lab-open").click()
+        expect(page.locator(".jp-NotebookPanel:visible .jp-Cell.jp-mod-active")).to_contain_text(
+            "%%remember --tags live,kernel", timeout=60_000)
+        with Memory(db) as mem:
+            fid = by_kernel.get_attribute("data-id")
+            assert mem.provenance(fid).cell_id == cells["kernel"]  # the stable id JupyterLab sent the kernel
 
         # the session timeline
         panel.get_by_role("tab", name="show the sessions").click()

@@ -161,7 +161,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
     if (restorer) {
       restorer.add(panel, 'slm-magic-memory');
     }
-    void panel.start();
 
     app.commands.addCommand(COMMANDS.show, {
       label: 'Show the Memory panel',

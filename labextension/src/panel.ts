@@ -2,6 +2,7 @@
 // memory newest first without a query, filters, actions on each memory, the session timeline,
 // the counts and the learning phase; it reads again when the memory changes (a cheap poll).
 import { Clipboard, Notification } from '@jupyterlab/apputils';
+import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import {
@@ -178,6 +179,19 @@ export class MemoryPanel extends Widget {
   }
 
   // --- reading ---------------------------------------------------------------------------------
+  /** Read the memory the first time the panel is shown (a closed panel asks nothing). */
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    if (!this.started) {
+      this.started = true;
+      void this.start();
+    } else {
+      void this.poll();
+    }
+  }
+
+  private started = false;
+
   async start(): Promise<void> {
     try {
       const config = await request<{ poll_ms: number }>('config');
@@ -286,7 +300,7 @@ export class MemoryPanel extends Widget {
 
   /** Anything new (a kernel's %%remember, the assistant's remember, a forget elsewhere)? */
   private async poll(): Promise<void> {
-    if (!this.isAttached) {
+    if (!this.isVisible) {
       return;
     }
     try {
