@@ -136,7 +136,9 @@ def test_the_memory_panel(tmp_path):
                                                  "--SlmMagicLab.poll_ms=1000")) as srv, \
             playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=HEADLESS_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=srv.base)
+        page = context.new_page()
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(f"{srv.base}/lab/workspaces/panel?reset&token={srv.token}")
         tab = page.locator(".jp-SideBar .lm-TabBar-tab[data-id='slm-memory-panel']")
@@ -198,6 +200,15 @@ def test_the_memory_panel(tmp_path):
         expect(_row(panel, ids["leak"])).to_have_count(0, timeout=15_000)
         with Memory(db) as mem:
             assert mem.get(ids["leak"]) is None
+
+        # where it came from: in the row on demand, and its id copied
+        join = _row(panel, ids["join"])
+        join.locator(".slm-lab-from summary").click()
+        expect(join.locator(".slm-lab-from")).to_contain_text(f"cell id {cells['join']}")
+        expect(join.locator(".slm-lab-from .slm-lab-code")).to_have_text(
+            "orders.merge(customers, on='customer_id', how='left')")
+        join.locator(".slm-lab-copy").click()
+        _until(lambda: page.evaluate("navigator.clipboard.readText()") == ids["join"], 10, "the id copied")
 
         # where it came from, one click away: other.ipynb opens at the cell
         _row(panel, ids["join"]).get_by_role("button", name="open other.ipynb at its cell").click()

@@ -149,9 +149,15 @@ export class MemoryPanel extends Widget {
       input.title = label;
       input.setAttribute('aria-label', label);
     }
-    for (const f of [this.project, this.type, this.tag, this.author, this.since, this.until]) {
+    for (const f of [this.project, this.type, this.tag, this.author]) {
       f.onchange = () => void this.reload();
       filters.appendChild(f);
+    }
+    for (const [input, words] of [[this.since, 'from'], [this.until, 'to']] as const) {
+      input.onchange = () => void this.reload();
+      const label = el('label', 'slm-lab-date-filter', words);
+      label.appendChild(input);
+      filters.appendChild(label);
     }
     this.author.style.display = 'none';
     this.list.setAttribute('role', 'listbox');
@@ -347,6 +353,7 @@ export class MemoryPanel extends Widget {
     if (m.score !== undefined) {
       li.appendChild(this.why(m));
     }
+    li.appendChild(this.whereFrom(m));
     li.appendChild(this.actions(m, li));
     li.onclick = () => {
       this.setFocus(li);
@@ -425,6 +432,42 @@ export class MemoryPanel extends Widget {
     parts.onclick = e => e.stopPropagation();
     why.appendChild(parts);
     return why;
+  }
+
+  /** Where it came from, read when opened: notebook, cell, its stable id, the code run before it. */
+  private whereFrom(m: IMemory): HTMLDetailsElement {
+    const box = el('details', 'slm-lab-from');
+    box.appendChild(el('summary', '', 'where from'));
+    box.onclick = e => e.stopPropagation();
+    box.ontoggle = async () => {
+      if (!box.open || box.dataset.loaded) {
+        return;
+      }
+      box.dataset.loaded = '1';
+      try {
+        const d = await request<IDetail>(`memories/${m.fact_id}`);
+        const p = d.provenance;
+        const lines: string[] = [];
+        lines.push(p && p.notebook ? `notebook ${p.notebook}` : `no notebook (written by ${m.source || 'the API or a terminal'})`);
+        if (p && p.cell !== null) {
+          lines.push(`cell [${p.cell}]`);
+        }
+        if (p && p.cell_id) {
+          lines.push(`cell id ${p.cell_id}`);
+        }
+        lines.push(`session ${d.session_id || 'none'} · id ${d.fact_id}`);
+        for (const line of lines) {
+          box.appendChild(el('div', 'slm-lab-from-line', line));
+        }
+        if (p && p.code) {
+          box.appendChild(el('div', 'slm-lab-from-line', 'the code run before it:'));
+          box.appendChild(el('pre', 'slm-lab-code', p.code));
+        }
+      } catch (e) {
+        box.appendChild(el('div', 'slm-lab-from-line', `could not read it: ${(e as Error).message}`));
+      }
+    };
+    return box;
   }
 
   private actions(m: IMemory, li: HTMLLIElement): HTMLDivElement {
