@@ -316,6 +316,7 @@ def test_the_memory_panel(tmp_path):
             panel.screenshot(path=str(SHOTS / f"panel-{width}.png"))
         page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
         page.locator("body[data-jp-theme-light='false']").wait_for(state="attached", timeout=30_000)
+        page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)  # (the theme's splash)
         colours = panel.locator(".slm-lab-text").first.evaluate(
             "t => [getComputedStyle(t).color, getComputedStyle(t.closest('.slm-lab-item')).backgroundColor]")
         fg, bg = (_luminance(c) for c in colours)
