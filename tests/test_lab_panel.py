@@ -348,3 +348,36 @@ def _feedback(db: str) -> int:
 def _luminance(css: str) -> float:
     r, g, b = (int(x) for x in re.findall(r"\d+", css)[:3])
     return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
+def test_the_panel_on_a_team_s_postgresql(tmp_path, team_db):
+    """alice's panel on the team database: bob's shared memory with its author, the author
+    filter (shown on a team database), never bob's private memories."""
+    with Memory(team_db["bob"]) as bob:
+        shared = bob.remember("Shared by bob: the events table is in local time.", tags="etl", share=True).fact_id
+        bob.remember("Bob's private scratch note about the events table.")
+    with Memory(team_db["alice"]) as alice:
+        own = alice.remember("Alice: the orders table is in UTC.", tags="etl").fact_id
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    with serve(tmp_path, lab=True, db=team_db["alice"], env=env) as srv, playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=HEADLESS_FLAGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        page.goto(f"{srv.base}/lab/workspaces/team?reset&token={srv.token}")
+        page.locator(".jp-SideBar .lm-TabBar-tab[data-id='slm-memory-panel']").click(timeout=90_000)
+        panel = page.locator("#slm-memory-panel")
+        items = panel.locator(".slm-lab-item")
+        expect(items).to_have_count(2, timeout=30_000)
+        expect(panel.locator(".slm-lab-who")).to_contain_text("alice")
+        expect(_row(panel, shared).locator(".slm-lab-author-name")).to_have_text("by bob")
+        expect(_row(panel, shared).locator(".slm-lab-forget")).to_be_disabled()  # only its author forgets it
+        assert "private scratch" not in panel.inner_text()
+        author = panel.locator(".slm-lab-f-author")
+        expect(author).to_be_visible()
+        author.select_option("bob")
+        expect(items).to_have_count(1, timeout=15_000)
+        expect(items.first).to_have_attribute("data-id", shared)
+        author.select_option("alice")
+        expect(items).to_have_count(1, timeout=15_000)
+        expect(items.first).to_have_attribute("data-id", own)
+        panel.screenshot(path=str(SHOTS / "panel-team.png"))
+        browser.close()
