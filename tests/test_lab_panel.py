@@ -162,6 +162,7 @@ def test_the_memory_panel(tmp_path):
         search.fill("rows lost in the join")
         expect(items.first).to_have_attribute("data-id", ids["join"], timeout=15_000)
         expect(items.first.locator(".slm-lab-reason")).to_contain_text("join")
+        expect(items.first.locator("mark.slm-lab-hit", has_text="join").first).to_be_visible()  # the words, in place
         expect(items.first.locator(".slm-lab-strength")).to_have_text(re.compile(r"^(strong|partial|weak) match$"))
         items.first.locator(".slm-lab-parts summary").click()
         expect(items.first.locator(".slm-lab-parts-grid")).to_contain_text("bm25")
@@ -176,9 +177,10 @@ def test_the_memory_panel(tmp_path):
         panel.locator(".slm-lab-f-type").select_option("preference")
         expect(items).to_have_count(1, timeout=15_000)
         expect(items.first).to_have_attribute("data-id", ids["ana"])
-        panel.locator(".slm-lab-f-type").select_option("")
-        panel.locator(".slm-lab-f-tag").select_option("")
+        panel.get_by_role("button", name="show memories of every project, type, tag, day and author").click()
         expect(items).to_have_count(30, timeout=15_000)
+        expect(panel.locator(".slm-lab-f-tag")).to_have_value("")
+        expect(panel.locator(".slm-lab-clear")).to_be_hidden()
 
         # pin; 👍; forget, asked first (keep, then forget)
         ana = _row(panel, ids["ana"])

@@ -26,6 +26,7 @@ export interface IMemory {
   adds?: { [name: string]: number };
   reason?: string;
   strength?: string;
+  matched?: { [field: string]: string[] };
 }
 
 export interface IListing {

@@ -80,7 +80,18 @@ class RememberForm extends Widget {
     label('Tags', this.tags);
     label('Type', this.type);
     label('Title (optional)', this.title_);
+    label('Project (optional)', this.project);
+    this.project.className = 'slm-lab-remember-project';
+    const share = document.createElement('label');
+    share.className = 'slm-lab-remember-share-label';
+    this.share.type = 'checkbox';
+    this.share.className = 'slm-lab-remember-share';
+    share.append(this.share, document.createTextNode(' share it with the team (everyone on this memory finds it)'));
+    this.node.appendChild(share);
   }
+
+  project = document.createElement('input');
+  share = document.createElement('input');
 
   text = document.createElement('textarea');
   tags = document.createElement('input');
@@ -88,7 +99,8 @@ class RememberForm extends Widget {
   title_ = document.createElement('input');
 
   getValue() {
-    return { content: this.text.value, tags: this.tags.value, type: this.type.value, title: this.title_.value };
+    return { content: this.text.value, tags: this.tags.value, type: this.type.value, title: this.title_.value,
+             project: this.project.value, share: this.share.checked };
   }
 }
 

@@ -78,6 +78,24 @@ function fill(s: HTMLSelectElement, all: string, values: string[]): void {
   s.value = values.includes(current) ? current : '';
 }
 
+/** `content` into `node`, the question's words it matched marked (why it is here, in place). */
+function marked(node: HTMLElement, content: string, words: string[]): void {
+  const escaped = words.filter(w => w.length > 1).map(w => w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+  if (!escaped.length) {
+    node.appendChild(document.createTextNode(content));
+    return;
+  }
+  const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(?:${escaped.join('|')})[\\p{L}\\p{N}_]*`, 'giu');
+  let last = 0;
+  for (const hit of content.matchAll(pattern)) {
+    const at = hit.index ?? 0;
+    node.appendChild(document.createTextNode(content.slice(last, at)));
+    node.appendChild(el('mark', 'slm-lab-hit', hit[0]));
+    last = at + hit[0].length;
+  }
+  node.appendChild(document.createTextNode(content.slice(last)));
+}
+
 export class MemoryPanel extends Widget {
   constructor(private options: IPanelOptions) {
     super();
@@ -97,6 +115,7 @@ export class MemoryPanel extends Widget {
   private since = el('input', 'slm-lab-filter slm-lab-since');
   private until = el('input', 'slm-lab-filter slm-lab-until');
   private info = el('div', 'slm-lab-info');
+  private clear = button('clear filters', 'show memories of every project, type, tag, day and author', 'slm-lab-clear');
   private list = el('ul', 'slm-lab-list');
   private more = button('more', 'show the next memories', 'slm-lab-more');
   private sessions = el('div', 'slm-lab-sessions');
@@ -159,6 +178,13 @@ export class MemoryPanel extends Widget {
       label.appendChild(input);
       filters.appendChild(label);
     }
+    this.clear.onclick = () => {
+      for (const f of [this.project, this.type, this.tag, this.author, this.since, this.until]) {
+        f.value = '';
+      }
+      void this.reload();
+    };
+    filters.appendChild(this.clear);
     this.author.style.display = 'none';
     this.list.setAttribute('role', 'listbox');
     this.list.setAttribute('aria-label', 'memories');
@@ -267,6 +293,7 @@ export class MemoryPanel extends Widget {
   }
 
   private updateInfo(got: IListing): void {
+    this.clear.hidden = ![this.project, this.type, this.tag, this.author, this.since, this.until].some(f => f.value);
     const n = this.total;
     const noun = n === 1 ? 'memory' : 'memories';
     if (got.query) {
@@ -338,7 +365,7 @@ export class MemoryPanel extends Widget {
     if (m.title) {
       text.appendChild(el('strong', 'slm-lab-title', `${m.title} `));
     }
-    text.appendChild(document.createTextNode(m.content));
+    marked(text, m.content, (m.matched || {}).content || []);
     const fold = button('more', 'show all of it', 'slm-lab-fold');
     fold.onclick = e => {
       e.stopPropagation();
