@@ -2,7 +2,8 @@
 slm_magic.lab extension): auth and XSRF, search with why each memory matched, browsing newest
 first, the filters, the actions, provenance and the notebook path, the session timeline, the
 memory user, and a Memory in another process writing to the same file while the server runs
-(the server holds the file only during a request). On a team's PostgreSQL too, when one runs."""
+(the server holds the file only during a request). On a team's PostgreSQL too, when one runs.
+Then, in process (fast: `make check`), the memory user and the parts the endpoints are made of."""
 
 import http.cookiejar
 import json
@@ -15,8 +16,11 @@ import pytest
 from lab_server import serve
 
 from slm_magic import Memory
+from slm_magic.errors import InvalidInput
+from slm_magic.lab import api
+from slm_magic.lab.service import MemoryService, SlmMagicLab
 
-pytestmark = pytest.mark.slow  # (starts a server process)
+slow = pytest.mark.slow  # (the tests that start a server process)
 
 
 def _seed(db: str, user: str | None = None, notebook: str | None = None) -> dict[str, str]:
@@ -35,6 +39,7 @@ def _seed(db: str, user: str | None = None, notebook: str | None = None) -> dict
     return {k: f.fact_id for k, f in ids.items()}
 
 
+@slow
 def test_without_the_token_or_the_xsrf_check_nothing_is_given(tmp_path):
     db = str(tmp_path / "memory.duckdb")
     with serve(tmp_path, db=db) as srv:
@@ -67,6 +72,7 @@ def test_without_the_token_or_the_xsrf_check_nothing_is_given(tmp_path):
         assert srv.get("status")["memories"] == 4
 
 
+@slow
 def test_search_browse_filters_and_actions(tmp_path):
     db = str(tmp_path / "memory.duckdb")
     with serve(tmp_path, db=db) as srv:
@@ -116,6 +122,7 @@ def test_search_browse_filters_and_actions(tmp_path):
             assert mem.get(ids["leak"]) is None and mem.feedback_count() == 1
 
 
+@slow
 def test_provenance_the_notebook_path_and_remembering_from_the_page(tmp_path):
     db = str(tmp_path / "memory.duckdb")
     with serve(tmp_path, db=db) as srv:
@@ -146,6 +153,7 @@ def test_provenance_the_notebook_path_and_remembering_from_the_page(tmp_path):
         assert {m["fact_id"] for m in seeded["memories"]} == set(ids.values())
 
 
+@slow
 def test_another_process_writes_while_the_server_runs_and_the_stamp_moves(tmp_path):
     db = str(tmp_path / "memory.duckdb")
     with serve(tmp_path, db=db) as srv:
@@ -160,6 +168,7 @@ def test_another_process_writes_while_the_server_runs_and_the_stamp_moves(tmp_pa
         assert srv.until("status", lambda out: out["memories"] == 0)
 
 
+@slow
 def test_the_memory_user_is_the_notebooks_and_the_config_overrides_it(tmp_path):
     db = str(tmp_path / "memory.duckdb")
     env = {"SLM_MAGIC_USER": "dora"}
@@ -175,6 +184,7 @@ def test_the_memory_user_is_the_notebooks_and_the_config_overrides_it(tmp_path):
         assert srv.get("config")["user"] == "ana"
 
 
+@slow
 def test_on_a_team_s_postgresql(tmp_path, team_db):
     """The panel of alice on the team database: her memories and what bob shared (with its
     author, and the author filter), never bob's private ones; her changes reach the database."""
@@ -197,6 +207,7 @@ def test_on_a_team_s_postgresql(tmp_path, team_db):
         assert alice.get(mine["fact_id"]) is None and alice.readable(shared) is not None
 
 
+@slow
 def test_days_before_today_are_not_today(tmp_path):
     """(the date filter's edges: until is inclusive, since is inclusive)"""
     db = str(tmp_path / "memory.duckdb")
@@ -207,3 +218,65 @@ def test_days_before_today_are_not_today(tmp_path):
         after = (date(2026, 1, 15) + timedelta(days=1)).isoformat()
         assert ids["ana"] not in {m["fact_id"] for m in srv.get(f"memories?since={after}")["items"]}
         assert os.path.exists(db)
+
+
+# --- in process (no server): the parts the endpoints are made of ------------------------------
+class _HubUser:
+    username = "maria"
+
+
+def test_the_memory_user(monkeypatch):
+    """The configured user, else on JupyterHub the logged-in person, else the notebooks' user
+    (a plain server's token login is a made-up anonymous name); a team's database: its login role."""
+    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
+    monkeypatch.setenv("SLM_MAGIC_USER", "dora")
+    monkeypatch.delenv("SLM_MAGIC_DB", raising=False)
+    service = MemoryService(SlmMagicLab())
+    assert service.user_of(_HubUser()) == "dora"
+    monkeypatch.setenv("JUPYTERHUB_USER", "maria")
+    assert service.user_of(_HubUser()) == "maria"
+    assert service.user_of({"name": "maria"}) == "maria"
+    assert MemoryService(SlmMagicLab(user="ana")).user_of(_HubUser()) == "ana"
+    monkeypatch.delenv("JUPYTERHUB_USER")
+    assert MemoryService(SlmMagicLab(db="postgresql://alice@db/team")).user_of(_HubUser()) == ""  # (its login role)
+    service.close()
+
+
+def test_the_listing_s_query_is_checked():
+    q = api.parse_query({"q": " churn ", "tag": "etl", "since": "2026-01-02", "limit": "5", "offset": "10"})
+    assert (q.q, q.tag, q.since, q.limit, q.offset, q.narrowed) == ("churn", "etl", date(2026, 1, 2), 5, 10, True)
+    assert not api.parse_query({"project": "crm", "type": "decision"}).narrowed
+    for bad in ({"type": "nonsense"}, {"since": "today"}, {"limit": "many"}, {"limit": "100000"}, {"offset": "-1"}):
+        with pytest.raises(InvalidInput):
+            api.parse_query(bad)
+
+
+def test_a_notebook_s_path_under_the_server_s_root(tmp_path):
+    root = tmp_path / "root"
+    (root / "work").mkdir(parents=True)
+    assert api.contents_path(str(root / "work" / "a.ipynb"), str(root)) == "work/a.ipynb"
+    assert api.contents_path(str(tmp_path / "elsewhere.ipynb"), str(root)) is None  # outside: not openable
+    assert api.contents_path("a.ipynb", str(root)) == "a.ipynb"
+    assert api.contents_path(None, str(root)) is None
+
+
+def test_the_endpoints_answers_on_a_memory_in_process(clock):
+    with Memory(":memory:", clock=clock) as mem:
+        join = mem.remember("The left join drops 3% of rows.", tags="join", project="churn").fact_id
+        clock.now += timedelta(minutes=1)
+        later = mem.remember("Churn means 90 days without a login.", tags="churn", type="preference").fact_id
+        page = api.listing(mem, api.Query(limit=1))
+        assert page["total"] == 2 and [m["fact_id"] for m in page["items"]] == [later]
+        found = api.listing(mem, api.Query(q="rows lost in the join"))
+        assert found["items"][0]["fact_id"] == join and found["items"][0]["matched"]["content"]
+        assert api.listing(mem, api.Query(tag="churn"))["total"] == 1
+        before = api.stamp(mem)
+        api.pin(mem, join, True)
+        assert api.stamp(mem) != before and api.overview(mem)["core"] == 1
+        api.feedback(mem, join, "up", "join")
+        assert api.overview(mem)["feedback"] == 1
+        facets = api.facets(mem)
+        assert facets["projects"] == ["churn"] and set(facets["tags"]) == {"join", "churn"}
+        assert api.forget(mem, join[:8])["fact_id"] == join
+        with pytest.raises(InvalidInput):
+            api.detail(mem, join, "/")
