@@ -75,7 +75,7 @@ def _seed(db: str, notebook: str, cell_id: str) -> dict[str, str]:
                "ana": mem.remember("Client (Ana): churn means 90 days without a login, not a cancelled contract.",
                                    session_id=sid, tags="churn,definition", type="preference", project="crm")}
         for i in range(40):  # enough for a second page
-            mem.remember(f"Column c{i} of table t{i} holds {i % 7} nulls.", session_id=sid, tags="etl", project="etl",
+            mem.remember(f"Column c{i} of table t{i} holds {i % 7} nulls.", tags="etl", project="etl",
                          created_at=mem.now().replace(year=2025))
     return {k: f.fact_id for k, f in out.items()}
 
@@ -304,6 +304,9 @@ def test_the_memory_panel(tmp_path):
         expect(sessions.first).to_be_visible(timeout=15_000)
         expect(panel.locator(".slm-lab-sessions")).to_contain_text("other.ipynb")
         expect(panel.locator(".slm-lab-sessions")).to_contain_text("mine.ipynb")
+        ana_line = panel.locator(".slm-lab-session-memories li", has_text="Client (Ana)")
+        ana_line.locator(".slm-lab-link").click()
+        expect(ana_line.locator(".slm-lab-session-memory")).to_contain_text("not a cancelled contract.")  # whole
         panel.screenshot(path=str(SHOTS / "sessions.png"))
         panel.get_by_role("tab", name="show the memories").click()
 

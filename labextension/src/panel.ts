@@ -675,6 +675,24 @@ export class MemoryPanel extends Widget {
     }
   }
 
+  /** A memory of the timeline, whole, under its line; its notebook opens at its cell. */
+  private async sessionMemory(li: HTMLLIElement, factId: string): Promise<void> {
+    const shown = li.querySelector('.slm-lab-session-memory');
+    if (shown) {
+      shown.remove();
+      return;
+    }
+    const d = await request<IDetail>(`memories/${factId}`);
+    const box = el('div', 'slm-lab-session-memory');
+    marked(box, d.content, []);
+    box.appendChild(this.meta(d));
+    li.appendChild(box);
+    const p = d.provenance;
+    if (p && p.path) {
+      await this.options.openCell(p.path, p.cell_id, p.cell);
+    }
+  }
+
   private sessionCard(s: ISession): HTMLDivElement {
     const card = el('div', 'slm-lab-session');
     card.dataset.id = s.session_id;
@@ -695,9 +713,12 @@ export class MemoryPanel extends Widget {
       const link = el('button', 'slm-lab-link', m.title);
       link.type = 'button';
       link.title = m.title;
-      link.onclick = () => void this.open({ fact_id: m.fact_id } as IMemory);
+      link.onclick = () => void this.sessionMemory(li, m.fact_id);
       li.appendChild(link);
       ul.appendChild(li);
+    }
+    if (s.count > s.memories.length) {
+      ul.appendChild(el('li', 'slm-lab-session-more', `and ${s.count - s.memories.length} more`));
     }
     card.appendChild(ul);
     card.appendChild(el('div', 'slm-lab-session-id', s.session_id));

@@ -204,9 +204,15 @@ def timeline(mem: Memory, limit: int = 60) -> dict[str, Any]:
         s["projects"].update([f.project] if f.project else [])
         s["notebooks"].update([os.path.basename(f.notebook)] if f.notebook else [])
         s["types"].add(f.type)
-        s["memories"].append({"fact_id": f.fact_id, "title": f.title or f.content[:120], "created_at": f.created_at})
+        s["memories"].append({"fact_id": f.fact_id, "title": f.title or _line(f.content), "created_at": f.created_at})
     ordered = sorted(sessions.values(), key=lambda s: s["last"], reverse=True)[:limit]
     return {"sessions": [_session_json(s, summaries.get(s["session_id"])) for s in ordered]}
+
+
+def _line(content: str, n: int = 120) -> str:
+    """A memory's first words for a list (the whole of it is one click away)."""
+    flat = " ".join(content.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
 def _session_json(s: dict[str, Any], summary: str | None) -> dict[str, Any]:
