@@ -56,6 +56,7 @@ $(VENV)/.labext: $(LABEXT) jupyter-config/jupyter_server_config.d/slm_magic_lab.
 	@touch $@
 
 lab: $(VENV)/.lab $(VENV)/.labext
+	@echo "The Memory panel: the light bulb in JupyterLab's left side bar; 'Remember this cell' in a cell's right-click menu."
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
 
 ## The tests (the browser test runs when Debian's chromium is installed; .ci/run installs it).
