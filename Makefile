@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 
-.PHONY: demo test check lint bench lab install dev clean
+.PHONY: demo test check lint bench lab labext install dev clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,11 +33,34 @@ $(VENV)/.lab: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[lab]'
 	@touch $@ $(VENV)/.installed
 
-lab: $(VENV)/.lab
+## The Memory panel (labextension/), built with JupyterLab's own tooling into
+## slm_magic/lab/labextension (what the wheel ships); npm packages from the npm registry.
+LABEXT := slm_magic/lab/labextension/package.json
+labextension/node_modules/.installed: labextension/package.json labextension/package-lock.json
+	cd labextension && npm ci --no-audit --no-fund
+	@touch $@
+
+$(LABEXT): labextension/node_modules/.installed $(wildcard labextension/src/*.ts labextension/style/*) | $(VENV)/.lab
+	cd labextension && PATH="$(abspath $(VENV))/bin:$$PATH" npx tsc && \
+		PATH="$(abspath $(VENV))/bin:$$PATH" jupyter labextension build .
+	@touch $@
+
+labext: $(LABEXT)
+
+## The editable install's venv finds the built panel and enables its server extension, as the
+## wheel's share/jupyter and etc/jupyter files do.
+$(VENV)/.labext: $(LABEXT) jupyter-config/jupyter_server_config.d/slm_magic_lab.json
+	mkdir -p $(VENV)/share/jupyter/labextensions $(VENV)/etc/jupyter/jupyter_server_config.d
+	ln -sfn "$(abspath slm_magic/lab/labextension)" $(VENV)/share/jupyter/labextensions/slm-magic-lab
+	cp jupyter-config/jupyter_server_config.d/slm_magic_lab.json $(VENV)/etc/jupyter/jupyter_server_config.d/
+	@touch $@
+
+lab: $(VENV)/.lab $(VENV)/.labext
+	@echo "The Memory panel: the light bulb in JupyterLab's left side bar; 'Remember this cell' in a cell's right-click menu."
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
 
 ## The tests (the browser test runs when Debian's chromium is installed; .ci/run installs it).
-test: lint
+test: lint $(VENV)/.labext
 	$(PY) -m pytest -q
 
 ## Lint and the fast tests (no kernels, processes, browser or build): under a minute.
@@ -69,4 +92,5 @@ bench: $(VENV)/.bench .venv-minilm/bin/python
 	$(PY) benchmarks/mcp_roundtrip.py
 
 clean:
-	rm -rf $(VENV) .venv-minilm build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-minilm build dist *.egg-info .pytest_cache labextension/node_modules labextension/lib \
+		labextension/tsconfig.tsbuildinfo slm_magic/lab/labextension

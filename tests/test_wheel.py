@@ -5,6 +5,7 @@ imported from the installed package."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -90,3 +91,39 @@ def test_from_the_new_venv_the_command_the_kernel_and_the_notebooks_work(venv):
         executed = nbformat.read(work / f"run-{name}" / f"{name}.executed.ipynb", as_version=4)
         errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
         assert errors == [] and "recall '" in ran
+
+
+LABEXT = "slm_magic-{v}.data/data/share/jupyter/labextensions/slm-magic-lab/"
+SERVER_CONFIG = "slm_magic-{v}.data/data/etc/jupyter/jupyter_server_config.d/slm_magic_lab.json"
+
+
+def test_the_memory_panel_comes_prebuilt_and_enabled(venv):
+    """The JupyterLab extension built (no Node at install time) and its server extension
+    enabled: `jupyter labextension list` and `jupyter server extension list` in the new venv,
+    after `pip install slm-magic[lab]` from the wheel. (Last: it adds JupyterLab to the venv.)"""
+    from slm_magic.lab import BUILT
+
+    if not (BUILT / "package.json").exists():
+        if os.environ.get("SLM_REQUIRE_BROWSER") == "1":
+            pytest.fail("the Memory panel was not built before the wheel (make labext)")
+        pytest.skip("the Memory panel is not built (make labext): the wheel has no panel")
+    v = slm_magic.__version__
+    names = zipfile.ZipFile(venv["wheel"]).namelist()
+    base = LABEXT.format(v=v)
+    assert f"{base}package.json" in names and any(n.startswith(f"{base}static/remoteEntry.") for n in names)
+    assert SERVER_CONFIG.format(v=v) in names
+    py, env, work = venv["py"], venv["env"], venv["work"]
+    _run([py, "-m", "pip", "install", "-q", f"{venv['wheel']}[lab]"], env=env, cwd=work)
+    jupyter = work / "venv" / "bin" / "jupyter"
+    listed = subprocess.run([str(jupyter), "labextension", "list"], capture_output=True, text=True, env=env, cwd=work)
+    out = _plain(listed.stdout + listed.stderr)
+    assert listed.returncode == 0 and re.search(r"slm-magic-lab v[\d.]+ enabled OK", out), out
+    servers = subprocess.run([str(jupyter), "server", "extension", "list"], capture_output=True, text=True, env=env,
+                             cwd=work)
+    out = _plain(servers.stdout + servers.stderr)
+    assert "slm_magic.lab enabled" in out and re.search(r"slm_magic\.lab\s+OK", out), out
+
+
+def _plain(text: str) -> str:
+    """A command's output without its terminal colours."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
