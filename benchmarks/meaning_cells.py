@@ -12,7 +12,8 @@ corpus: `BUILD=/tmp/realtext python tools/meaning_model/build_corpus.py` writes
 /tmp/realtext/corpus.json: docstrings, package descriptions, LongMemEval turns), cells as
 shipped, asked the questions of LoCoMo, LongMemEval and the paraphrase benchmark; with
 `--synthetic --n N`, the speed benchmark's notes and questions. `--shares 1/24:12,1/48` reads
-those shares of the cells (at least 12, at least the default) against every cell.
+those shares of the cells (at least 12, at least the default) against every cell;
+`--word-probes 0,1024` also works out that many word matches' cosines exactly (0: none).
 """
 
 from __future__ import annotations
@@ -51,9 +52,12 @@ def compare(col) -> tuple[float, float, float, int, int]:
     return same / n, nd_cells / n, nd_exact / n, n, cells
 
 
-def store_agreement(path: str | None, n: int, questions: int, shares: list[str]) -> None:
+def store_agreement(path: str | None, n: int, questions: int, shares: list[str], word_probes: list[int]) -> None:
     """The cells against the exact search on a store of `n` real sentences (or, with no path,
-    of the speed benchmark's synthetic notes and its questions), for each share of the cells read."""
+    of the speed benchmark's synthetic notes and its questions), for each share of the cells read
+    and each number of word matches beyond the pool whose cosines are worked out exactly
+    (RankingConfig.meaning_word_probe, from meaning_word_probe_from vectors), with the median time
+    of a recall."""
     import json
     import statistics
 
@@ -82,16 +86,26 @@ def store_agreement(path: str | None, n: int, questions: int, shares: list[str])
           f"{vs.centroids.shape[0]} cells")
     vs.PROBE_SHARE = 1.0
     exact = [[m.fact_id for m in mem.recall(question, limit=10).memories] for question in asked]
-    print("| cells read | at least | same top 10 as exact | overlap |")
-    print("|---|---|---|---|")
+    base = mem.config
+    print("| cells read | at least | word matches probed | same top 10 as exact | overlap | recall p50 ms |")
+    print("|---|---|---|---|---|---|")
     for share in shares:
         frac, least = share.split(":") if ":" in share else (share, str(VectorStore.PROBE_MIN))
         num, den = (float(x) for x in frac.split("/")) if "/" in frac else (float(frac), 1.0)
         vs.PROBE_SHARE, vs.PROBE_MIN = num / den, int(least)
-        got = [[m.fact_id for m in mem.recall(question, limit=10).memories] for question in asked]
-        same = sum(a == b for a, b in zip(got, exact)) / len(asked)
-        overlap = statistics.fmean(len(set(a) & set(b)) / len(b) if b else float(not a) for a, b in zip(got, exact))
-        print(f"| {frac} | {least} | {same:.1%} of {len(asked)} | {overlap:.2%} |", flush=True)
+        for probe in word_probes:
+            mem.config = base.model_copy(update={"meaning_word_probe": probe})
+            got, took = [], []
+            for question in asked:
+                t = time.perf_counter()
+                got.append([m.fact_id for m in mem.recall(question, limit=10).memories])
+                took.append((time.perf_counter() - t) * 1000)
+            same = sum(a == b for a, b in zip(got, exact)) / len(asked)
+            overlap = statistics.fmean(len(set(a) & set(b)) / len(b) if b else float(not a)
+                                       for a, b in zip(got, exact))
+            print(f"| {frac} | {least} | {probe if vs.live >= base.meaning_word_probe_from else 'off (small)'} | "
+                  f"{same:.1%} of {len(asked)} | {overlap:.2%} | {statistics.median(took):.1f} |", flush=True)
+    mem.config = base
     del vs.PROBE_SHARE, vs.PROBE_MIN
 
 
@@ -106,9 +120,15 @@ def main(argv=None) -> int:
     ap.add_argument("--questions", type=int, default=600, help="questions asked (with --sentences or --synthetic)")
     ap.add_argument("--shares", default=f"1/{round(1 / VectorStore.PROBE_SHARE)}",
                     help="shares of the cells read, comma-separated, each as 1/48 or 1/48:8 (at least 8)")
+    ap.add_argument("--word-probes", default=None,
+                    help="word matches beyond the pool probed exactly, comma-separated (default: the config's)")
     args = ap.parse_args(argv)
     if args.sentences or args.synthetic:
-        store_agreement(args.sentences, args.n, args.questions, args.shares.split(","))
+        from slm_magic.core.scoring import RankingConfig
+
+        probes = ([int(x) for x in args.word_probes.split(",")] if args.word_probes
+                  else [RankingConfig().meaning_word_probe])
+        store_agreement(args.sentences, args.n, args.questions, args.shares.split(","), probes)
         return 0
     import meaning_sweep
 

@@ -197,3 +197,28 @@ def test_a_question_of_words_the_model_never_saw_brings_nothing_by_meaning(tmp_p
         # what the rule keeps out: the look-alike stands out by its pieces' cosine alone
         monkeypatch.setattr(StaticModel, "knows", lambda self, words: True)
         assert [m.fact_id for m in mem.recall(made_up)] == [look_alike.fact_id]
+
+
+def test_word_matches_beyond_the_pool_are_searched_by_their_own_vectors(mem):
+    """In a store searched by cells, the word matches the meaning pool left out are read
+    exactly (whichever cell holds them): each one whose cosine reaches the cutoff joins the
+    cells' nearest once, with its own cosine, and none that does not."""
+    from slm_magic.core import text
+    from slm_magic.ranking.meaning import _with_word_matches
+
+    ids = [mem.remember(f"{f} (about the store)").fact_id for f in FINDINGS]
+    index = mem.index
+    terms, qtf, qlen, _, _ = mem.retrieval.analyse("the store", mem.now(), "auto")
+    cs = index.channel_scores(terms, qtf, qlen, text.query_grams("the store"))
+    query = mem.meaning.encode([FINDINGS[4]])[0]
+    doc_of = {f: d for d, f in zip(np.flatnonzero(cs.bm25[: index.docs.size]).tolist(), ids)}
+    docs = np.array(sorted(doc_of.values()))
+    cos = index.vectors.cosine(docs, query)
+    pool, pick = docs[:1], docs[1:2]  # (one in the pool, one the cells found already)
+    got, near = _with_word_matches(index, cs, pool, query, -1.0, -1, pick, cos[1:2].astype(np.float32))
+    assert got.tolist() == docs[1:].tolist() and np.allclose(near, cos[1:], atol=1e-6)
+    high = float(np.sort(cos[1:])[-2]) + 1e-9  # (only the closest reaches it)
+    got, near = _with_word_matches(index, cs, pool, query, high, -1, np.empty(0, np.int64), np.empty(0, np.float32))
+    assert got.tolist() == [int(docs[1:][np.argmax(cos[1:])])]
+    got, _ = _with_word_matches(index, cs, pool, query, 2.0, -1, pick, cos[1:2].astype(np.float32))
+    assert got.tolist() == pick.tolist()  # (nothing reaches it: the cells' own, unchanged)

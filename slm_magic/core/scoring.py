@@ -128,6 +128,12 @@ class RankingConfig(BaseModel):
     meaning_relative: float = Field(0.3, ge=0, le=1)
     # The word matches the meaning part re-orders (more than are shown: it can lift one).
     meaning_pool: int = Field(50, ge=0)
+    # In a store of `meaning_word_probe_from` vectors or more (searched by cells, which miss more
+    # the more there are), the word matches beyond that pool whose cosines are worked out
+    # exactly: the best this many by BM25 of the most promising (-1: every one), so that a word
+    # match close in meaning is found whichever cell holds it.
+    meaning_word_probe: int = Field(1024, ge=-1)
+    meaning_word_probe_from: int = Field(500_000, ge=0)
     # Only real matches: a word match under `word_floor` relevance that holds under
     # `word_coverage` of the question's idf mass (a stray common word) stays only if its
     # meaning agrees: `word_support` deviations up, or a cosine of `word_support_cos`.

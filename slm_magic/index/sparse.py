@@ -494,6 +494,9 @@ class ChannelScores:
     idf_total: float = 0.0
     idf_max: float = 0.0   # BM25 idf of a term one memory has (see ranking.bm25_relevance)
     grams: tuple = (np.empty(0, np.int64), np.empty(0), 0.0)  # the query's gram hashes, weights, norm
+    # The word matches the ranking found most promising by their bound (a big store's; None:
+    # it scored every match): where the meaning channel looks for close word matches beyond its pool.
+    promising: np.ndarray | None = None
     words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
 
     def coverage(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

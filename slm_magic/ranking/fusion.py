@@ -157,7 +157,9 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     cand = own
     if own.size > 4 * (4 * k + 64):
         bound = _bounds(index, cs, cfg, own, rscale, cmax, wg, working_set, updated_after)
-        cand = _can_reach(t, own, bound, k, lambda c: exact(c)[0], only_user, project, kind, type_code)
+        wide = cfg.meaning_word_probe if index.vectors.live >= cfg.meaning_word_probe_from else 0
+        cand, cs.promising = _can_reach(t, own, bound, k, wide, lambda c: exact(c)[0], only_user, project, kind,
+                                        type_code)
     cand = _eligible(t, cand, only_user, project, kind, type_code)
     if not cand.size:
         return Ranked.empty()
@@ -204,15 +206,21 @@ def _bounds(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, own: np.n
     return bound
 
 
-def _can_reach(t, own: np.ndarray, bound: np.ndarray, k: int, exact_score, *filters) -> np.ndarray:
+def _can_reach(t, own: np.ndarray, bound: np.ndarray, k: int, wide: int, exact_score,
+               *filters) -> tuple[np.ndarray, np.ndarray]:
     """The matches whose bound can still reach the k-th best full score among the most
-    promising few (a bar θ): only these are scored in full."""
+    promising few (a bar θ): only these are scored in full; and the `wide` most promising (at
+    least those few), where the meaning channel looks for close word matches."""
     probe_n = 4 * k + 64
-    probe = _eligible(t, own[np.argpartition(-bound, probe_n - 1)[:probe_n]], *filters)
+    top = np.argpartition(-bound, min(max(probe_n, wide), own.size) - 1)[:max(probe_n, wide)]
+    promising = own[top]
+    if top.size > probe_n:
+        top = top[np.argpartition(-bound[top], probe_n - 1)[:probe_n]]
+    probe = _eligible(t, own[top], *filters)
     if probe.size < k:
-        return own
+        return own, promising
     theta = np.partition(exact_score(probe), probe.size - k)[probe.size - k] - 1e-12
-    return own[bound >= theta]
+    return own[bound >= theta], promising
 
 
 def scored(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, c: np.ndarray, *, now: float,

@@ -42,6 +42,9 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
     if admit:
         only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
         pick, near = index.vectors.nearest(query, cutoff)
+        if cs is not None and cs.bm25 is not None and cfg.meaning_word_probe \
+                and index.vectors.live >= cfg.meaning_word_probe_from and index.vectors.centroids.shape[0]:
+            pick, near = _with_word_matches(index, cs, words.doc_ids, query, cutoff, cfg.meaning_word_probe, pick, near)
         pick = _closest_eligible(t, pick[np.lexsort((pick, -near))], words.doc_ids, cfg.meaning_top,
                                  only_user, project, kind, type_code)
     both = words
@@ -88,6 +91,26 @@ def fuse_meaning(both: Ranked, cos: np.ndarray, mu: float, sd: float, need: floa
     out = both.take(rows, score=score[rows])
     out.relevance, out.meaning, out.similar = rel[rows], part[rows], z[rows] >= need
     return out
+
+
+def _with_word_matches(index: SparseIndex, cs: ChannelScores, pool: np.ndarray, query: np.ndarray, cutoff: float,
+                       probe: int, pick: np.ndarray, near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cells' nearest memories and the word matches beyond the pool (the best `probe` by
+    BM25 among those the ranking found most promising, every one for -1) whose exact cosine
+    reaches the cutoff, each once."""
+    bm = cs.bm25
+    own = cs.promising if cs.promising is not None else np.flatnonzero(bm[: index.docs.size] != 0)
+    if pool.size:
+        own = own[~np.isin(own, pool)]
+    if 0 < probe < own.size:
+        own = own[np.argpartition(-bm[own], probe - 1)[:probe]]
+    cos = index.vectors.cosine(own, query)
+    hit = cos >= cutoff
+    if not hit.any():
+        return pick, near
+    docs = np.concatenate([pick, own[hit]])
+    docs, first = np.unique(docs, return_index=True)
+    return docs, np.concatenate([near, cos[hit]])[first]
 
 
 def _closest_eligible(t, ordered: np.ndarray, taken: np.ndarray, k: int, *filters) -> np.ndarray:
