@@ -63,17 +63,6 @@ class Server:
         assert status == 200, (path, status, out)
         return out
 
-    def until(self, path: str, condition, timeout: float = 30.0):
-        """GET `path` until `condition(answer)` holds (a deadline, not a sleep standing in for it)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            out = self.get(path)
-            if condition(out):
-                return out
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{path}: condition never held; last answer {out!r}"[:2000])
-            time.sleep(0.2)
-
 
 def lab_env(tmp_path: Path, db: str) -> dict[str, str]:
     jpath = tmp_path / ".jupyter-path"
@@ -89,16 +78,19 @@ def lab_env(tmp_path: Path, db: str) -> dict[str, str]:
 
 
 def _wait_serving(server: Server, timeout: float = 60.0) -> None:
-    """Until the server answers on its port (its log line may come a moment before)."""
+    """Until the server accepts a connection on its port. jupyter_server binds the port in an
+    event-loop callback queued after its last line of output (the URL), and says nothing once it
+    listens: there is no event to wait for, so the connection itself is tried until it is taken,
+    or the server ends, or the deadline passes (never a fixed pause standing in for it)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with urllib.request.urlopen(f"{server.base}/api/status?token={TOKEN}", timeout=10):
+            with socket.create_connection(("127.0.0.1", int(server.base.rsplit(":", 1)[1])), timeout=10):
                 return
-        except (urllib.error.URLError, ConnectionError):
+        except ConnectionRefusedError:
             if time.monotonic() > deadline or server.proc.poll() is not None:
-                raise RuntimeError("the server does not answer:\n" + server.log.read_text()[-3000:]) from None
-            time.sleep(0.1)
+                raise RuntimeError("the server does not listen:\n" + server.log.read_text()[-3000:]) from None
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager

@@ -9,14 +9,14 @@ Runs when /usr/bin/chromium and playwright are there (`.ci/run` installs both)."
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import nbformat
 import pytest
+
+from lab_server import serve
 
 from slm_magic import Memory
 
@@ -44,55 +44,12 @@ FINDINGS = [
 ACTIVE = re.compile(r"\bjp-mod-active\b")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def lab(tmp_path):
-    """JupyterLab serving tmp_path, with its own config, data and runtime folders."""
-    port, token = _free_port(), "slm-browser-test"
-    env = {**os.environ, "SLM_MAGIC_DB": str(tmp_path / "memory.duckdb"),
-           "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter"), "JUPYTER_RUNTIME_DIR": str(tmp_path / ".runtime"),
-           "IPYTHONDIR": str(tmp_path / ".ipython"), "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / ".lab-settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / ".lab-workspaces")}
-    news = tmp_path / ".lab-settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text('{"fetchNews": "false", "checkForUpdates": false}')  # no "news?" pop-up over the cells
-    log = open(tmp_path / "lab.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--ServerApp.open_browser=False",
-         "--LabApp.news_url=", "--LabServerApp.announcements_url=", "--ServerApp.disable_check_xsrf=True"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
-    base = f"http://127.0.0.1:{port}"
-    serving = threading.Event()
-
-    def copy_log() -> None:
-        """Every line of the server's output into lab.log; the one naming its URL means it serves."""
-        for line in proc.stdout:
-            log.write(line)
-            log.flush()
-            if f"127.0.0.1:{port}/lab" in line:
-                serving.set()
-        serving.set()  # (the server ended: the check below says so)
-
-    reader = threading.Thread(target=copy_log, daemon=True)
-    reader.start()
-    try:
-        if not serving.wait(timeout=90) or proc.poll() is not None:
-            raise RuntimeError("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
-        yield base, token
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        reader.join(timeout=20)
-        log.close()
+    """JupyterLab serving tmp_path, with its own config, data and runtime folders (the lab tests'
+    server, XSRF off for the widgets' comms from a page opened by token)."""
+    with serve(tmp_path, lab=True, extra=("--ServerApp.disable_check_xsrf=True",)) as server:
+        yield server.base, server.token
 
 
 def _open_and_run(page, base: str, token: str, name: str, n_cells: int):

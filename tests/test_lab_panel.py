@@ -12,7 +12,6 @@ Runs when /usr/bin/chromium, playwright and the built extension are there (`make
 
 import os
 import re
-import time
 from pathlib import Path
 
 import nbformat
@@ -84,14 +83,6 @@ def _row(panel, fact_id: str):
     return panel.locator(f".slm-lab-item[data-id='{fact_id}']")
 
 
-def _until(condition, timeout: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never: {what}")
-        time.sleep(0.2)
-
-
 def _sidebar_width(page, width: int) -> None:
     """Drag the handle between the left side bar and the main area to make the panel `width` px."""
     stack = page.locator("#jp-left-stack")
@@ -105,7 +96,8 @@ def _sidebar_width(page, width: int) -> None:
     page.mouse.down()
     page.mouse.move(box["x"] + width, handle[1], steps=8)
     page.mouse.up()
-    _until(lambda: abs(stack.bounding_box()["width"] - width) <= 3, 10, f"side bar at {width}px")
+    page.wait_for_function("w => Math.abs(document.querySelector('#jp-left-stack').getBoundingClientRect().width - w)"
+                           " <= 3", arg=width, timeout=10_000)
 
 
 def _assert_fits(page, width: int) -> None:
@@ -190,7 +182,8 @@ def test_the_memory_panel(tmp_path):
         with Memory(db) as mem:
             assert mem.get(ids["ana"]).is_core
         _row(panel, ids["join"]).locator(".slm-lab-up").click()
-        _until(lambda: _feedback(db) == 1, 15, "👍 stored")
+        expect(page.locator(".jp-toast-message", has_text="marked useful").first).to_be_visible(timeout=15_000)
+        assert _feedback(db) == 1  # (said once the server has written it)
         leak = _row(panel, ids["leak"])
         leak.locator(".slm-lab-forget").click()
         confirm = leak.locator(".slm-lab-confirm")
@@ -210,7 +203,8 @@ def test_the_memory_panel(tmp_path):
         expect(join.locator(".slm-lab-from .slm-lab-code")).to_have_text(
             "orders.merge(customers, on='customer_id', how='left')")
         join.locator(".slm-lab-copy").click()
-        _until(lambda: page.evaluate("navigator.clipboard.readText()") == ids["join"], 10, "the id copied")
+        expect(page.locator(".jp-toast-message", has_text=f"copied {ids['join']}").first).to_be_visible(timeout=10_000)
+        assert page.evaluate("navigator.clipboard.readText()") == ids["join"]
 
         # where it came from, one click away: other.ipynb opens at the cell
         _row(panel, ids["join"]).get_by_role("button", name="open other.ipynb at its cell").click()
