@@ -414,13 +414,7 @@ class Memory:
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:
         """One memory of this Memory's user (or of `user_id`) by id; None if there is none:
         another user's memory is as absent as one never written."""
-        if not isinstance(fact_id, str):
-            return None
-        if user_id is not None and not isinstance(user_id, str):
-            raise InvalidInput(f"user_id must be a string, not {type(user_id).__name__}")
-        user = self.user_id if user_id is None else user_id
-        row = self.store.fact(fact_id, user)
-        return None if row is None else fact_of(row)
+        return self.writer.fact(fact_id, user_id=user_id)
 
     def readable(self, fact_id: str) -> Fact | None:
         """One memory this Memory's user may read: their own, or one its author shared."""

@@ -132,6 +132,25 @@ def test_sql_fallback_agrees_with_the_index(words_mem):
     assert mem.recall("holiday forecast").retrieval_mode == "full_bm25_tfidf"
 
 
+def test_the_age_gate_and_its_count_are_the_same_on_both_paths(clock):
+    """With an age gate, the file's answer keeps what the index keeps (old memories only when
+    they match strongly) and counts the same older matches."""
+    from datetime import timedelta
+
+    with Memory(":memory:", clock=clock, semantic=False) as m:
+        now = clock.now
+        m.remember("the churn label leaks through tenure", created_at=now - timedelta(days=200))
+        m.remember("churn churn churn: the churn label and the churn window", created_at=now - timedelta(days=90))
+        m.remember("a churn cohort, this week", created_at=now - timedelta(days=1))
+        m.remember("weekly churn dashboard", created_at=now - timedelta(days=400))
+        m.config = bm25_only(m)
+        for q in ["churn", "churn label tenure", "churn window label"]:
+            full = m.recall(q, max_age_days=30)
+            fb = recall_from_sql(m, q, max_age_days=30)
+            assert fb.degraded_mode and [r.fact_id for r in fb] == [r.fact_id for r in full], q
+            assert fb.older_matches == full.older_matches == 3, q
+
+
 def test_sql_fallback_returns_the_same_top_10_with_tags_titles_and_sessions(clock):
     """One definition of the fields and the score: the file's postings, ranked by DuckDB,
     give what the in-process index gives without its n-gram channel."""

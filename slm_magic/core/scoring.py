@@ -142,6 +142,11 @@ class RankingConfig(BaseModel):
     word_support: float = Field(2.0, ge=0)
     word_support_cos: float = Field(0.45, ge=-1, le=1)
 
+    def word_probe(self, vectors: int) -> int:
+        """How many word matches beyond the meaning pool have their cosines worked out exactly
+        in a store of this many vectors (0: none; -1: every promising one)."""
+        return self.meaning_word_probe if vectors >= self.meaning_word_probe_from else 0
+
     @property
     def tfidf_on(self) -> bool:
         """Whether a TF-IDF channel (n-grams or context) takes part: what retrieval_mode says."""

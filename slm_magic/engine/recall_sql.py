@@ -9,8 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..core.clock import epoch_seconds
-from ..core.scoring import (AGE_GATE_RELEVANCE, RankingConfig, admission, bm25_idf, bm25_relevance, bm25_term, fuse,
+from ..core.scoring import (RankingConfig, admission, bm25_idf, bm25_relevance, bm25_term, fuse,
                             idf_max, length_norm, recency, revision, search_score, spread)
 from ..index.meaning import EmbeddingModel, fact_texts
 from ..index.rows import fact_of
@@ -27,25 +26,15 @@ def recall_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: S
                updated_after: float | None, kind: str | None, type: str | None, day_docs: Sequence[int] = (),
                question: np.ndarray | None = None, strict: bool = True,
                admit: bool = True) -> tuple[Ranked, list[ScoredMemory]]:
-    """`Memory.recall` from the store: (the rows shown, their memories). With a filter or the age
-    gate, more rows are ranked than shown, so that enough pass them."""
-    wide = limit if updated_after is None and kind is None and type is None else max(limit * 20, 200)
-    ranked = rank_sql(store, cfg, model, terms, qtf, now=now, user=user, project=project, limit=wide,
+    """`Memory.recall` from the store: (the rows shown, their memories)."""
+    ranked = rank_sql(store, cfg, model, terms, qtf, now=now, user=user, project=project, limit=limit,
                       kind=kind, type=type, days=day_docs, question=question, strict=strict, admit=admit,
                       updated_after=updated_after)
+    ranked = ranked.take(np.arange(min(limit, ranked.doc_ids.size)))
     facts = {d: fact_of(row) for d, row in store.facts_by_doc(ranked.doc_ids.tolist()).items()}
-    wide_memories = [m for m in scored_memories(ranked, facts, words)
-                     if (kind is None or m.fact.kind == kind) and (type is None or m.fact.type == type)]
-    older = [m for m in wide_memories
-             if updated_after is not None and epoch_seconds(m.fact.updated_at) < updated_after]
-    memories = [m for m in wide_memories if not (
-        updated_after is not None and epoch_seconds(m.fact.updated_at) < updated_after
-        and m.relevance < AGE_GATE_RELEVANCE)][:limit]
-    keep_ids = {m.fact_id for m in memories}
-    order = [i for i, d in enumerate(ranked.doc_ids.tolist()) if facts.get(d) and facts[d].fact_id in keep_ids]
-    shown = ranked.take(np.array(order, dtype=np.int64))
-    shown.older_matches = len(older)
-    return shown, memories
+    if len(facts) < ranked.doc_ids.size:  # (removed by another process since it was ranked)
+        ranked = ranked.take(np.flatnonzero(np.isin(ranked.doc_ids, list(facts))))
+    return ranked, scored_memories(ranked, facts, words)
 
 
 def bm25_matches(store, cfg: RankingConfig, terms: Sequence[int], qtf: Sequence[int], user: str,
@@ -82,6 +71,7 @@ def rank_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Seq
     found, n = bm25_matches(store, cfg, terms, qtf, user, project)
     ranked, every = Ranked.empty(), None
     updated, held = np.empty(0), np.empty(0)
+    older = 0
     if found is not None:
         docs, raw, updated, revs, kinds, types, held = found
         keep = np.ones(docs.size, bool)
@@ -90,6 +80,8 @@ def rank_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Seq
         if type is not None:
             keep &= types == type
         docs, raw, updated, revs, held = docs[keep], raw[keep], updated[keep], revs[keep], held[keep]
+        if updated_after is not None:  # (what the age gate leaves out, counted as in process)
+            older = int(np.count_nonzero(updated < updated_after))
     if found is not None and docs.size:
         bm25 = bm25_relevance(raw, idf_max(n))
         none = np.zeros(docs.size)
@@ -103,16 +95,19 @@ def rank_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Seq
         ranked.relevance = rel2[rows]
     if question is not None:
         ranked = meaning_sql(store, cfg, model, ranked, updated, held, question, now=now, user=user, project=project,
-                             kind=kind, type=type, limit=limit, strict=strict and not len(days), admit=admit)
+                             kind=kind, type=type, limit=limit, strict=strict and not len(days), admit=admit,
+                             updated_after=updated_after)
     if len(days) and every is not None:
         on_days = every.take(np.flatnonzero(np.isin(every.doc_ids, list(days))))
-        ranked = days_first(on_days, ranked, cfg, limit + on_days.doc_ids.size)
+        ranked = days_first(on_days, ranked, cfg, limit)
+    ranked.older_matches = older
     return ranked
 
 
 def meaning_sql(store, cfg: RankingConfig, model: EmbeddingModel, words: Ranked, updated: np.ndarray,
                 held: np.ndarray, question: np.ndarray, *, now: float, user: str, project: str | None,
-                kind: str | None, type: str | None, limit: int, strict: bool, admit: bool) -> Ranked:
+                kind: str | None, type: str | None, limit: int, strict: bool, admit: bool,
+                updated_after: float | None = None) -> Ranked:
     """`with_meaning` from the vectors the store keeps: the same background (a fixed sample of
     them), admission and fusion (`fuse_meaning`)."""
     docs, got, n = store.vector_sample(question, model.name, VectorStore.SAMPLE)
@@ -134,7 +129,8 @@ def meaning_sql(store, cfg: RankingConfig, model: EmbeddingModel, words: Ranked,
     if not both.doc_ids.size:
         return both
     return fuse_meaning(both, sql_cosines(store, model, question, both.doc_ids.tolist()), mu, sd, need, cfg,
-                        strict=strict, coverage=held.__getitem__, updated=updated, updated_after=None, limit=limit)
+                        strict=strict, coverage=held.__getitem__, updated=updated, updated_after=updated_after,
+                        limit=limit)
 
 
 def sql_cosines(store, model: EmbeddingModel, question: np.ndarray, doc_ids: list[int],

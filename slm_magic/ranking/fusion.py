@@ -157,9 +157,8 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     cand = own
     if own.size > 4 * (4 * k + 64):
         bound = _bounds(index, cs, cfg, own, rscale, cmax, wg, working_set, updated_after)
-        wide = cfg.meaning_word_probe if index.vectors.live >= cfg.meaning_word_probe_from else 0
-        cand, cs.promising = _can_reach(t, own, bound, k, wide, lambda c: exact(c)[0], only_user, project, kind,
-                                        type_code)
+        cand, cs.promising = _can_reach(t, own, bound, k, cfg.word_probe(index.vectors.live), lambda c: exact(c)[0],
+                                        only_user, project, kind, type_code)
     cand = _eligible(t, cand, only_user, project, kind, type_code)
     if not cand.size:
         return Ranked.empty()

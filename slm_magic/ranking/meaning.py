@@ -42,9 +42,9 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
     if admit:
         only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
         pick, near = index.vectors.nearest(query, cutoff)
-        if cs is not None and cs.bm25 is not None and cfg.meaning_word_probe \
-                and index.vectors.live >= cfg.meaning_word_probe_from and index.vectors.centroids.shape[0]:
-            pick, near = _with_word_matches(index, cs, words.doc_ids, query, cutoff, cfg.meaning_word_probe, pick, near)
+        probe = cfg.word_probe(index.vectors.live)
+        if probe and cs is not None and cs.bm25 is not None and index.vectors.centroids.shape[0]:
+            pick, near = _with_word_matches(index, cs, words.doc_ids, query, cutoff, probe, pick, near)
         pick = _closest_eligible(t, pick[np.lexsort((pick, -near))], words.doc_ids, cfg.meaning_top,
                                  only_user, project, kind, type_code)
     both = words
