@@ -134,12 +134,18 @@ class Memory:
         waited for (a few seconds at a million memories), and the index is saved once more if
         enough changed since."""
         try:
+            self.live.fill.stop()  # (after its current step: the next open fills what is left)
             if self.working_sets.pending and not self.store.connected:
                 self.store.connect()
             self.working_sets.flush()
             self.live.save_last()
         finally:
             self.store.close()
+
+    def wait_for_vectors(self, timeout: float | None = None) -> bool:
+        """Wait until the vectors that follow a bulk write are all there (a script that imports
+        and then asks by meaning); True when they are (False: still being worked out)."""
+        return self.live.fill.wait(timeout)
 
     def save_index(self) -> None:
         """Save the in-process index beside the file now (it is saved by itself after a
@@ -511,7 +517,8 @@ class Memory:
             return f"not running: {self.meaning_error}"
         if self.index is None:
             return f"{self.meaning.name}, from the file's vectors (no in-process index)"
-        return f"{self.meaning.name}, vectors for {self.index.vectors.live:,} of {self.index.n_live:,}"
+        line = f"{self.meaning.name}, vectors for {self.index.vectors.live:,} of {self.index.n_live:,}"
+        return f"{line} (the rest are being worked out)" if self.live.fill.running else line
 
     def _index_words(self) -> str:
         """The replica in a line: where it came from, how far behind the saved file is."""

@@ -150,9 +150,11 @@ class Exchange:
 
             bar = tqdm(total=total, unit="memories", desc=f"import {path.name}")
         batches = (new[start:start + BATCH] for start in range(0, total, BATCH))
+        written = 0
         with self.writer.bulk_write():
             for rows, post, last in bulk.analysed(batches, _analysed_columns, len):
-                self._write_imported(rows, post)
+                self._write_imported(rows, post, words_first=written >= self.writer.VECTORS_INLINE)
+                written += len(rows)
                 if not last:
                     self.lease.yield_file()
                 if bar is not None:
@@ -215,7 +217,7 @@ class Exchange:
                 raise InvalidImport(f"{path.name}: {where} {r['line_number']} {why}; nothing was imported")
             skipped.append(Skipped(position=int(r["line_number"]), reason=why))
         return skipped
-    def _write_imported(self, rows: list[dict], post: Postings) -> None:
+    def _write_imported(self, rows: list[dict], post: Postings, words_first: bool = False) -> None:
         """The bulk path, keeping every field as exported."""
         import pyarrow as pa
 
@@ -232,6 +234,7 @@ class Exchange:
         columns["code"] = code_kept(columns["code"], columns["shared"])
         columns["doc_len"] = post.doc_len
         columns["terms"], columns["tfs"] = post.list_columns()
+        columns["words_first"] = words_first  # (beyond the writer's VECTORS_INLINE: they follow)
         self.writer.with_vectors(columns, self.writer.vectors_of(columns))  # (made again, never read from the file)
         self.working_sets.flush()
         self.store.insert_many(columns)

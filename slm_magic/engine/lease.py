@@ -24,10 +24,11 @@ class Lease:
     def attached(self):
         """Hold the file only inside this block: opened on entry if needed, caught up with other
         processes' writes, let go on exit."""
-        opened = not self.store.connected
-        if opened:
-            self.store.connect()
-            self.sharing = True
+        with self.store.lock:  # (the vector fill's thread opens the file for a step, and closes what it opened)
+            opened = not self.store.connected
+            if opened:
+                self.store.connect()
+                self.sharing = True
         try:
             if self.live.index is None:  # degraded earlier: try the index again
                 cfg = self.settings.config

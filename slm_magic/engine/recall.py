@@ -77,7 +77,7 @@ class Recall:
     @property
     def degraded_reason(self) -> str | None:
         """Why a recall now would skip a channel it should run (None: every one runs)."""
-        return self.live.error if self.live.index is None else self.settings.model_error
+        return self.live.error if self.live.index is None else self.settings.model_error or self.live.fill.reason
 
     def recall(self, query: str, *, session_id: str | None = None, limit: int = 10, project: str | None = None,
                user_id: str | None = None, max_age_days: int | None = None, kind: str | None = "auto",
@@ -92,11 +92,13 @@ class Recall:
                           max_age_days=max_age_days, strict=strict)
         tracked = bool(session_id) and not is_synthetic_session(session_id) \
             and not self.store.sessions.session_closed(session_id)
-        reason = self.settings.model_error  # (the index's own failure, if any, is said below)
+        # (the index's own failure, if any, is said below; vectors still following a bulk write, here)
+        reason = self.settings.model_error or self.live.fill.reason
         ranked: Ranked | None = None
         if self.live.index is not None:
             try:
-                ranked, memories = self.in_process(q, session_id if tracked else None, related)
+                with self.store.lock:  # (the fill puts vectors in from its thread)
+                    ranked, memories = self.in_process(q, session_id if tracked else None, related)
             except STORAGE_FAILURES as exc:  # degrade to SQL rather than fail the user
                 self.live.degrade(f"in-process index failed ({type_name(exc)}: {exc})")
                 ranked = None

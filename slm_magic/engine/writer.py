@@ -32,6 +32,12 @@ from .working_sets import WorkingSets
 
 
 class Writer:
+    #: The first this many memories of one bulk write get their vectors with their words; the
+    #: rest are stored and searchable by their words first, their vectors following in the
+    #: background (index/fill.py): a million-memory import runs near the words' own pace,
+    #: and a store of the usual size is whole by meaning as soon as the write returns.
+    VECTORS_INLINE = 200_000
+
     def __init__(self, store, settings: Settings, live: LiveIndex, working_sets: WorkingSets, learning, lease: Lease,
                  clock: Callable[[], datetime], user_id: str):
         self.store = store
@@ -54,8 +60,9 @@ class Writer:
         return None if row is None else fact_of(row)
 
     def vectors_of(self, columns: Mapping[str, Sequence]) -> np.ndarray | None:
-        """New memories' vectors (validated columns) when the meaning channel runs, else None."""
-        if self.settings.model is None:
+        """New memories' vectors (validated columns) when the meaning channel runs, else None;
+        None too for a batch stored words first, whose vectors follow it (index/fill.py)."""
+        if self.settings.model is None or columns.get("words_first"):
             return None
         return self.settings.model.encode(memory_texts(columns["content"], columns["title"], columns["tags"]))
 
@@ -193,6 +200,7 @@ class Writer:
         with self.store.bulk(), (self.live.replica.bulk_write() if self.live.replica is not None else contextlib.nullcontext()), \
                 concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="slm-bulk-insert") as writer:
             yield writer
+        self.live.fill.start()  # (the vectors of its large batches, in the background)
 
     def _prepared(self, batch: Sequence[Mapping[str, Any]], start: int, on_invalid: str,
                   skipped: list[Skipped]) -> dict[str, Any] | InvalidInput | None:
@@ -226,7 +234,9 @@ class Writer:
             columns["type"] = [type_override] * len(columns["content"])
         if "" in columns["user_id"]:  # (the empty user is nobody: this Memory's user, as in remember)
             columns["user_id"] = [u or self.user_id for u in columns["user_id"]]
-        if self.settings.model is not None and self.settings.model.path and self.live.replica is not None:
+        columns["words_first"] = offset >= self.VECTORS_INLINE
+        if self.settings.model is not None and self.settings.model.path and self.live.replica is not None \
+                and not columns["words_first"]:
             columns["embed_model"] = self.settings.model.path  # (the vectors come with the postings)
         return columns
 

@@ -124,8 +124,11 @@ class Postings:
     @classmethod
     def of_columns(cls, cols: Mapping[str, Sequence]) -> "Postings":
         """Postings of validated columns (content, title, tags, project, type); with a true
-        "grams_only", the 3-grams of content, title and tags alone (`grams_of`)."""
-        if cols.get("grams_only"):
+        "grams_only", the 3-grams of content, title and tags alone (`grams_of`); with a true
+        "vectors_only", nothing but the vectors of "embed_model"."""
+        if cols.get("vectors_only"):  # (the vectors that follow a bulk write: index/fill.py)
+            post = cls(*_no_terms(len(cols["content"])), *_no_terms(len(cols["content"]))[:3])
+        elif cols.get("grams_only"):
             post = cls.grams_of(cols["content"], cols["title"], cols["tags"])
         else:
             post = cls.of(cols["content"], cols.get("title"), cols.get("tags"), cols.get("project"), cols.get("type"))

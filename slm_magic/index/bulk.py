@@ -48,7 +48,7 @@ class Worker:
             _widen(pipe)
 
     def send(self, columns: Mapping[str, Any]) -> None:
-        pickle.dump({k: columns.get(k) for k in (*ANALYSED, "grams_only", "embed_model")}, self.proc.stdin,
+        pickle.dump({k: columns.get(k) for k in (*ANALYSED, "grams_only", "vectors_only", "embed_model")}, self.proc.stdin,
                     protocol=pickle.HIGHEST_PROTOCOL)
         self.proc.stdin.flush()
 

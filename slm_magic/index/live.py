@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..core.identity import default_user
 from ..storage.store import STORAGE_FAILURES
+from .fill import VectorFill
 from .meaning import EmbeddingModel
 from .replica import IndexReplica
 from .rows import FactRows
@@ -18,6 +19,7 @@ class LiveIndex:
         self.replica: IndexReplica | None = None
         self.error: str | None = None     # why there is no replica (None while there is one)
         self._no_rows = FactRows()        # (what `rows` is while degraded: empty)
+        self.fill = VectorFill(store, self)  # the vectors a bulk write left to follow it
 
     @property
     def index(self) -> SparseIndex | None:
@@ -36,6 +38,7 @@ class LiveIndex:
             self.error = None
             self._adopt_unowned()
             self.save_soon()
+            self.fill.start()
         except STORAGE_FAILURES as exc:  # the file or the machine failed us: answer from SQL instead
             self.degrade(f"in-process index unavailable ({type(exc).__name__}: {exc})")
 
@@ -47,12 +50,14 @@ class LiveIndex:
         if self.replica is not None:
             self.replica.refresh()
             self._adopt_unowned()
+            self.fill.start()
 
     def sync(self) -> None:
         """Catch up after our own change the replica cannot apply by itself (a revision, a forget)."""
         if self.replica is not None:
             self.replica.sync()
             self._adopt_unowned()
+            self.fill.start()
 
     def after_write(self, *args, **kwargs) -> None:
         """Our own write into the replica (the write itself is safe in the file already)."""
@@ -62,6 +67,8 @@ class LiveIndex:
             self.replica.after_write(*args, **kwargs)
         except STORAGE_FAILURES as exc:
             self.degrade(f"in-process index failed while adding ({type(exc).__name__}: {exc})")
+            return
+        self.fill.start()
 
     def save_soon(self) -> None:
         """A background save when enough changed since the saved index (cheap to ask)."""

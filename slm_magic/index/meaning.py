@@ -27,6 +27,10 @@ import numpy as np
 import xxhash
 
 DEFAULT_MODEL = "default"
+#: A catch-up with another kernel's writes, or a change of model, that finds this many memories
+#: without vectors leaves them to the background (index/fill.py) instead of working them out
+#: before the recall that asked for the catch-up.
+FILL_FROM = 10_000
 PACKAGED = Path(__file__).resolve().parent.parent / "data" / "static-minilm-256.npz"
 
 

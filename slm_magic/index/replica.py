@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from . import bulk, index_file
 from .sparse import SparseIndex
-from .meaning import EmbeddingModel, fact_texts, memory_texts
+from .meaning import FILL_FROM, EmbeddingModel, fact_texts, memory_texts
 from ..core.fields import KINDS, TYPE_CODE
 from ..results.models import Fact
 from .analysis import Postings
@@ -65,6 +65,11 @@ class IndexReplica:
         # Rows of the empty user were taken in (an older slm_magic, started before the file was
         # upgraded, still writes them): `Memory` gives them to the default user, then clears it.
         self.unowned = False
+        # Memories left without vectors for the fill (index/fill.py) to work out in the background,
+        # and how many vectors it put in since the saved index (they too make a save worth it).
+        self.unvectored = False
+        self.filled = self.filled_saved = 0
+        self.writing = 0  # bulk writes under way
 
     @classmethod
     def load(cls, store: Store, k1: float, b: float, embedder: EmbeddingModel | None = None) -> "IndexReplica":
@@ -92,13 +97,14 @@ class IndexReplica:
                 if self.embedder is not None and self.index.vectors.model != self.embedder.name:
                     # saved with another model (or none): its vectors are never compared with ours
                     self.index.vectors.reset(self.embedder.dims, self.embedder.name)
-                    self.embed_missing()
+                    self.embed_missing(later=True)
                 self.seen = self.saved = got.stamp
                 self.source = "saved index"
                 self._note_unowned(None)
                 if newest > got.stamp:  # what was written after the save
                     self.seen = max(self.seen, self.apply_changes(got.stamp))
                 self.index.vectors.settle()
+                self.unvectored |= bool(self.vectorless().size)  # (a fill the last kernel left unfinished)
                 store.caught_up(self.seen)
                 return
         self.seen = newest
@@ -126,7 +132,8 @@ class IndexReplica:
         n = self.index.n_live
         if self.store.index_stem is None or n < self.SAVE_MIN_DOCS:
             return False
-        return not self.saved or self.seen - self.saved >= max(1_000, self.SAVE_AFTER_CHANGES * n)
+        enough = max(1_000, self.SAVE_AFTER_CHANGES * n)
+        return not self.saved or self.seen - self.saved >= enough or self.filled - self.filled_saved >= enough
 
     def save(self, *, background: bool = False) -> None:
         """Write the saved index as of now: a snapshot under the lock, then the file (in a
@@ -140,6 +147,7 @@ class IndexReplica:
             snap = index_file.snapshot(self.index, self.rows, self.session_last, stamp=self.seen,
                                        schema=self.store.schema_version(), identity=self.store.identity(),
                                        last=self.store.last_memory())
+            filled = self.filled
         path = index_file.path_for(self.store.index_stem)
         mode = self.store.index_mode()
 
@@ -161,6 +169,7 @@ class IndexReplica:
                     return
             # (after a failure too: the next try waits for as many changes as a save would)
             self.saved = max(self.saved, snap.stamp)
+            self.filled_saved = max(self.filled_saved, filled)
 
         if background:
             # (not a daemon: a process that ends while it saves finishes the file first)
@@ -242,24 +251,27 @@ class IndexReplica:
         this process can run, which `_put_vectors` runs instead)."""
         return self.embedder.path if self.embedder is not None else None
 
-    def _put_vectors(self, rows, analysed: Postings, stored: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+    def _put_vectors(self, rows, analysed: Postings, stored: tuple[np.ndarray, np.ndarray] | None = None,
+                     later: bool = False) -> None:
         """The vectors of stored rows (an Arrow table with doc_id, content, title and tags, and
         maybe vec and vec_model): the ones their analysis brought, else the stored ones of this
-        model (`stored`, when read already: `_stored_vectors`), else worked out here from their
-        text."""
+        model (`stored`, when read already: `stored_vectors`), else worked out here from their
+        text, or (`later`) by the fill."""
         if self.embedder is None or not rows.num_rows:
             return
         vecs = analysed.vectors
         if vecs is None:
-            vecs, mine = stored or self._stored_vectors(rows)
-            if not mine.all():
+            vecs, mine = stored or self.stored_vectors(rows)
+            if later:
+                self.unvectored |= not mine.all()
+            elif not mine.all():
                 todo = rows.filter(pa.array(~mine))
                 vecs[~mine] = self.embedder.encode(memory_texts(todo.column("content").to_pylist(),
                                                                 todo.column("title").to_pylist(),
                                                                 todo.column("tags").to_pylist()))
         self.index.vectors.put(rows.column("doc_id").to_numpy().astype(np.int64), vecs)
 
-    def _stored_vectors(self, rows) -> tuple[np.ndarray, np.ndarray]:
+    def stored_vectors(self, rows) -> tuple[np.ndarray, np.ndarray]:
         """(the rows' stored vectors of this model, zeros for the others; which rows had one)."""
         n, dims = rows.num_rows, self.embedder.dims
         out = np.zeros((n, dims), np.float32)
@@ -282,15 +294,34 @@ class IndexReplica:
 
     EMBED_STEP = 20_000
 
-    def embed_missing(self, progress: bool | None = None) -> int:
-        """Vectors for the live memories that have none (another model made the saved ones),
-        with a progress bar when there are many; returns how many were made."""
+    def vectorless(self) -> np.ndarray:
+        """Doc ids of the live memories without a vector (none while the channel is off)."""
         if self.embedder is None:
-            return 0
+            return np.zeros(0, np.int64)
         t = self.index.docs
         self.index.vectors.ensure(t.size)
-        missing = np.flatnonzero(t.alive[: t.size] & ~self.index.vectors.has[: t.size])
+        return np.flatnonzero(t.alive[: t.size] & ~self.index.vectors.has[: t.size])
+
+    def put_filled(self, doc_ids: np.ndarray, vecs: np.ndarray) -> int:
+        """The fill's vectors, for those of these memories still live and without one (a
+        revision or a forget since is not undone); returns how many it put."""
+        t, vectors = self.index.docs, self.index.vectors
+        doc_ids = np.asarray(doc_ids, np.int64)
+        vectors.ensure(t.size)
+        keep = (doc_ids < t.size) & t.alive[np.minimum(doc_ids, t.size - 1)] & ~vectors.has[doc_ids]
+        vectors.put(doc_ids[keep], vecs[keep])
+        self.filled += int(keep.sum())
+        return int(keep.sum())
+
+    def embed_missing(self, progress: bool | None = None, later: bool = False) -> int:
+        """Vectors for the live memories that have none (another model made the saved ones),
+        with a progress bar when there are many, or (`later`, when they are FILL_FROM or more)
+        left to the fill; returns how many were made."""
+        missing = self.vectorless()
         if not missing.size:
+            return 0
+        if later and missing.size >= FILL_FROM:
+            self.unvectored = True
             return 0
         steps = range(0, missing.size, self.EMBED_STEP)
         if progress if progress is not None else missing.size >= 5 * self.EMBED_STEP:
@@ -355,12 +386,15 @@ class IndexReplica:
             new_meta = {k: v[fresh] for k, v in meta.items()}
             # (the file keeps no 3-grams: the text gives the same ones again; the vectors a writer of
             # this model stored are taken, else the text gives them too)
-            stored = self._stored_vectors(sub) if self.embedder is not None else None
-            analysed = Postings.of_columns(_text_of(sub, None if stored and stored[1].all() else self._embed_model))
+            stored = self.stored_vectors(sub) if self.embedder is not None else None
+            # (another kernel's bulk write: what it stored without vectors follows in the background)
+            later = stored is not None and int((~stored[1]).sum()) >= FILL_FROM
+            embed = None if stored is None or later or stored[1].all() else self._embed_model
+            analysed = Postings.of_columns(_text_of(sub, embed))
             new_meta.update(_gram_entries(analysed, doc_ids[fresh]))
             self.add(doc_ids[fresh], new_meta, np.repeat(doc_ids[fresh], lengths), terms,
                      _list_values(sub.column("tfs"))[1], replaced=replaced)
-            self._put_vectors(sub, analysed, stored)
+            self._put_vectors(sub, analysed, stored, later=later)
         self.rows.add_table(table.select(["doc_id", *FACT_COLUMNS]))
         return int(meta["changed"].max())
 
@@ -449,6 +483,8 @@ class IndexReplica:
         """The index's segments and rows written in a row are merged once, at the end (under the
         store's lock, as every change of the index)."""
         stack = contextlib.ExitStack()
+        self.writing += 1  # (the vectors it leaves follow once it ends: index/fill.py)
+        stack.callback(self._written)
         stack.enter_context(self.index.merged_at_end())
         stack.enter_context(self.rows.merged_at_end())
         stack.enter_context(self.index.vectors.held())
@@ -459,6 +495,9 @@ class IndexReplica:
                 stack.close()
                 self.index.vectors.settle()
 
+    def _written(self) -> None:
+        self.writing -= 1
+
     def after_write(self, doc_ids: np.ndarray, changed: np.ndarray, meta: Mapping[str, Any],
                     p_doc: np.ndarray, p_term: np.ndarray, p_tf: np.ndarray, rows_table=None,
                     facts: Sequence[Fact] | None = None) -> None:
@@ -467,6 +506,7 @@ class IndexReplica:
             lo, hi = int(changed.min()), int(changed.max())
             contiguous = lo == self.seen + 1 and hi - lo + 1 == changed.size
             self.add(doc_ids, meta, p_doc, p_term, p_tf)
+            self.unvectored |= self.embedder is not None and "vectors" not in meta  # (a bulk write's: they follow)
             if rows_table is not None:
                 self.rows.add_table(rows_table)
             for d, f in zip(doc_ids.tolist(), facts or ()):

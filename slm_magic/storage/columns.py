@@ -38,6 +38,15 @@ def insert_columns(given) -> tuple[str, ...]:
     return (*INSERT_COLUMNS, *VECTOR_COLUMNS) if "vec" in given else INSERT_COLUMNS
 
 
+#: Vectors worked out after their memories were stored (index/fill.py), set where a row still
+#: has none of that model: a revision since has a new doc_id, so it never takes an old text's.
+#: ({stamp}: nothing on a file, where other kernels read them when they fill their own; the
+#: server wants a stamp for every change of a row.)
+FILL_VECTORS = ("UPDATE memories SET vec = v.vec, vec_model = v.vec_model{stamp} FROM _vectors_in AS v "
+                "WHERE memories.doc_id = v.doc_id AND (memories.vec IS NULL OR memories.vec_model IS DISTINCT FROM "
+                "v.vec_model) RETURNING memories.doc_id")
+
+
 def vector_columns(vecs: np.ndarray, model: str) -> dict:
     """New memories' vectors (one row each) as the columns `insert_many` writes."""
     import pyarrow as pa

@@ -41,7 +41,7 @@ from . import pg_schema
 from ..errors import StoreError
 from .session_store import SessionStore
 from .store import Store
-from .columns import insert_columns
+from .columns import FILL_VECTORS, insert_columns, vector_columns
 from .dialect import POSTGRES
 
 #: The schema version this slm_magic gives a team's database (its own numbers from 7 on).
@@ -509,6 +509,20 @@ class PgStore(Store):
         return {"fact_id": got.column("fact_id").to_numpy(zero_copy_only=False),
                 "doc_id": got.column("doc_id").to_numpy().astype(np.int64),
                 "changed": got.column("changed").to_numpy().astype(np.int64)}
+
+    def fill_vectors(self, doc_ids: Sequence[int], vecs: np.ndarray, model: str) -> int:
+        """As on a file, through a temporary table (row-level security: only your own rows take one)."""
+        import pyarrow as pa
+
+        batch = pa.table({"doc_id": pa.array(np.asarray(doc_ids, np.int64)), **vector_columns(vecs, model)})
+
+        def attempt() -> int:  # (again on a new connection: setting a missing vector twice is the same)
+            with self.arrow_job() as cur:
+                cur.adbc_ingest("_vectors_in", batch, mode="replace", temporary=True)
+                return self.fetch_arrow(FILL_VECTORS.format(stamp=f", changed = {self.dialect.next_stamp}"),
+                                        []).table.num_rows
+        with self.lock:
+            return self._retrying(attempt)
 
     def revise(self, fact_id: str, values: dict) -> tuple[int, int, list[int], int]:
         """New content in one transaction, the row locked first (a concurrent revise or forget

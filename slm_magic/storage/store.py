@@ -25,7 +25,7 @@ from . import attachments
 from ..errors import StoreError
 from .session_store import SessionStore
 from .signal_store import SignalStore
-from .columns import FACT_COLUMNS, INDEX_COLUMNS, VECTOR_COLUMNS, insert_columns
+from .columns import FACT_COLUMNS, FILL_VECTORS, INDEX_COLUMNS, VECTOR_COLUMNS, insert_columns, vector_columns
 from .dialect import DUCKDB, Dialect
 from .migrations import MIGRATIONS, SCHEMA_VERSION, USER_TABLES
 
@@ -353,6 +353,19 @@ class Store:
             finally:
                 self.con.unregister("_new_memories")
         return got
+
+    def fill_vectors(self, doc_ids: Sequence[int], vecs: np.ndarray, model: str) -> int:
+        """Vectors of stored memories that had none (the columns.FILL_VECTORS rule); how many
+        rows took one. Not a change: other kernels read them when they fill their own."""
+        import pyarrow as pa
+
+        table = pa.table({"doc_id": pa.array(np.asarray(doc_ids, np.int64)), **vector_columns(vecs, model)})
+        with self.lock:
+            self.con.register("_vectors_in", table)
+            try:
+                return len(self.con.execute(FILL_VECTORS.format(stamp="")).fetchall())
+            finally:
+                self.con.unregister("_vectors_in")
 
     # --- reads ------------------------------------------------------------------------------
     def vocabulary(self) -> dict[str, np.ndarray]:
