@@ -192,6 +192,23 @@ def test_a_damaged_index_is_rebuilt(db_path, clock, spoil, why):
         assert_same(answers(m), reference)
 
 
+def test_a_large_blob_damaged_is_found_after_the_open_and_the_index_rebuilt(db_path, clock, monkeypatch):
+    """Large blobs are checked once the first call is answered: a damaged one drops the saved
+    index (never copied into a new save), and the next call builds the index from the file."""
+    monkeypatch.setattr(index_file, "CHECK_LATER_FROM", 0)  # (every blob is large here)
+    build(db_path, clock)
+    reference = rebuilt_answers(db_path, clock)
+    idx = index_file.path_for(str(db_path))
+    _flip_byte(idx)
+    with Memory(db_path, clock=clock) as m:
+        assert m.replica.source == "saved index"  # (its header checks out)
+        m.recall("churn cohort")  # answered, then the late checks begin
+        m.replica.wait_checked()
+        assert "damaged" in m.replica.damaged and not os.path.exists(idx)
+        assert_same(answers(m), reference)  # (the first of them built the index again)
+        assert m.replica.source.startswith("rebuilt (the saved index was damaged")
+
+
 def test_another_files_index_or_one_newer_than_the_file_is_rebuilt(tmp_path, clock):
     a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
     build(a, clock)

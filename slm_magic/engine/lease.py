@@ -36,6 +36,7 @@ class Lease:
             self.live.refresh()
             yield
         finally:
+            self.live.start_checks()
             if opened:
                 self.sharing = False
                 try:

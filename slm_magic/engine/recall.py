@@ -19,7 +19,7 @@ from ..core.fields import KINDS, TYPE_CODE
 from ..core.scoring import retrieval_mode
 from ..core.session_ids import is_synthetic_session
 from ..core.temporal import day_key, temporal_terms
-from ..errors import InvalidInput, type_name
+from ..errors import InvalidInput, StoreError, type_name
 from ..index.live import LiveIndex
 from ..ranking.fusion import days_first, rank_days, rank_index, rank_related
 from ..ranking.meaning import with_meaning
@@ -109,6 +109,7 @@ class Recall:
                 project=project, limit=limit, updated_after=q.updated_after, kind=q.kind, type=type,
                 day_docs=self.day_docs(user, q.days, project) if q.days else (), question=q.vector, strict=strict,
                 admit=q.admit)
+        self.live.start_checks()  # (a new kernel's first recall is answered before they read the saved index)
         if tracked and memories:
             doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
             self.working_sets.note_shown(session_id, query, [(m.fact_id, doc_of[m.fact_id]) for m in memories],
@@ -157,6 +158,8 @@ class Recall:
         """The kernel's index ranks: words, then meaning, the learned re-ranker and the days the
         question names; with `related`, each match's session neighbours after the matches."""
         self.live.refresh()
+        if self.live.index is None:  # (the saved index turned out damaged, and no new one could be built)
+            raise StoreError(self.live.error or "the in-process index is not available")
         index, cfg, limit = self.live.index, self.settings.config, q.limit
         ranked = Ranked.empty()
         user_code = index.lookup_code("user", q.user)

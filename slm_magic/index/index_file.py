@@ -7,6 +7,8 @@ memory file and the change stamp the arrays reflect, and holds an XXH3 checksum 
 (64 bits, at memory speed: a CRC-32 took most of a new kernel's open at 1M). Anything
 that does not check out (another file's index, one newer than the file, a damaged or truncated
 one, another format) is `Stale`: the caller rebuilds, and nothing saved is trusted blindly.
+The large blobs are checked just after the open, in the background (`Loaded.check_rest`); one
+that is damaged then is dropped and the index rebuilt at the next call.
 The map is copy-on-write, so the replica's in-place writes stay private to its process.
 
 Layout: b"SLMIDX01", the header's length (8 bytes, little-endian), the header (JSON), its
@@ -360,12 +362,20 @@ def discard(path: str, why: Stale) -> None:
             os.unlink(path)
 
 
+#: Blobs this large are checked against their hashes after the open, in the background: at a
+#: million memories they are nearly all of the file's 2.5 GB, and reading them whole took a
+#: new kernel 3-5 s when the page cache no longer held them; a recall reads a few of their pages.
+CHECK_LATER_FROM = 16 * 2**20
+
+
 @dataclass
 class Loaded:
     index: SparseIndex
     rows: FactRows
     session_last: dict
     stamp: int
+    #: Checks the blobs CHECK_LATER_FROM or larger: the first damaged one's name, or None.
+    check_rest: Callable[[], str | None] = lambda: None
 
 
 def read(path: str, *, schema: int, identity: str, newest: int, k1: float, b: float,
@@ -389,7 +399,7 @@ def read(path: str, *, schema: int, identity: str, newest: int, k1: float, b: fl
 
 def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
     mm, h = _checked_header(path, schema, identity, newest, holds)
-    a = _checked_blobs(mm, h)
+    a, check_rest = _checked_blobs(mm, h)
     reader = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(a["rows"])))
     row_chunks = [pa.Table.from_batches([reader.get_batch(i)]) for i in range(reader.num_record_batches)]
     session_ids = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(a["sessions.id"]))).read_all().column("id")
@@ -401,7 +411,7 @@ def _read(path, schema, identity, newest, k1, b, holds) -> Loaded:
         rows.chunks, rows.frozen = row_chunks, len(row_chunks)
         rows.chunk_of, rows.offset_of = a["rows.chunk_of"], a["rows.row_of"]
     session_last = dict(zip(session_ids.to_pylist(), a["sessions.doc"].tolist()))
-    return Loaded(index, rows, session_last, int(h["stamp"]))
+    return Loaded(index, rows, session_last, int(h["stamp"]), check_rest)
 
 
 def _checked_header(path, schema, identity, newest, holds) -> tuple[mmap.mmap, dict]:
@@ -435,21 +445,30 @@ def _checked_header(path, schema, identity, newest, holds) -> tuple[mmap.mmap, d
     return mm, h
 
 
-def _checked_blobs(mm: mmap.mmap, h: dict) -> dict:
-    """Every blob the header lists, checked against its hash: arrays mapped, Arrow as bytes."""
+def _checked_blobs(mm: mmap.mmap, h: dict) -> tuple[dict, Callable[[], str | None]]:
+    """Every blob the header lists (arrays mapped, Arrow as bytes), those under
+    CHECK_LATER_FROM checked against their hashes now; and what checks the others."""
     buf = memoryview(mm)
     a: dict = {}
     views = {name: buf[h["data_start"] + info["offset"]: h["data_start"] + info["offset"] + info["nbytes"]]
              for name, info in h["blobs"].items()}
-    # (two at a time: the hash lets go of the GIL, and reading the pages in is most of an open)
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        sums = dict(zip(views, pool.map(xxhash.xxh3_64_hexdigest, views.values())))
+    now = [name for name, info in h["blobs"].items() if info["nbytes"] < CHECK_LATER_FROM]
+    later = [name for name in views if name not in now]
+    bad = _damaged(views, h, now)
+    if bad is not None:
+        raise Stale(f"damaged ({bad})")
     for name, info in h["blobs"].items():
         mv = views[name]
-        if sums[name] != info["xxh3"]:
-            raise Stale(f"damaged ({name})")
         a[name] = mv if info.get("arrow") else np.frombuffer(mv, dtype=np.dtype(info["dtype"])).reshape(info["shape"])
-    return a
+    return a, lambda: _damaged(views, h, later)
+
+
+def _damaged(views: dict, h: dict, names: list[str]) -> str | None:
+    """The first of these blobs whose hash is not the header's, or None."""
+    # (two at a time: the hash lets go of the GIL, and reading the pages in is most of the work)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        sums = pool.map(xxhash.xxh3_64_hexdigest, (views[name] for name in names))
+        return next((name for name, got in zip(names, sums) if got != h["blobs"][name]["xxh3"]), None)
 
 
 def _index_of(a: dict, h: dict, k1: float, b: float) -> SparseIndex:

@@ -46,7 +46,13 @@ class LiveIndex:
         self.replica, self.error = None, why
 
     def refresh(self) -> None:
-        """Catch up with writes another connection or process made since we last looked."""
+        """Catch up with writes another connection or process made since we last looked (and
+        build the index again when the saved one it mapped turned out damaged)."""
+        if self.replica is not None and self.replica.damaged:
+            replica, self.replica = self.replica, None  # (a fill under way sees it go, and stops)
+            self.load(replica.index.k1, replica.index.b, replica.embedder)
+            if self.replica is not None:
+                self.replica.source = f"rebuilt ({replica.damaged})"
         if self.replica is not None:
             self.replica.refresh()
             self._adopt_unowned()
@@ -58,6 +64,11 @@ class LiveIndex:
             self.replica.sync()
             self._adopt_unowned()
             self.fill.start()
+
+    def start_checks(self) -> None:
+        """The saved index's late checks, once a call has been answered (cheap to ask)."""
+        if self.replica is not None:
+            self.replica.start_checks()
 
     def after_write(self, *args, **kwargs) -> None:
         """Our own write into the replica (the write itself is safe in the file already)."""

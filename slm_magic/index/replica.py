@@ -70,6 +70,11 @@ class IndexReplica:
         self.unvectored = False
         self.filled = self.filled_saved = 0
         self.writing = 0  # bulk writes under way
+        # Why the saved index this replica mapped turned out damaged, once its large blobs were
+        # checked after the open (`LiveIndex` then builds the index again from the file).
+        self.damaged: str | None = None
+        self._checker: threading.Thread | None = None
+        self._pending_check: tuple | None = None
 
     @classmethod
     def load(cls, store: Store, k1: float, b: float, embedder: EmbeddingModel | None = None) -> "IndexReplica":
@@ -94,6 +99,7 @@ class IndexReplica:
                 index_file.discard(path, exc)  # never to be taken later
             else:
                 self.index, self.rows, self.session_last = got.index, got.rows, got.session_last
+                self._check_later(got.check_rest, path)
                 if self.embedder is not None and self.index.vectors.model != self.embedder.name:
                     # saved with another model (or none): its vectors are never compared with ours
                     self.index.vectors.reset(self.embedder.dims, self.embedder.name)
@@ -112,6 +118,37 @@ class IndexReplica:
         self.index.vectors.settle()  # (the cells of the meaning search, once for the whole load)
         self._note_unowned(None)
         store.caught_up(self.seen)
+
+    def _check_later(self, check_rest, path: str) -> None:
+        """The large blobs' hashes (index_file.CHECK_LATER_FROM), checked in a thread of their own
+        once the first call is answered (`start_checks`: reading them beside a recall's first
+        page-ins slowed it), or before a save, which must not copy a damaged blob."""
+        self._pending_check = (check_rest, path, os.stat(path).st_ino)
+
+    def start_checks(self) -> None:
+        if self._pending_check is None:
+            return
+        (check_rest, path, inode), self._pending_check = self._pending_check, None
+
+        def run() -> None:
+            try:
+                bad = check_rest()
+            except (OSError, ValueError) as exc:  # (the map went away under it: a damaged file too)
+                bad = f"{type(exc).__name__}: {exc}"
+            if bad is None:
+                return
+            self.damaged = f"the saved index was damaged ({bad})"
+            with contextlib.suppress(OSError):
+                if os.stat(path).st_ino == inode:  # (not a newer save put there since)
+                    index_file.discard(path, index_file.Stale(self.damaged))
+        self._checker = threading.Thread(target=run, name="slm-magic-check-index", daemon=True)
+        self._checker.start()
+
+    def wait_checked(self) -> None:
+        """Wait for the saved index's late checks (`damaged` says what they found)."""
+        self.start_checks()
+        if self._checker is not None:
+            self._checker.join()
 
     def _note_unowned(self, users: np.ndarray | None) -> None:
         """Whether rows of the empty user are in: among these user codes (rows just taken in),
@@ -138,6 +175,8 @@ class IndexReplica:
     def save(self, *, background: bool = False) -> None:
         """Write the saved index as of now: a snapshot under the lock, then the file (in a
         thread of its own with `background`; one saver at a time)."""
+        if self.damaged:
+            return
         if self._saver is not None and self._saver.is_alive():
             if not background:
                 self._saver.join()
@@ -159,6 +198,9 @@ class IndexReplica:
                 return True
 
         def run() -> None:
+            self.wait_checked()  # (a blob found damaged is never copied into a new save)
+            if self.damaged:
+                return
             try:
                 done = index_file.write(snap, path, mode or 0o600, publish)
             except Exception as exc:  # noqa: BLE001 - a failed save costs the next open time only (a full disk, a bug)
