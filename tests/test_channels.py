@@ -151,3 +151,24 @@ def test_ngram_channel_sees_word_parts_and_typos_without_admitting_them():
         rel = {r.content: r.relevance for r in plain}
         assert all(r.relevance >= rel[r.content] - 1e-12 for r in typo)
         assert typo.memories[0].content.startswith("deduplicated")
+
+
+def test_coverage_is_the_share_of_the_question_each_memory_holds_whatever_the_postings_order():
+    """ChannelScores.coverage against its definition: the plain and idf-weighted share of the
+    query's terms a document holds, read from postings in ascending order (a binary search)
+    and out of order (marked), for documents that match and documents that do not."""
+    from slm_magic.index.sparse import ChannelScores
+
+    rng = np.random.default_rng(7)
+    n = 500
+    postings = [np.sort(rng.choice(n, size, replace=False)).astype(np.int32) for size in (300, 40, 1, 120)]
+    idf = np.array([0.4, 2.1, 5.0, 1.3])
+    docs = np.concatenate([rng.choice(n, 30), postings[2], [n]])  # (the sentinel holds no term)
+    held = np.array([[d in set(p.tolist()) for d in docs.tolist()] for p in postings])
+    want = (held.sum(axis=0) / 5, (idf[:, None] * held).sum(axis=0) / idf.sum())
+    for terms in (postings, [p[::-1].copy() for p in postings]):
+        cs = ChannelScores(np.zeros(n + 1), np.zeros(n + 1), 1.0, 1.0, term_docs=terms, term_idf=idf,
+                           n_terms=5, idf_total=float(idf.sum()))
+        got = cs.coverage(docs)
+        assert np.array_equal(got[0], want[0]) and np.allclose(got[1], want[1], rtol=0, atol=1e-12)
+        assert got[0].max() > 0 and got[0].min() == 0

@@ -19,6 +19,8 @@ question, and lowers LongMemEval and notebooks, so it is not on by default (RESU
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import ndtri
@@ -215,12 +217,19 @@ def spread(count: int, total: float, squares: float, cfg: RankingConfig) -> tupl
     return mu, max(float(np.sqrt(var)), 0.75 * s0)
 
 
+@functools.lru_cache(maxsize=64)
+def _tail_deviations(share: float) -> float:
+    """How many deviations up a normal tail holds this share (a store's size changes seldom
+    between two questions: the inverse is worked out once per size)."""
+    return float(ndtri(1.0 - share))
+
+
 def admission(cfg: RankingConfig, mu: float, sd: float, n: int) -> tuple[float, float]:
     """How far up a memory found by meaning alone must stand among `n` memories whose cosines
     with the question have mean `mu` and deviation `sd`: (in deviations, as a cosine)."""
     need = cfg.meaning_admit
     if 0 < cfg.meaning_chance < n:
-        need = max(need, float(ndtri(1.0 - cfg.meaning_chance / n)))
+        need = max(need, _tail_deviations(cfg.meaning_chance / n))
     return need, max(mu + need * sd, float(np.nextafter(cfg.meaning_floor, 1)))
 
 

@@ -17,6 +17,7 @@ them, so kernels on one file share the pages.
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 import numpy as np
 import scipy.sparse as sp
@@ -165,34 +166,34 @@ class VectorStore:
             if docs.size > self.SAMPLE:
                 docs = np.sort(np.random.default_rng(0).choice(docs, self.SAMPLE, replace=False))
             rows = self.data[self.slot[docs]].astype(np.float64)
-            self._sample = (self.live, docs, rows.sum(axis=0), rows.T @ rows)
+            # (the Gram matrix kept as float32: half the bytes a question reads, and cosines of
+            # unit vectors summed over a few thousand rows need no more digits than that)
+            self._sample = (self.live, docs, rows.sum(axis=0), (rows.T @ rows).astype(np.float32))
         _, docs, total, gram = self._sample
-        q = query.astype(np.float64)
-        return docs.size, float(total @ q), float(q @ gram @ q)
+        q = np.asarray(query, np.float32)
+        return docs.size, float(total @ q), float(q @ (gram @ q))
 
     def nearest(self, query: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
         """Memories whose cosine with the query is at least `cutoff`, with those cosines: every
         row when there are no cells, else the newest rows and the nearest cells'. (Each span's
         product goes into one buffer: a question's rows are few, its spans' overheads are not.)"""
+        query = np.asarray(query, np.float32)
         k = self.centroids.shape[0]
+        spans = [(0, self.used)]
         if k:
             probes = min(k, max(self.PROBE_MIN, int(np.ceil(k * self.PROBE_SHARE))))
-            cells = np.sort(np.argpartition(-(self.centroids @ query), probes - 1)[:probes])
-            lo = np.append(self.starts[cells], self.packed)
-            hi = np.append(self.starts[cells + 1], self.used)
-        else:
-            lo, hi = np.zeros(1, np.int64), np.array([self.used], np.int64)
-        width = hi - lo
-        at = np.zeros(width.size + 1, np.int64)  # (where each span's products start in the buffer)
-        np.cumsum(width, out=at[1:])
-        cos = np.empty(int(at[-1]), np.float32)
-        query = np.asarray(query, np.float32)
-        for a, b, p in zip(lo.tolist(), hi.tolist(), at.tolist()):
-            if b > a:
-                np.matmul(self.data[a:b], query, out=cos[p: p + b - a])
+            cells = np.argpartition(-(self.centroids @ query), probes - 1)[:probes]
+            cells.sort()
+            spans = [*zip(self.starts[cells].tolist(), self.starts[cells + 1].tolist()), (self.packed, self.used)]
+        spans = [(a, b) for a, b in spans if b > a]  # (a handful: plain lists cost less than arrays)
+        at = list(itertools.accumulate((b - a for a, b in spans), initial=0))  # (each span's place in the buffer)
+        cos = np.empty(at[-1], np.float32)
+        for (a, b), p in zip(spans, at):
+            np.matmul(self.data[a:b], query, out=cos[p: p + b - a])
         hit = np.flatnonzero(cos >= cutoff)
+        starts, at = np.array([a for a, _ in spans], np.int64), np.array(at, np.int64)
         span = np.searchsorted(at, hit, side="right") - 1
-        docs = self.owner[lo[span] + hit - at[span]]
+        docs = self.owner[starts[span] + hit - at[span]]
         live = docs >= 0
         return docs[live], cos[hit][live]
 

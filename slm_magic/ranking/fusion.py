@@ -250,8 +250,8 @@ def with_grams(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: 
     score, rel, bm25, ctx, rec, rev, ws = parts
     wg = cfg.ngram_weight if cs is not None and cs.grams[0].size else 0.0
     gram = index.grams.cosine(docs, *cs.grams) if wg > 0 else np.zeros(docs.size)
-    rows, rel2, score2 = second_stage(docs, score, rel, gram, index.docs.updated[docs], updated_after,
-                                      cfg if wg > 0 else cfg.model_copy(update={"ngram_weight": 0.0}), limit)
+    # (no n-gram part: its gram is 0 and leaves each relevance as it was)
+    rows, rel2, score2 = second_stage(docs, score, rel, gram, index.docs.updated[docs], updated_after, cfg, limit)
     return Ranked(docs[rows], score2[rows], rel2[rows], bm25[rows], gram[rows], rec[rows], rev[rows], ws[rows],
                   context=ctx[rows])
 
