@@ -209,6 +209,46 @@ def test_a_large_blob_damaged_is_found_after_the_open_and_the_index_rebuilt(db_p
         assert m.replica.source.startswith("rebuilt (the saved index was damaged")
 
 
+LEFT_OPEN = textwrap.dedent("""
+    import atexit, sys, threading
+    from slm_magic import Memory
+    from slm_magic.index import index_file
+
+    index_file.CHECK_LATER_FROM = 0  # (every blob is checked after the first call)
+    real, shutting = index_file._damaged, threading.Event()
+
+    def held(views, h, names):  # the late check waits until the interpreter is shutting down
+        if threading.current_thread().name == "slm-magic-check-index":
+            shutting.wait()
+        return real(views, h, names)
+
+    index_file._damaged = held
+    m = Memory(sys.argv[1])
+    assert m.replica.source == "saved index"
+    m.recall("churn cohort")  # (the late check starts, and waits)
+
+    def finish():  # (runs once the thread pools take no more work)
+        shutting.set()
+        m.replica.wait_checked()
+        print("checked:", m.replica.damaged)
+
+    atexit.register(finish)
+    # the script ends without closing its memory
+""")
+
+
+def test_a_script_that_ends_with_the_late_check_running_ends_quietly(db_path, clock):
+    """A script (or a kernel) that ends while the late check runs: the check has no verdict and
+    says nothing, the process ends without a traceback, and the saved index stays."""
+    build(db_path, clock)
+    out = subprocess.run([sys.executable, "-c", LEFT_OPEN, str(db_path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr and "Exception" not in out.stderr, out.stderr
+    assert "checked: None" in out.stdout
+    assert os.path.exists(index_file.path_for(str(db_path)))
+
+
 def test_another_files_index_or_one_newer_than_the_file_is_rebuilt(tmp_path, clock):
     a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
     build(a, clock)

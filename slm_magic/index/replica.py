@@ -135,6 +135,8 @@ class IndexReplica:
                 bad = check_rest()
             except (OSError, ValueError) as exc:  # (the map went away under it: a damaged file too)
                 bad = f"{type(exc).__name__}: {exc}"
+            except RuntimeError:  # (the interpreter is shutting down and takes no new threads: no verdict)
+                return
             if bad is None:
                 return
             self.damaged = f"the saved index was damaged ({bad})"
