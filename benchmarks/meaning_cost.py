@@ -11,12 +11,9 @@ of a recall has pushed its arrays out of the CPU's caches, which a piece timed o
 never sees (RESULTS.md section 21).
 
 The second part scans eight cells' worth of rows (the cells a question reads at 100,000) after
-reading 40 MB of other memory: float32 rows by BLAS, int8 rows turned into float32 first, and
-int8 rows by simsimd's kernels (what the index does since RESULTS.md section 23).
-
-The third (`--cells N`, off by default) fills a vector store with N unit vectors around 2,000
-directions, groups them in cells, and times its search for 400 questions against a float32 scan
-of the same cells by BLAS (the search before section 23), each after 40 MB of other reads.
+reading 40 MB of other memory: float32 rows by BLAS (what the index does), int8 rows turned into
+float32 first, and int8 rows by simsimd's kernels when simsimd is installed (it is not a
+dependency of the project).
 """
 
 from __future__ import annotations
@@ -108,9 +105,12 @@ def scans(rounds: int = 300) -> None:
     other = np.ones(5_000_000)
     ways = {"float32 rows, BLAS": lambda a, b: rows[a:b] @ q,
             "int8 rows made float32, BLAS": lambda a, b: small[a:b].astype(np.float32) @ q}
-    import simsimd
+    try:
+        import simsimd
 
-    ways["int8 rows, simsimd"] = lambda a, b: simsimd.cdist(small[a:b], q8[None, :], metric="dot")
+        ways["int8 rows, simsimd"] = lambda a, b: simsimd.cdist(small[a:b], q8[None, :], metric="dot")
+    except ImportError:
+        print("  (simsimd is not installed: its line is left out)")
     for name, scan in ways.items():
         lat = []
         for _ in range(rounds):
@@ -123,56 +123,11 @@ def scans(rounds: int = 300) -> None:
         print(f"  eight cells of 316 rows, {name}: {statistics.median(lat):.3f} ms")
 
 
-def float32_scan(vs, query: np.ndarray, cutoff: float) -> np.ndarray:
-    """The doc ids of the rows of the cells and the newest rows a question reads whose cosine
-    reaches the cutoff, by float32 products (BLAS) over the whole of each cell."""
-    k = vs.centroids.shape[0]
-    probes = min(k, max(vs.PROBE_MIN, int(np.ceil(k * vs.PROBE_SHARE))))
-    cells = np.sort(np.argpartition(-(vs.centroids @ query), probes - 1)[:probes])
-    spans = [*zip(vs.starts[cells].tolist(), vs.starts[cells + 1].tolist()), (vs.packed, vs.used)]
-    docs = [vs.owner[a + np.flatnonzero(vs.data[a:b] @ query >= cutoff)] for a, b in spans if b > a]
-    docs = np.concatenate(docs)
-    return docs[docs >= 0]
-
-
-def cells_search(n: int, questions: int = 400) -> None:
-    from slm_magic.index.vectors import VectorStore
-
-    rng = np.random.default_rng(0)
-    dims = 256
-    centres = rng.standard_normal((2_000, dims)).astype(np.float32)
-    vs = VectorStore(dims, "synthetic", n)
-    for lo in range(0, n, 100_000):
-        m = min(100_000, n - lo)
-        x = centres[rng.integers(0, 2_000, m)] + 1.2 * rng.standard_normal((m, dims)).astype(np.float32)
-        vs.put(np.arange(lo, lo + m), x / np.linalg.norm(x, axis=1, keepdims=True))
-    vs.settle()
-    asked = []
-    for d in rng.choice(n, questions, replace=False).tolist():
-        q = vs.data[vs.slot[d]] + 0.8 * rng.standard_normal(dims).astype(np.float32)
-        asked.append(q / np.linalg.norm(q))
-    for q in asked:  # (every cell these questions read gets its codes first)
-        vs.nearest(q, 0.4)
-    other = np.ones(5_000_000)
-    lat: dict[str, list[float]] = {"int8": [], "float32": []}
-    for i, q in enumerate(asked):
-        for way in (("int8", "float32") if i % 2 else ("float32", "int8")):
-            other.sum()
-            t0 = time.perf_counter()
-            vs.nearest(q, 0.4) if way == "int8" else float32_scan(vs, q, 0.4)
-            lat[way].append((time.perf_counter() - t0) * 1000)
-        assert set(vs.nearest(q, 0.4)[0].tolist()) == set(float32_scan(vs, q, 0.4).tolist())
-    print(f"The cells' search in a store of {n:,} vectors ({vs.centroids.shape[0]} cells), {questions} questions, "
-          f"after 40 MB of other reads: {statistics.median(lat['int8']):.3f} ms by int8 codes, "
-          f"{statistics.median(lat['float32']):.3f} ms by float32 rows (the same rows found for every question)")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--questions", type=int, default=400)
     ap.add_argument("--db", type=Path, default=None, help="the store (built there when missing)")
-    ap.add_argument("--cells", type=int, default=0, help="also time the cells' search in a store of this many vectors")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "meaning_cost.duckdb"
@@ -181,8 +136,6 @@ def main(argv: list[str] | None = None) -> int:
         pieces(db, args.n, args.questions)
     print("The cells' scan, after 40 MB of other reads:")
     scans()
-    if args.cells:
-        cells_search(args.cells)
     return 0
 
 

@@ -246,32 +246,3 @@ def test_the_background_of_a_question_is_its_cosines_with_the_sample():
     count, total, squares = vs.background(q, alive)
     assert count == 999 and total == pytest.approx(float(cos.sum()) - 1.0, abs=1e-4)
     assert squares == pytest.approx(float(cos @ cos) - 1.0, abs=1e-4)
-
-
-def test_the_int8_scan_of_the_cells_keeps_every_row_that_reaches_the_cutoff(small_cells):
-    """The cells are scanned by their int8 codes: every row of the cells read whose float32
-    cosine reaches the cutoff is a candidate (the bound holds), the rows kept are exactly
-    those, and the candidates are few beyond them."""
-    from slm_magic.index.quantized import QuantizedCells
-
-    x = clustered(6_000, dims=256, seed=3)
-    vs = VectorStore(256, "m")
-    vs.put(np.arange(6_000), x)
-    vs.settle()
-    assert vs.centroids.shape[0] > 0 and vs.packed == 6_000
-    rng = np.random.default_rng(5)
-    extra = kept = 0
-    for d in rng.choice(6_000, 60, replace=False).tolist():
-        q = x[d] + 0.4 * rng.standard_normal(256).astype(np.float32)
-        q /= np.linalg.norm(q)
-        cutoff = float(rng.uniform(0.2, 0.7))
-        cells = np.sort(np.argpartition(-(vs.centroids @ q), 7)[:8])
-        rows = np.concatenate([np.arange(vs.starts[c], vs.starts[c + 1]) for c in cells])
-        cand = QuantizedCells(vs.starts, 256).candidates(vs.data, cells, q, cutoff)
-        close = set(rows[vs.data[rows] @ q >= cutoff].tolist())
-        assert close <= set(cand.tolist()) <= set(rows.tolist())
-        docs, cos = vs.nearest(q, cutoff)
-        assert set(docs.tolist()) >= {int(vs.owner[r]) for r in close}  # (the same cells: PROBE_MIN 8)
-        assert (cos >= cutoff).all()
-        extra, kept = extra + len(cand) - len(close), kept + len(close)
-    assert kept > 0 and extra <= 0.5 * kept + 60

@@ -17,11 +17,10 @@ them, so kernels on one file share the pages.
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 import numpy as np
 import scipy.sparse as sp
-
-from .quantized import QuantizedCells
 
 
 class VectorStore:
@@ -48,7 +47,6 @@ class VectorStore:
         self.trained_at = 0  # vectors when the cells were trained
         self._held = 0
         self._sample: tuple | None = None  # (live count, doc ids, their rows' sum, their Gram matrix)
-        self._quantized: QuantizedCells | None = None  # (the cells' int8 codes, made as questions read them)
 
     @classmethod
     def mapped(cls, model: str, a: dict, counts: dict) -> "VectorStore":
@@ -177,28 +175,25 @@ class VectorStore:
 
     def nearest(self, query: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
         """Memories whose cosine with the query is at least `cutoff`, with those cosines: every
-        row when there are no cells, else the newest rows and the nearest cells' (scanned by
-        their int8 codes, the rows that may reach the cutoff then read as float32)."""
+        row when there are no cells, else the newest rows and the nearest cells'. (Each span's
+        product goes into one buffer: a question's rows are few, its spans' overheads are not.)"""
         query = np.asarray(query, np.float32)
         k = self.centroids.shape[0]
-        slots, cos = [], []
+        spans = [(0, self.used)]
         if k:
             probes = min(k, max(self.PROBE_MIN, int(np.ceil(k * self.PROBE_SHARE))))
             cells = np.argpartition(-(self.centroids @ query), probes - 1)[:probes]
-            if self._quantized is None:
-                self._quantized = QuantizedCells(self.starts, self.dims)
-            rows = self._quantized.candidates(self.data, np.sort(cells), query, cutoff)
-            slots.append(rows)
-            cos.append(self.data[rows] @ query)
-        lo = self.packed if k else 0
-        if self.used > lo:  # (the newest rows, in write order: read as they are)
-            slots.append(np.arange(lo, self.used))
-            cos.append(self.data[lo: self.used] @ query)
-        if not slots:
-            return np.empty(0, np.int64), np.empty(0, np.float32)
-        slots, cos = np.concatenate(slots), np.concatenate(cos)
-        hit = cos >= cutoff
-        docs = self.owner[slots[hit]]
+            cells.sort()
+            spans = [*zip(self.starts[cells].tolist(), self.starts[cells + 1].tolist()), (self.packed, self.used)]
+        spans = [(a, b) for a, b in spans if b > a]  # (a handful: plain lists cost less than arrays)
+        at = list(itertools.accumulate((b - a for a, b in spans), initial=0))  # (each span's place in the buffer)
+        cos = np.empty(at[-1], np.float32)
+        for (a, b), p in zip(spans, at):
+            np.matmul(self.data[a:b], query, out=cos[p: p + b - a])
+        hit = np.flatnonzero(cos >= cutoff)
+        starts, at = np.array([a for a, _ in spans], np.int64), np.array(at, np.int64)
+        span = np.searchsorted(at, hit, side="right") - 1
+        docs = self.owner[starts[span] + hit - at[span]]
         live = docs >= 0
         return docs[live], cos[hit][live]
 
@@ -275,7 +270,7 @@ class VectorStore:
         self.slot[owner[: rows.size]] = np.arange(rows.size)
         self.data, self.owner, self.centroids, self.starts = data, owner, centroids, starts.astype(np.int64)
         self.used, self.packed = rows.size, rows.size if k else 0
-        self._sample = self._quantized = None
+        self._sample = None
 
 
 def _assign(rows: np.ndarray, centroids: np.ndarray, step: int = 65_536) -> np.ndarray:

@@ -1,0 +1,114 @@
+"""Two versions of the engine on the same store, question by question: the same answers, and
+what each recall costs, with the meaning channel and by words alone.
+
+    python benchmarks/ab_recall.py --base REV [--n 100000] [--questions 600] [--db PATH]
+
+The package as it was at commit REV (`git archive`) is imported under another name beside this
+checkout's, each opens its own copy of the speed benchmark's synthetic store of `--n` notes
+(built by this checkout, kept at `--db` for the next run), and every question is asked of both,
+each first in turn, with the channel and then without it. A change that should leave every
+answer alone says so in the "same answers" line; timing differences between two runs minutes
+apart are larger than most changes, so both versions are timed in one process, one question
+after the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def base_package(rev: str, into: Path) -> str:
+    """The package at `rev`, unpacked under `into` as slm_magic_base; its module name."""
+    tar = subprocess.run(["git", "-C", str(REPO), "archive", rev, "slm_magic"], check=True,
+                         capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        t.extractall(into, filter="data")
+    (into / "slm_magic").rename(into / "slm_magic_base")
+    sys.path.insert(0, str(into))
+    return "slm_magic_base"
+
+
+def store(db: Path, n: int) -> None:
+    from benchmarks.synthetic import generate_memories
+    from slm_magic import Memory
+
+    mem = Memory(str(db))
+    mem.remember_many(list(generate_memories(n, seed=0)))
+    mem.wait_for_vectors()
+    mem.replica.wait_saved()
+    mem.close()
+
+
+def answers(result) -> list[tuple[str, float]]:
+    return [(m.fact.fact_id, round(m.score.value, 9)) for m in result.memories]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", required=True, help="the commit to compare this checkout with")
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--questions", type=int, default=600)
+    ap.add_argument("--db", type=Path, default=None, help="the store (built there when missing)")
+    args = ap.parse_args(argv)
+    from benchmarks.synthetic import generate_memories, generate_queries
+    from slm_magic import Memory
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        db = args.db or tmp / "ab.duckdb"
+        if not db.exists():
+            store(db, args.n)
+        copy = tmp / "base.duckdb"
+        for f in db.parent.glob(db.name + "*"):
+            shutil.copy(f, copy.with_name(f.name.replace(db.name, copy.name)))
+        base = importlib.import_module(base_package(args.base, tmp / "pkg"))
+        engines = {"base": base.Memory(str(copy)), "this": Memory(str(db))}
+        corpus = list(generate_memories(args.n, seed=0))
+        queries = generate_queries(args.questions + 20, seed=1, corpus_sample=corpus)
+        for q in queries[:20]:
+            for mem in engines.values():
+                mem.recall(q, limit=10)
+        lat = {(k, way): [] for k in engines for way in ("meaning", "words")}
+        same = 0
+        for i, q in enumerate(queries[20:]):
+            got = {}
+            for k in (("base", "this") if i % 2 else ("this", "base")):
+                mem = engines[k]
+                model = mem.meaning
+                t0 = time.perf_counter()
+                got[k] = answers(mem.recall(q, limit=10))
+                lat[(k, "meaning")].append((time.perf_counter() - t0) * 1000)
+                mem.meaning = None
+                try:
+                    t0 = time.perf_counter()
+                    mem.recall(q, limit=10)
+                    lat[(k, "words")].append((time.perf_counter() - t0) * 1000)
+                finally:
+                    mem.meaning = model
+            same += got["base"] == got["this"]
+        for mem in engines.values():
+            mem.close()
+    print(f"{args.n:,} notes, {args.questions} questions, recall p50 with the meaning channel / by words alone:")
+    for k, name in (("base", args.base), ("this", "this checkout")):
+        on, off = statistics.median(lat[(k, "meaning")]), statistics.median(lat[(k, "words")])
+        print(f"  {name}: {on:.3f} / {off:.3f} ms ({on / off:.2f}x, the channel {on - off:.3f} ms)")
+    print(f"same answers (memories and scores to nine decimals): {same} of {args.questions}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
