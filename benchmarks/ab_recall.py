@@ -42,17 +42,6 @@ def base_package(rev: str, into: Path) -> str:
     return "slm_magic_base"
 
 
-def store(db: Path, n: int) -> None:
-    from benchmarks.synthetic import generate_memories
-    from slm_magic import Memory
-
-    mem = Memory(str(db))
-    mem.remember_many(list(generate_memories(n, seed=0)))
-    mem.wait_for_vectors()
-    mem.replica.wait_saved()
-    mem.close()
-
-
 def answers(result) -> list[tuple[str, float]]:
     return [(m.fact.fact_id, round(m.score.value, 9)) for m in result.memories]
 
@@ -64,14 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=int, default=600)
     ap.add_argument("--db", type=Path, default=None, help="the store (built there when missing)")
     args = ap.parse_args(argv)
-    from benchmarks.synthetic import generate_memories, generate_queries
+    from benchmarks.synthetic import build_store, generate_memories, generate_queries
     from slm_magic import Memory
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         db = args.db or tmp / "ab.duckdb"
         if not db.exists():
-            store(db, args.n)
+            build_store(db, args.n)
         copy = tmp / "base.duckdb"
         for f in db.parent.glob(db.name + "*"):
             shutil.copy(f, copy.with_name(f.name.replace(db.name, copy.name)))

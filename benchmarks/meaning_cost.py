@@ -32,17 +32,6 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
-def build(db: Path, n: int) -> None:
-    from benchmarks.synthetic import generate_memories
-    from slm_magic import Memory
-
-    mem = Memory(str(db))
-    mem.remember_many(list(generate_memories(n, seed=0)))
-    mem.wait_for_vectors()
-    mem.replica.wait_saved()
-    mem.close()
-
-
 def pieces(db: Path, n: int, questions: int) -> None:
     import slm_magic.index.sparse as sparse
     import slm_magic.index.vectors as vectors
@@ -129,10 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=int, default=400)
     ap.add_argument("--db", type=Path, default=None, help="the store (built there when missing)")
     args = ap.parse_args(argv)
+    from benchmarks.synthetic import build_store
+
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "meaning_cost.duckdb"
         if not db.exists():
-            build(db, args.n)
+            build_store(db, args.n)
         pieces(db, args.n, args.questions)
     print("The cells' scan, after 40 MB of other reads:")
     scans()
