@@ -51,3 +51,46 @@ def test_pruned_top_k_equals_the_exhaustive_ranking(clock):
                 top = rank_index(m.index, cs, m.config, now=now, user=0, project=None, limit=k, updated_after=after)
                 assert list(top.doc_ids) == list(gated.doc_ids[:k])
         assert checked == 240
+
+
+def test_a_recall_is_the_same_without_pruning_with_fields_sessions_meaning_and_the_learned_ranker(clock, monkeypatch):
+    """The whole recall, not only the word channels: memories with titles and tags, questions
+    asked in sessions (their working sets lift what was shown), the meaning channel and the
+    learned re-ranker (phase 3) all on; the top 10 with the pruning is the top 10 when every
+    match is scored in full."""
+    import slm_magic.ranking.fusion as fusion
+
+    clock.now = datetime(2026, 6, 1)
+    rnd = random.Random(4)
+    records = corpus(6000, seed=2)
+    for r in records:
+        r["title"] = " ".join(rnd.sample(VOCAB[:80], 2))
+        r["tags"] = rnd.sample(VOCAB[:40], 2)
+    questions = [" ".join(rnd.sample(VOCAB[:60], rnd.randint(1, 4))) for _ in range(40)]
+    with Memory(":memory:", clock=clock, user_id="ana") as m:
+        m.remember_many(records)
+        for i in range(220):  # (phase 3: a ranker trained on the user's own signals)
+            q = questions[i % len(questions)]
+            for rank, hit in enumerate(m.recall(q, limit=3), start=1):
+                m.feedback(hit.fact_id, "up" if rank == 2 else "down", query=q, rank=rank)
+        assert m.learning.learner("ana").phase == 3
+
+        def top(session_id):
+            return [[(h.fact_id, round(h.score.value, 9)) for h in m.recall(q, session_id=session_id, limit=10)]
+                    for q in questions]
+
+        a, b = m.session_init().session_id, m.session_init().session_id
+        real, cut = fusion._can_reach, []
+
+        def counted(t, own, bound, k, wide, exact_score, *filters):
+            cand, promising = real(t, own, bound, k, wide, exact_score, *filters)
+            cut.append(cand.size < own.size)
+            return cand, promising
+
+        monkeypatch.setattr(fusion, "_can_reach", counted)
+        pruned = top(a)
+        monkeypatch.setattr(fusion, "_can_reach", lambda t, own, bound, k, wide, exact_score, *filters: (own, None))
+        whole = top(b)
+    assert sum(cut) >= 20  # (the pruning left matches unscored for most questions)
+    assert sum(len(r) for r in pruned) >= 300  # (most questions fill their ten)
+    assert pruned == whole
