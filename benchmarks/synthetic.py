@@ -709,6 +709,18 @@ def generate_queries(
     return queries
 
 
+def build_store(path, n: int, seed: int = 0) -> None:
+    """A memory file at `path` holding `n` generated notes, every vector worked out and the
+    index saved beside it: what a benchmark opens again and again."""
+    from slm_magic import Memory
+
+    mem = Memory(str(path))
+    mem.remember_many(list(generate_memories(n, seed=seed)))
+    mem.wait_for_vectors()
+    mem.replica.wait_saved()
+    mem.close()
+
+
 if __name__ == "__main__":  # quick look: python benchmarks/synthetic.py [n]
     import sys
     import time
@@ -725,14 +737,3 @@ if __name__ == "__main__":  # quick look: python benchmarks/synthetic.py [n]
     for q in generate_queries(10, corpus_sample=mems):
         print("Q:", q)
 
-
-def build_store(path, n: int, seed: int = 0) -> None:
-    """A memory file at `path` holding `n` generated notes, every vector worked out and the
-    index saved beside it: what a benchmark opens again and again."""
-    from slm_magic import Memory
-
-    mem = Memory(str(path))
-    mem.remember_many(list(generate_memories(n, seed=seed)))
-    mem.wait_for_vectors()
-    mem.replica.wait_saved()
-    mem.close()

@@ -516,10 +516,11 @@ class ChannelScores:
     def _found(self, docs: np.ndarray) -> np.ndarray:
         """Whether each query term that occurs (rows) is in each of `docs` (columns)."""
         found = np.zeros((len(self.term_docs), docs.size), dtype=bool)
-        mark, ask = None, {}
+        mark = None
         for row, d in enumerate(self.term_docs):
+            # (in order unless a catch-up took another kernel's writes out of their doc ids' order)
             if d.size < 2 or (d[1:] > d[:-1]).all():
-                few = ask.setdefault(d.dtype, docs.astype(d.dtype))  # (else searchsorted copies the postings)
+                few = docs.astype(d.dtype)  # (in the postings' type, else searchsorted copies them)
                 at = np.minimum(np.searchsorted(d, few), d.size - 1)
                 found[row] = d[at] == few
                 continue

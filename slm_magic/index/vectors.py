@@ -186,14 +186,14 @@ class VectorStore:
             cells.sort()
             spans = [*zip(self.starts[cells].tolist(), self.starts[cells + 1].tolist()), (self.packed, self.used)]
         spans = [(a, b) for a, b in spans if b > a]  # (a handful: plain lists cost less than arrays)
-        at = list(itertools.accumulate((b - a for a, b in spans), initial=0))  # (each span's place in the buffer)
-        cos = np.empty(at[-1], np.float32)
-        for (a, b), p in zip(spans, at):
+        place = list(itertools.accumulate((b - a for a, b in spans), initial=0))  # (each span's in the buffer)
+        cos = np.empty(place[-1], np.float32)
+        for (a, b), p in zip(spans, place):
             np.matmul(self.data[a:b], query, out=cos[p: p + b - a])
         hit = np.flatnonzero(cos >= cutoff)
-        starts, at = np.array([a for a, _ in spans], np.int64), np.array(at, np.int64)
-        span = np.searchsorted(at, hit, side="right") - 1
-        docs = self.owner[starts[span] + hit - at[span]]
+        first, place = np.array([a for a, _ in spans], np.int64), np.array(place, np.int64)
+        span = np.searchsorted(place, hit, side="right") - 1
+        docs = self.owner[first[span] + hit - place[span]]
         live = docs >= 0
         return docs[live], cos[hit][live]
 
