@@ -32,10 +32,9 @@ from .sessions.api_b import ApiB
 from .sessions.api_a import SessionService
 from .index.live import LiveIndex
 from .index.rows import FactRows, fact_of
-from .core.clock import to_utc_naive
+from .core.clock import Clock
 from .engine.working_sets import WorkingSets
 from .storage.backends import is_url, missing_file, open_store
-from .storage.store import utcnow
 
 
 
@@ -72,7 +71,7 @@ class Memory:
         self.session_timeout_hours = float(session_timeout_hours)
         if user_id is not None and not isinstance(user_id, str):
             raise InvalidInput(f"user_id must be a string, not {type_name(user_id)}")
-        self._clock = clock or utcnow
+        self.clock = Clock(clock)
         self.store = open_store(path)
         login = self.store.login_user
         if not user_id:  # nobody said (or said ""): the server's login role, else this person's default name
@@ -84,23 +83,23 @@ class Memory:
                                  f"not {user_id!r}: connect as that role instead")
             user_id = login
         self.user_id = user_id
-        self.calibration = AnswerCalibration(self.store, lambda: self.user_id, self.now, judge=judge,
+        self.calibration = AnswerCalibration(self.store, self.user_id, self.clock, judge=judge,
                                              abstain_below=abstain_below)
         self.live = LiveIndex(self.store)
         self.working_sets = WorkingSets(self.store)
-        self.learning = LearningLoop(self.store, self.settings, self.live, self.working_sets, self.now, self.user_id,
+        self.learning = LearningLoop(self.store, self.settings, self.live, self.working_sets, self.clock, self.user_id,
                                      self.session_timeout_hours)
         self.lease = Lease(self.store, self.settings, self.live, self.working_sets)
-        self.writer = Writer(self.store, self.settings, self.live, self.working_sets, self.learning, self.lease, self.now,
+        self.writer = Writer(self.store, self.settings, self.live, self.working_sets, self.learning, self.lease, self.clock,
                              self.user_id)
-        self.retrieval = Recall(self.store, self.settings, self.live, self.working_sets, self.learning, self.now,
+        self.retrieval = Recall(self.store, self.settings, self.live, self.working_sets, self.learning, self.clock,
                                 self.user_id)
         self.learning.candidates = self.retrieval.candidates
         self.sessions = SessionService(self.store, self.settings, self.live, self.working_sets, self.writer,
-                                       self.retrieval, self.learning, self.calibration, self.now, self.user_id,
+                                       self.retrieval, self.learning, self.calibration, self.clock, self.user_id,
                                        self.session_timeout_hours)
-        self.api_b = ApiB(self.sessions, self.store, self.settings, self.live, self.writer, self.retrieval, self.now)
-        self.exchange = Exchange(self.store, self.live, self.working_sets, self.writer, self.lease, self.now, self.user_id)
+        self.api_b = ApiB(self.sessions, self.store, self.settings, self.live, self.writer, self.retrieval, self.clock)
+        self.exchange = Exchange(self.store, self.live, self.working_sets, self.writer, self.lease, self.clock, self.user_id)
         self.live.load(self.config.k1, self.config.b, self.meaning)
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -161,7 +160,8 @@ class Memory:
         self.close()
 
     def now(self) -> datetime:
-        return to_utc_naive(self._clock(), utcnow())
+        """The engine's time: the `clock` given, as naive UTC, else the machine's."""
+        return self.clock()
 
     # --- API A: the session lifecycle (memory.sessions) ------------------------------------
     def session_init(self, project_path: str = "", query: str = "", max_results: int = 10, max_age_days: int = 30,

@@ -232,3 +232,57 @@ def test_no_import_runs_back_up_a_layer():
     g = graph()
     up = sorted(f"{a} -> {b}" for a, deps in g.items() for b in deps if layer(b) > layer(a))
     assert not up, f"imports running back up: {up}"
+
+
+# A store may run its caller's read again after a lost connection (`Store.consistent`): the one
+# place a lower layer runs code of a higher one, handed to it as an argument.
+UNITS_OF_WORK = {("slm_magic.storage.store", "consistent"), ("slm_magic.storage.pg_store", "in_snapshot"),
+                 ("slm_magic.storage.pg_store", "in_arrow_snapshot")}
+
+
+def module_of(filename: str) -> str | None:
+    """The dotted name of one of our modules from a code object's file name (None: not ours)."""
+    path = Path(filename)
+    for package, folder in PACKAGES.items():
+        if path.is_relative_to(folder):
+            parts = path.relative_to(folder).with_suffix("").parts
+            return ".".join((package, *parts)).removesuffix(".__init__")
+    return None
+
+
+def test_no_call_runs_back_up_a_layer_in_a_notebook_session(ip):
+    """What the imports cannot show: a part handed a bound method of a higher layer (the facade's
+    clock, say) calls back up. A real notebook session, traced call by call."""
+    import sys
+    import threading
+
+    up: dict[tuple[str, str], set[str]] = {}
+
+    def trace(frame, event, _arg):
+        if event != "call" or frame.f_back is None:
+            return
+        callee, caller = module_of(frame.f_code.co_filename), module_of(frame.f_back.f_code.co_filename)
+        if callee and caller and callee != caller and layer(callee) > layer(caller) \
+                and (caller, frame.f_back.f_code.co_name) not in UNITS_OF_WORK:
+            up.setdefault((caller, callee), set()).add(f"{frame.f_back.f_code.co_name} -> {frame.f_code.co_name}")
+
+    sys.setprofile(trace)
+    threading.setprofile(trace)
+    try:
+        ip.run_line_magic("slm_start", "")
+        for i in range(12):
+            ip.run_cell_magic("remember", f"--title 'join {i}' --tags churn",
+                              f"the churn join on customer_id {i} doubled rows: deduplicate first")
+        shown = ip.run_line_magic("recall", "why did the churn join double rows")
+        fact_id = shown.memories[0].fact.fact_id
+        ip.run_line_magic("slm_feedback", f"{fact_id} up")
+        ip.run_line_magic("slm_pin", fact_id)
+        ip.run_line_magic("recall", "customer deduplication --related")
+        ip.run_line_magic("slm_status", "")
+        ip.run_line_magic("slm_close", "--summary 'deduplicate before the churn join'")
+        ip.run_line_magic("slm_start", "")
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    assert shown.memories, "the session recalled nothing: the trace followed no recall"
+    assert not up, f"calls running back up a layer: {up}"

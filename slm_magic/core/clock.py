@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,3 +25,18 @@ def to_utc_naive(value: Any, default: datetime) -> datetime:
             value = value.astimezone(timezone.utc)
         value = value.replace(tzinfo=None)
     return value
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Clock:
+    """The engine's one "now": the caller's clock (a test's, a replay's) as naive UTC, else the
+    machine's. Every part is handed this object, so none calls back into the facade for the time."""
+
+    def __init__(self, source: Callable[[], datetime | None] | None = None):
+        self.source = source or utcnow
+
+    def __call__(self) -> datetime:
+        return to_utc_naive(self.source(), utcnow())

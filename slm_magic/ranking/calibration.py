@@ -99,7 +99,7 @@ class AnswerCalibration:
     """A part of `Memory`: one user's outcomes, the calibration fitted on them (parsed once per
     model), the judge that produces outcomes, and a recall's answer confidence."""
 
-    def __init__(self, store, user: Callable[[], str], now: Callable[[], object], *, judge: Judge | None = None,
+    def __init__(self, store, user: str, now: Callable[[], object], *, judge: Judge | None = None,
                  abstain_below: float = 0.5):
         if not isinstance(abstain_below, (int, float)) or not 0 <= abstain_below <= 1:
             raise InvalidInput(f"abstain_below must be a probability in [0, 1]; got {abstain_below!r}")
@@ -159,13 +159,13 @@ class AnswerCalibration:
         self._add(query, result, answered, "judge")
 
     def _add(self, query: str, result: "RecallResult", answered: bool, source: str) -> None:
-        self.store.signals.add_outcome(uuid.uuid4().hex[:16], self._user(), query, evidence(result), answered, source,
+        self.store.signals.add_outcome(uuid.uuid4().hex[:16], self._user, query, evidence(result), answered, source,
                                self._now())
         self._maybe_refit()
 
     def _calibration(self) -> tuple[Calibration | None, str | None]:
         """The user's newest calibration (parsed once per model) and its id, or (None, None)."""
-        row = self.store.signals.latest_model(self._user(), "calibration")
+        row = self.store.signals.latest_model(self._user, "calibration")
         if row is None:
             return None, None
         cal = self._parsed.get(row[0])
@@ -178,7 +178,7 @@ class AnswerCalibration:
         return cal, row[0]
 
     def _maybe_refit(self) -> None:
-        user = self._user()
+        user = self._user
         n = self.store.signals.outcome_count(user)
         if n < MIN_OUTCOMES:
             return

@@ -15,13 +15,13 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 import numpy as np
 
 from . import attachments
+from ..core.clock import utcnow
 from ..errors import StoreError
 from .session_store import SessionStore
 from .signal_store import SignalStore
@@ -34,10 +34,6 @@ def _cosines(values: Sequence) -> np.ndarray:
     """Cosines read back from SQL: a NULL or NaN (a zero or broken vector) counts as 0."""
     return np.nan_to_num(np.array([np.nan if v is None else v for v in values], dtype=np.float64), nan=0.0,
                          posinf=0.0, neginf=0.0)
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def default_path() -> Path:
