@@ -119,17 +119,15 @@ def test_a_new_memory_maps_the_saved_index_and_answers_as_a_rebuild(db_path, clo
 
 
 def test_rows_read_a_few_or_many_at_a_time_are_the_same(db_path, clock):
-    from slm_magic.index.rows import FEW_ROWS
-
     build(db_path, clock)
     with Memory(db_path, clock=clock) as m:
         docs = m.replica.index.docs
         live = [d for d in range(docs.size) if docs.alive[d]]
-        many = m.rows.get(live)  # (the take kernel)
+        many = m.rows.get(live)
         few = {}
-        for i in range(0, len(live), 5):  # (slices)
+        for i in range(0, len(live), 5):  # (a recall's page at a time)
             few.update(m.rows.get(live[i:i + 5]))
-    assert len(live) > FEW_ROWS and len(many) == len(live)
+    assert len(live) > 32 and len(many) == len(live)
     assert few == many
 
 

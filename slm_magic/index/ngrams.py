@@ -42,14 +42,15 @@ def query_weights(counts: Counter, normed: set[int], df, n: int) -> tuple[np.nda
     hash to its document frequency."""
     if not counts:
         return np.empty(0, np.int64), np.empty(0), 0.0
-    grams = list(counts)
-    c = np.fromiter(counts.values(), dtype=np.float64, count=len(grams))
-    keys = np.asarray(grams, dtype=np.int64)
-    f = np.fromiter((df.get(g, 0) for g in grams), dtype=np.float64, count=len(grams))
-    has = f > 0
-    w = tfidf_weight(c[has], smooth_idf(n, f[has]))
-    in_norm = np.fromiter((g in normed for g in grams), dtype=bool, count=len(grams))[has]
-    return keys[has], w, float(np.sqrt(np.sum(w[in_norm] ** 2)))
+    # (the grams some memory has picked out in Python, then three array operations: a call
+    # per gram cost more than the arithmetic)
+    get = df.get
+    held = [(g, k, f, g in normed) for g, k in counts.items() if (f := get(g, 0)) > 0]
+    if not held:
+        return np.empty(0, np.int64), np.empty(0), 0.0
+    keys, c, f, in_norm = zip(*held)
+    w = tfidf_weight(np.array(c, dtype=np.float64), smooth_idf(n, np.array(f, dtype=np.float64)))
+    return np.array(keys, dtype=np.int64), w, float(np.sqrt(np.sum(w[np.array(in_norm)] ** 2)))
 
 
 #: 1 + ln(tf) for the frequencies most grams have (a lookup instead of a logarithm each).

@@ -18,7 +18,6 @@ from ..storage.columns import FACT_COLUMNS
 
 PENDING_MAX = 2048  # single writes kept as objects before they are packed into a chunk
 MAX_MERGE_ROWS = 250_000  # chunks this large are left alone (bounds a write's copy and peak RAM)
-FEW_ROWS = 32  # up to this many rows are read by slicing (50 us each), more by the take kernel
 
 
 def fact_of(row: Sequence) -> Fact:
@@ -110,13 +109,11 @@ class FactRows:
             elif d < self.chunk_of.size and self.chunk_of[d] >= 0:
                 by_chunk.setdefault(int(self.chunk_of[d]), []).append(d)
         for c, ds in by_chunk.items():
-            chunk, at = self.chunks[c], self.offset_of[ds]
-            if len(ds) <= FEW_ROWS:  # (a recall's page: slices spare a new kernel pyarrow.compute's import)
-                rows = [chunk.slice(i, 1).to_pylist()[0] for i in at.tolist()]
-            else:
-                rows = chunk.take(pa.array(at, type=pa.int32())).to_pylist()
+            # (one take for the page: a slice per row cost 40 us; pyarrow.compute, which take
+            # needs, is imported with pyarrow's Arrow conversions by the time a recall runs)
+            rows = self.chunks[c].take(pa.array(self.offset_of[ds], type=pa.int32())).to_pylist()
             for d, row in zip(ds, rows):
-                row.pop("doc_id")
+                del row["doc_id"]
                 row["tags"] = tuple(row["tags"] or ())
                 out[d] = Fact(**row)
         return out

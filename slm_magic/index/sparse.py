@@ -455,26 +455,31 @@ class SparseIndex:
         ideal = float(np.sum(bm25_term(qtf_a, idf_b, qtf_a, length_norm(query_len, avgdl, k1, b), k1)))
         q_w = tfidf_weight(qtf_a, idf_t) if qtf_a.size else qtf_a
         q_norm = float(np.sqrt(np.sum(q_w * q_w)))
-        all_d, all_b, all_t, used_idf = [], [], [], []
-        for c, qf, ib, qw, it in zip(q_cols, qtf_a, idf_b, q_w, idf_t):
+        all_d, all_f, used = [], [], []
+        for i, c in enumerate(q_cols):
             if c < 0:
                 continue
             d, f = self.postings(c)
             if not d.size:
                 continue
             all_d.append(d)
-            used_idf.append(ib)
-            all_b.append(bm25_term(qf, ib, f, K[d], k1))
-            all_t.append((qw * it) * (1.0 + np.log(f)))
+            all_f.append(f)
+            used.append(i)
         top_idf = idf_max(self.n_live)  # a term one memory has: the relevance scale
         known = {t for t, c in zip(terms, q_cols) if c >= 0 and self.df[c] > 0}
         gq = ngrams.query_weights(*ngrams.query_vector(qgrams, known), self.grams.df, self.n_live)
         if not all_d:
             return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms), idf_max=top_idf, grams=gq)
-        d = np.concatenate(all_d).astype(np.intp)  # once, not inside each bincount
-        bm = np.bincount(d, weights=np.concatenate(all_b), minlength=n + 1)
-        dot = np.bincount(d, weights=np.concatenate(all_t), minlength=n + 1)
-        return ChannelScores(bm, dot, ideal, q_norm, term_docs=all_d, term_idf=np.array(used_idf),
+        # (every term's postings in one array, each term's own factors repeated over its
+        # postings: the same products in the same order as term by term, a few calls in all)
+        d = np.concatenate(all_d).astype(np.intp)
+        f = np.concatenate(all_f)
+        per = np.array([a.size for a in all_d])
+        used_idf = idf_b[used]
+        bm = np.bincount(d, weights=bm25_term(np.repeat(qtf_a[used], per), np.repeat(used_idf, per), f, K[d], k1),
+                         minlength=n + 1)
+        dot = np.bincount(d, weights=np.repeat(q_w[used] * idf_t[used], per) * (1.0 + np.log(f)), minlength=n + 1)
+        return ChannelScores(bm, dot, ideal, q_norm, term_docs=all_d, term_idf=used_idf,
                              n_terms=len(terms), idf_total=float(idf_b.sum()), idf_max=top_idf, grams=gq)
 
 
