@@ -240,28 +240,19 @@ UNITS_OF_WORK = {("slm_magic.storage.store", "consistent"), ("slm_magic.storage.
                  ("slm_magic.storage.pg_store", "in_arrow_snapshot")}
 
 
-def module_of(filename: str) -> str | None:
-    """The dotted name of one of our modules from a code object's file name (None: not ours)."""
-    path = Path(filename)
-    for package, folder in PACKAGES.items():
-        if path.is_relative_to(folder):
-            parts = path.relative_to(folder).with_suffix("").parts
-            return ".".join((package, *parts)).removesuffix(".__init__")
-    return None
-
-
 def test_no_call_runs_back_up_a_layer_in_a_notebook_session(ip):
     """What the imports cannot show: a part handed a bound method of a higher layer (the facade's
     clock, say) calls back up. A real notebook session, traced call by call."""
     import sys
     import threading
 
+    module_of = {str(path): name for name, path in module_paths().items()}  # (a code object's file -> module)
     up: dict[tuple[str, str], set[str]] = {}
 
     def trace(frame, event, _arg):
         if event != "call" or frame.f_back is None:
             return
-        callee, caller = module_of(frame.f_code.co_filename), module_of(frame.f_back.f_code.co_filename)
+        callee, caller = module_of.get(frame.f_code.co_filename), module_of.get(frame.f_back.f_code.co_filename)
         if callee and caller and callee != caller and layer(callee) > layer(caller) \
                 and (caller, frame.f_back.f_code.co_name) not in UNITS_OF_WORK:
             up.setdefault((caller, callee), set()).add(f"{frame.f_back.f_code.co_name} -> {frame.f_code.co_name}")

@@ -110,7 +110,7 @@ class FactRows:
                 by_chunk.setdefault(int(self.chunk_of[d]), []).append(d)
         for c, ds in by_chunk.items():
             # (one take for the page: a slice per row cost 40 us; pyarrow.compute, which take
-            # needs, is imported with pyarrow's Arrow conversions by the time a recall runs)
+            # needs, is imported by index/replica.py when the package loads)
             rows = self.chunks[c].take(pa.array(self.offset_of[ds], type=pa.int32())).to_pylist()
             for d, row in zip(ds, rows):
                 del row["doc_id"]
