@@ -8,7 +8,7 @@ the new memory; full tails are sealed into segments, and small segments merge ge
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -478,17 +478,23 @@ class SparseIndex:
         used_idf = idf_b[used]
         bm = np.bincount(d, weights=bm25_term(np.repeat(qtf_a[used], per), np.repeat(used_idf, per), f, K[d], k1),
                          minlength=n + 1)
-        dot = np.bincount(d, weights=np.repeat(q_w[used] * idf_t[used], per) * (1.0 + np.log(f)), minlength=n + 1)
+        tfidf = np.repeat(q_w[used] * idf_t[used], per)
+
+        def dot() -> np.ndarray:
+            return np.bincount(d, weights=tfidf * (1.0 + np.log(f)), minlength=n + 1)
         return ChannelScores(bm, dot, ideal, q_norm, term_docs=all_d, term_idf=used_idf,
                              n_terms=len(terms), idf_total=float(idf_b.sum()), idf_max=top_idf, grams=gq)
 
 
 @dataclass
 class ChannelScores:
-    """Dense per-document raw scores (index n is a zero sentinel for 'no neighbour')."""
+    """Dense per-document raw scores (index n is a zero sentinel for 'no neighbour'). The
+    TF-IDF dot products may be given as a function that works them out: only the context
+    channel reads them, and it is off by default, so a recall need not pay a pass over every
+    posting and every memory for them."""
 
     bm25: np.ndarray | None
-    dot: np.ndarray | None
+    _dot: np.ndarray | Callable[[], np.ndarray] | None
     ideal_bm25: float
     query_norm: float
     # Kept for the learned ranker's coverage features (references, not copies): the postings'
@@ -503,6 +509,12 @@ class ChannelScores:
     # it scored every match): where the meaning channel looks for close word matches beyond its pool.
     promising: np.ndarray | None = None
     words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
+
+    @property
+    def dot(self) -> np.ndarray | None:
+        if callable(self._dot):
+            self._dot = self._dot()
+        return self._dot
 
     def coverage(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per document: the share of the query's terms it contains, plain and idf-weighted.
