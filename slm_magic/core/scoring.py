@@ -187,7 +187,7 @@ WEAK_RELEVANCE = 0.35
 DAY_WEIGHT = 0.8
 
 
-def bm25_relevance(raw: np.ndarray, idf_max: float) -> np.ndarray:
+def bm25_relevance(raw: np.ndarray, idf_max: float, *, in_place: bool = False) -> np.ndarray:
     """Raw BM25 as an absolute relevance in [0, 1): 1 − 2^(−raw / idf_max).
 
     idf_max is the idf of a term only one memory has: each query term a memory matches
@@ -195,7 +195,15 @@ def bm25_relevance(raw: np.ndarray, idf_max: float) -> np.ndarray:
     the store, never on the query: a query word no memory contains adds 0 to the raw score and
     changes nothing, a word the memory contains can only raise it.
     """
-    return -np.expm1(-np.log(2.0) * raw / idf_max) if idf_max > 0 else np.zeros_like(raw)
+    if idf_max <= 0:
+        return np.zeros_like(raw)
+    if not in_place:
+        return -np.expm1(-np.log(2.0) * raw / idf_max)
+    # (`in_place`: the same steps in `raw`'s own memory, which the caller gives up)
+    np.multiply(raw, -np.log(2.0), out=raw)
+    np.divide(raw, idf_max, out=raw)
+    np.expm1(raw, out=raw)
+    return np.negative(raw, out=raw)
 
 
 def meaning_part(cos: np.ndarray, cfg: RankingConfig) -> np.ndarray:

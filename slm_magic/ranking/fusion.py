@@ -192,16 +192,30 @@ def _context_cosines(t, cs: ChannelScores, own: np.ndarray) -> tuple[np.ndarray,
 def _bounds(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, own: np.ndarray, rscale: float, cmax: float,
             wg: float, working_set: WorkingSet | None, updated_after: float | None) -> np.ndarray:
     """An upper bound of each match's score: its own BM25 and recency/revision, with the best
-    context any match could give (-inf for an old match that cannot reach the age gate)."""
+    context any match could give (-inf for an old match that cannot reach the age gate).
+    Worked in place, in `bm25_relevance`'s, `search_score`'s and `revision`'s own order (the
+    same values): at a million memories every match is hundreds of kilobytes an array, and a
+    new array for each step cost more than the arithmetic."""
     t = index.docs
-    bm25_own = bm25_relevance(cs.bm25[own], cs.idf_max)
-    static_own = (cfg.w_recency * np.minimum(1.0, index.recency_base[own] * rscale)
-                  + cfg.w_revision * (np.minimum(t.revision[own], cfg.revision_cap) / cfg.revision_cap))
-    ws_max = working_set.max if working_set is not None else 0.0
-    rel_bound = 1.0 - (1.0 - bm25_own) * (1.0 - cfg.context_weight * cmax)
-    bound = cfg.w_relevance * rel_bound + static_own + ws_max
+    bound = bm25_relevance(cs.bm25[own], cs.idf_max, in_place=True)
+    np.subtract(1.0, bound, out=bound)  # the relevance with the best context: 1 − (1 − bm25)(1 − c·cmax)
+    np.multiply(bound, 1.0 - cfg.context_weight * cmax, out=bound)
+    np.subtract(1.0, bound, out=bound)
+    gated = None
     if updated_after is not None:  # old and unable to reach the gate's relevance: out
-        bound[(t.updated[own] < updated_after) & (rel_bound + wg < AGE_GATE_RELEVANCE)] = -np.inf
+        gated = (t.updated[own] < updated_after) & (bound + wg < AGE_GATE_RELEVANCE)
+    np.multiply(bound, cfg.w_relevance, out=bound)
+    recency = index.recency_base[own]
+    np.multiply(recency, rscale, out=recency)
+    np.minimum(recency, 1.0, out=recency)
+    np.multiply(recency, cfg.w_recency, out=recency)
+    rev = np.minimum(t.revision[own], cfg.revision_cap) / cfg.revision_cap
+    np.multiply(rev, cfg.w_revision, out=rev)
+    np.add(recency, rev, out=recency)
+    np.add(bound, recency, out=bound)
+    np.add(bound, working_set.max if working_set is not None else 0.0, out=bound)
+    if gated is not None:
+        bound[gated] = -np.inf
     return bound
 
 
