@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# The compiled kernel: the editable install builds it, so a change to it installs again.
+KERNEL := slm_magic/core/_kernels.c
 
 .PHONY: demo test check lint bench lab labext install dev clean
 
@@ -9,15 +11,15 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+$(VENV)/.installed: pyproject.toml $(KERNEL) | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[notebook]'
 	@touch $@
 
-$(VENV)/.dev: pyproject.toml | $(VENV)/bin/python
+$(VENV)/.dev: pyproject.toml $(KERNEL) | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $@ $(VENV)/.installed $(VENV)/.lab
 
-$(VENV)/.bench: pyproject.toml | $(VENV)/bin/python
+$(VENV)/.bench: pyproject.toml $(KERNEL) | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	@touch $@ $(VENV)/.installed $(VENV)/.dev $(VENV)/.lab
 
@@ -29,7 +31,7 @@ demo: $(VENV)/.installed
 	$(PY) -m slm_magic.demo
 
 ## JupyterLab on the notebooks (results show as widgets there).
-$(VENV)/.lab: pyproject.toml | $(VENV)/bin/python
+$(VENV)/.lab: pyproject.toml $(KERNEL) | $(VENV)/bin/python
 	$(PY) -m pip install -q -e '.[lab]'
 	@touch $@ $(VENV)/.installed
 

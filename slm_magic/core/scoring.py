@@ -72,7 +72,18 @@ def length_norm(dl, avgdl: float, k1: float, b: float):
 
 def bm25_term(qtf, idf, tf, norm, k1: float):
     """One query term's part of a memory's raw BM25 (`norm`: the memory's `length_norm`)."""
-    return (qtf * idf * (k1 + 1)) * tf / (tf + norm)
+    return bm25_part(bm25_weight(qtf, idf, k1), tf, norm)
+
+
+def bm25_weight(qtf, idf, k1: float):
+    """What a query term weighs in every memory that holds it: qtf·idf·(k1 + 1)."""
+    return qtf * idf * (k1 + 1)
+
+
+def bm25_part(weight, tf, norm):
+    """A term of `weight` in a memory that holds it `tf` times: weight·tf / (tf + norm). (The
+    compiled kernel, core/_kernels.c, restates this line and the bound of `kernels.bounds`.)"""
+    return weight * tf / (tf + norm)
 
 
 def smooth_idf(n: int, df: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The in-process sparse index: postings as CSC segments plus a small write tail.
 
 Precompute at write time, keep the query path short: a recall is a few array slices per query
-term, two `bincount`s and a partial sort. A write appends to the tail in time proportional to
+term, summed per memory in one pass (core/kernels.accumulate). A write appends to the tail in time proportional to
 the new memory; full tails are sealed into segments, and small segments merge geometrically
 (as in a log-structured merge), so no write ever rebuilds the whole index.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ngrams
-from ..core import merging
-from ..core.scoring import B, K1, bm25_idf, bm25_term, idf_max, length_norm, smooth_idf, tfidf_weight
+from ..core import kernels, merging
+from ..core.scoring import B, K1, bm25_idf, bm25_term, bm25_weight, idf_max, length_norm, smooth_idf, tfidf_weight
 from .vectors import VectorStore
 
 TAIL_SEAL_POSTINGS = 32_768       # seal the tail into a segment past this many postings
@@ -470,19 +470,16 @@ class SparseIndex:
         gq = ngrams.query_weights(*ngrams.query_vector(qgrams, known), self.grams.df, self.n_live)
         if not all_d:
             return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms), idf_max=top_idf, grams=gq)
-        # (every term's postings in one array, each term's own factors repeated over its
-        # postings: the same products in the same order as term by term, a few calls in all)
-        d = np.concatenate(all_d).astype(np.intp)
-        f = np.concatenate(all_f)
-        per = np.array([a.size for a in all_d])
         used_idf = idf_b[used]
-        bm = np.bincount(d, weights=bm25_term(np.repeat(qtf_a[used], per), np.repeat(used_idf, per), f, K[d], k1),
-                         minlength=n + 1)
-        tfidf = np.repeat(q_w[used] * idf_t[used], per)
+        bm, matched = kernels.accumulate(all_d, all_f, bm25_weight(qtf_a[used], used_idf, k1), K, n + 1)
+        tfidf = q_w[used] * idf_t[used]
 
         def dot() -> np.ndarray:
-            return np.bincount(d, weights=tfidf * (1.0 + np.log(f)), minlength=n + 1)
-        return ChannelScores(bm, dot, ideal, q_norm, term_docs=all_d, term_idf=used_idf,
+            d = np.concatenate(all_d).astype(np.intp)
+            f = np.concatenate(all_f)
+            return np.bincount(d, weights=np.repeat(tfidf, [a.size for a in all_d]) * (1.0 + np.log(f)),
+                               minlength=n + 1)
+        return ChannelScores(bm, dot, ideal, q_norm, matched=matched, term_docs=all_d, term_idf=used_idf,
                              n_terms=len(terms), idf_total=float(idf_b.sum()), idf_max=top_idf, grams=gq)
 
 
@@ -497,6 +494,8 @@ class ChannelScores:
     _dot: np.ndarray | Callable[[], np.ndarray] | None
     ideal_bm25: float
     query_norm: float
+    # The memories whose BM25 is not 0 (int64, ascending): the word matches.
+    matched: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     # Kept for the learned ranker's coverage features (references, not copies): the postings'
     # documents of each query term that occurs, its BM25 idf, and the query's terms and idf sum.
     term_docs: list = field(default_factory=list)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.scoring import (AGE_GATE_RELEVANCE, DAY_WEIGHT, RankingConfig, bm25_relevance,
-                            search_score)
+from ..core import kernels
+from ..core.scoring import AGE_GATE_RELEVANCE, DAY_WEIGHT, RankingConfig, bm25_relevance, search_score
 from ..index import ngrams
 from ..index.sparse import ChannelScores, SparseIndex
 from .ranked import Ranked, WorkingSet
@@ -23,7 +23,7 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
                          working_set=working_set, updated_after=updated_after, kind=kind, type_code=type_code)
     if updated_after is not None and cs.bm25 is not None:
         t = index.docs
-        own = _eligible(t, np.flatnonzero(cs.bm25[: t.size] != 0), user, project, kind, type_code)
+        own = _eligible(t, cs.matched, user, project, kind, type_code)
         ranked.older_matches = int(np.count_nonzero(t.updated[own] < updated_after))
     return ranked
 
@@ -136,8 +136,7 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     if cs.bm25 is None or limit <= 0:
         return Ranked.empty()
     t = index.docs
-    n = t.size
-    own = np.flatnonzero(cs.bm25[:n] != 0)  # (a bool mask is 4x faster to scan than floats)
+    own = cs.matched
     if not own.size:
         return Ranked.empty()
     wg = cfg.ngram_weight if cs.grams[0].size else 0.0
@@ -192,31 +191,11 @@ def _context_cosines(t, cs: ChannelScores, own: np.ndarray) -> tuple[np.ndarray,
 def _bounds(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, own: np.ndarray, rscale: float, cmax: float,
             wg: float, working_set: WorkingSet | None, updated_after: float | None) -> np.ndarray:
     """An upper bound of each match's score: its own BM25 and recency/revision, with the best
-    context any match could give (-inf for an old match that cannot reach the age gate).
-    Worked in place, in `bm25_relevance`'s, `search_score`'s and `revision`'s own order (the
-    same values): at a million memories every match is hundreds of kilobytes an array, and a
-    new array for each step cost more than the arithmetic."""
+    context any match could give (-inf for an old match that cannot reach the age gate)."""
     t = index.docs
-    bound = bm25_relevance(cs.bm25[own], cs.idf_max, in_place=True)
-    np.subtract(1.0, bound, out=bound)  # the relevance with the best context: 1 − (1 − bm25)(1 − c·cmax)
-    np.multiply(bound, 1.0 - cfg.context_weight * cmax, out=bound)
-    np.subtract(1.0, bound, out=bound)
-    gated = None
-    if updated_after is not None:  # old and unable to reach the gate's relevance: out
-        gated = (t.updated[own] < updated_after) & (bound + wg < AGE_GATE_RELEVANCE)
-    np.multiply(bound, cfg.w_relevance, out=bound)
-    recency = index.recency_base[own]
-    np.multiply(recency, rscale, out=recency)
-    np.minimum(recency, 1.0, out=recency)
-    np.multiply(recency, cfg.w_recency, out=recency)
-    rev = np.minimum(t.revision[own], cfg.revision_cap) / cfg.revision_cap
-    np.multiply(rev, cfg.w_revision, out=rev)
-    np.add(recency, rev, out=recency)
-    np.add(bound, recency, out=bound)
-    np.add(bound, working_set.max if working_set is not None else 0.0, out=bound)
-    if gated is not None:
-        bound[gated] = -np.inf
-    return bound
+    return kernels.bounds(own, cs.bm25, index.recency_base, t.revision, t.updated, cfg, idf_max=cs.idf_max,
+                          recency_scale=rscale, context_max=cmax, gram_weight=wg,
+                          lift=working_set.max if working_set is not None else 0.0, updated_after=updated_after)
 
 
 def _can_reach(t, own: np.ndarray, bound: np.ndarray, k: int, wide: int, exact_score,
@@ -225,10 +204,9 @@ def _can_reach(t, own: np.ndarray, bound: np.ndarray, k: int, wide: int, exact_s
     promising few (a bar θ): only these are scored in full; and the `wide` most promising (at
     least those few), where the meaning channel looks for close word matches."""
     probe_n = 4 * k + 64
-    top = np.argpartition(-bound, min(max(probe_n, wide), own.size) - 1)[:max(probe_n, wide)]
+    top = kernels.best(bound, own, max(probe_n, wide))  # (best first, ties to the lower doc id)
     promising = own[top]
-    if top.size > probe_n:
-        top = top[np.argpartition(-bound[top], probe_n - 1)[:probe_n]]
+    top = top[:probe_n]
     probe = _eligible(t, own[top], *filters)
     if probe.size < k:
         return own, promising

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..core import kernels
 from ..core.scoring import AGE_GATE_RELEVANCE, RankingConfig, admission, meaning_part, spread
 from ..index.sparse import ChannelScores, SparseIndex, locate
 from .fusion import passes, scored, with_grams
@@ -98,12 +99,11 @@ def _with_word_matches(index: SparseIndex, cs: ChannelScores, pool: np.ndarray, 
     """The cells' nearest memories and the word matches beyond the pool (the best `probe` by
     BM25 among those the ranking found most promising, every one for -1) whose exact cosine
     reaches the cutoff, each once."""
-    bm = cs.bm25
-    own = cs.promising if cs.promising is not None else np.flatnonzero(bm[: index.docs.size] != 0)
+    own = cs.promising if cs.promising is not None else cs.matched
     if pool.size:
         own = own[~np.isin(own, pool)]
     if 0 < probe < own.size:
-        own = own[np.argpartition(-bm[own], probe - 1)[:probe]]
+        own = own[kernels.best(cs.bm25[own], own, probe)]  # (ties to the lower doc id)
     cos = index.vectors.cosine(own, query)
     hit = cos >= cutoff
     if not hit.any():

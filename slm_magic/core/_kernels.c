@@ -1,0 +1,261 @@
+/* The three loops of a recall that numpy can only do in several passes over every match:
+ * the postings' BM25 parts summed per memory, each match's score bound, and the best few
+ * matches by that bound. Each computes what core/scoring.py's formulas compute, operation for
+ * operation in the same order (built with -ffp-contract=off: no fused multiply-add): the sums
+ * and the choice of the best are numpy's to the last bit, the bounds to 1e-15 (their exp is
+ * the C library's; see `bounds`). tests/test_compiled_kernel.py holds them against the numpy
+ * code. Wrapped, with the checks of its arguments, by core/kernels.py. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    Py_buffer view;
+    int held;
+} Buf;
+
+/* A one-dimensional contiguous array of the kind `want` names: 'i' int32, 'q' int64, 'f'
+ * float32, 'd' float64 (numpy's formats, with or without a byte-order mark). */
+static int take(PyObject *obj, Buf *b, int writable, char want) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, &b->view, flags) < 0) return -1;
+    b->held = 1;
+    const char *fmt = b->view.format ? b->view.format : "B";
+    char got = fmt[0] && strchr("@=<>!", fmt[0]) ? fmt[1] : fmt[0];
+    Py_ssize_t size = b->view.itemsize;
+    int ok = b->view.ndim == 1
+             && ((want == 'd' && got == 'd') || (want == 'f' && got == 'f')
+                 || (want == 'i' && (got == 'i' || got == 'l') && size == 4)
+                 || (want == 'q' && (got == 'q' || got == 'l') && size == 8));
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "expected a one-dimensional array of %s, got format '%s'",
+                     want == 'd' ? "float64" : want == 'f' ? "float32" : want == 'i' ? "int32" : "int64", fmt);
+        PyBuffer_Release(&b->view);
+        b->held = 0;
+        return -1;
+    }
+    return 0;
+}
+
+static void give(Buf *b) {
+    if (b->held) PyBuffer_Release(&b->view);
+    b->held = 0;
+}
+
+static Py_ssize_t count(Buf *b, Py_ssize_t itemsize) { return b->view.len / itemsize; }
+
+/* accumulate(docs, tfs, weights, norm, scores, matched) -> number of matches.
+ * docs[i] (int32) and tfs[i] (float32) are one term's postings, weights[i] its
+ * (qtf·idf)·(k1 + 1); each posting adds weight·tf / (tf + norm[doc]) (norm float32, the sum
+ * taken in float32 as numpy takes it) to scores[doc], in the order given (numpy.bincount's).
+ * The memories a part other than 0 reached go to `matched` (int64) in ascending order, read
+ * from a bitmap of one bit a memory (it fits in cache where the scores do not): the later
+ * passes over the matches then read the per-memory arrays front to back. */
+static PyObject *accumulate(PyObject *self, PyObject *args) {
+    PyObject *docs_list, *tfs_list, *weights_list, *norm_obj, *scores_obj, *matched_obj;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &docs_list, &tfs_list, &weights_list, &norm_obj, &scores_obj,
+                          &matched_obj))
+        return NULL;
+    Buf norm = {0}, scores = {0}, matched = {0};
+    uint64_t *bits = NULL;
+    Py_ssize_t found = 0;
+    if (take(norm_obj, &norm, 0, 'f') < 0 || take(scores_obj, &scores, 1, 'd') < 0
+        || take(matched_obj, &matched, 1, 'q') < 0)
+        goto fail;
+    const float *K = norm.view.buf;
+    double *s = scores.view.buf;
+    int64_t *out = matched.view.buf;
+    Py_ssize_t n_norm = count(&norm, 4), n_scores = count(&scores, 8), room = count(&matched, 8);
+    Py_ssize_t parts = PyList_Size(docs_list);
+    if (parts < 0 || PyList_Size(tfs_list) != parts || PyList_Size(weights_list) != parts) {
+        PyErr_SetString(PyExc_ValueError, "docs, tfs and weights must be lists of one length");
+        goto fail;
+    }
+    Py_ssize_t words = (n_scores + 63) / 64;
+    bits = calloc(words ? words : 1, sizeof(uint64_t));
+    if (bits == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t p = 0; p < parts; p++) {
+        Buf d = {0}, f = {0};
+        double w = PyFloat_AsDouble(PyList_GET_ITEM(weights_list, p));
+        if (w == -1.0 && PyErr_Occurred()) goto fail;
+        if (take(PyList_GET_ITEM(docs_list, p), &d, 0, 'i') < 0 || take(PyList_GET_ITEM(tfs_list, p), &f, 0, 'f') < 0) {
+            give(&d);
+            goto fail;
+        }
+        const int32_t *dv = d.view.buf;
+        const float *fv = f.view.buf;
+        Py_ssize_t n = count(&d, 4);
+        int bad = count(&f, 4) != n;
+        for (Py_ssize_t i = 0; i < n && !bad; i++) {
+            int32_t doc = dv[i];
+            if (doc < 0 || doc >= n_norm || doc >= n_scores) { bad = 2; break; }
+            float tf = fv[i];
+            float den = tf + K[doc];  /* (float32 + float32, as numpy adds them) */
+            double part = w * (double)tf / (double)den;
+            s[doc] += part;
+            if (part != 0.0) bits[doc >> 6] |= (uint64_t)1 << (doc & 63);
+        }
+        give(&d);
+        give(&f);
+        if (bad) {
+            PyErr_SetString(bad == 1 ? PyExc_ValueError : PyExc_IndexError,
+                            bad == 1 ? "a term's docs and tfs differ in length" : "a posting's document is outside the arrays");
+            goto fail;
+        }
+    }
+    for (Py_ssize_t wi = 0; wi < words; wi++) {
+        for (uint64_t x = bits[wi]; x; x &= x - 1) {
+            if (found >= room) {
+                PyErr_SetString(PyExc_IndexError, "more matches than `matched` holds");
+                goto fail;
+            }
+            out[found++] = (int64_t)(wi * 64 + __builtin_ctzll(x));
+        }
+    }
+    free(bits);
+    give(&norm); give(&scores); give(&matched);
+    return PyLong_FromSsize_t(found);
+fail:
+    free(bits);
+    give(&norm); give(&scores); give(&matched);
+    return NULL;
+}
+
+/* bounds(own, raw, recency_base, revision, updated, out, idf_max, neg_ln2, context_factor,
+ *        w_relevance, recency_scale, w_recency, revision_cap, w_revision, lift, gate_after,
+ *        gram_weight, gate_relevance)
+ * Per match (own, int64): 1 − (1 − rel)·context_factor with rel = 1 − exp(neg_ln2·raw / idf_max)
+ * (0 when idf_max <= 0), times w_relevance, plus w_recency·min(1, rb·scale) plus
+ * w_revision·min(revision, cap)/cap plus lift: kernels.bounds's steps. With gate_after not NaN,
+ * a match updated before it whose relevance + gram_weight stays under gate_relevance by more
+ * than BOUND_SLACK is −inf. A bound only has to be at least the score: exp is twice as fast
+ * as expm1, and what it and numpy's own exp and expm1 differ by (a few units of 1e-16) is far
+ * inside the slack a score's bar leaves (fusion._can_reach: 1e-12). */
+#define BOUND_SLACK 1e-12
+static PyObject *bounds(PyObject *self, PyObject *args) {
+    PyObject *own_o, *raw_o, *rb_o, *rev_o, *upd_o, *out_o;
+    double idf_max, neg_ln2, cfac, w_rel, rscale, w_rec, w_rev, lift, after, wg, gate;
+    long cap;
+    if (!PyArg_ParseTuple(args, "OOOOOOddddddlddddd", &own_o, &raw_o, &rb_o, &rev_o, &upd_o, &out_o, &idf_max,
+                          &neg_ln2, &cfac, &w_rel, &rscale, &w_rec, &cap, &w_rev, &lift, &after, &wg, &gate))
+        return NULL;
+    Buf own = {0}, raw = {0}, rb = {0}, rev = {0}, upd = {0}, out = {0};
+    if (take(own_o, &own, 0, 'q') < 0 || take(raw_o, &raw, 0, 'd') < 0 || take(rb_o, &rb, 0, 'd') < 0 || take(rev_o, &rev, 0, 'i') < 0
+        || take(upd_o, &upd, 0, 'd') < 0 || take(out_o, &out, 1, 'd') < 0)
+        goto fail;
+    Py_ssize_t n = count(&own, 8), limit = count(&raw, 8);
+    if (count(&rb, 8) < limit) limit = count(&rb, 8);
+    if (count(&rev, 4) < limit) limit = count(&rev, 4);
+    if (count(&upd, 8) < limit) limit = count(&upd, 8);
+    if (count(&out, 8) < n) {
+        PyErr_SetString(PyExc_ValueError, "`out` is shorter than `own`");
+        goto fail;
+    }
+    const int64_t *o = own.view.buf;
+    const double *r = raw.view.buf, *base = rb.view.buf, *u = upd.view.buf;
+    const int32_t *rv = rev.view.buf;
+    double *b = out.view.buf;
+    int gated = !isnan(after);
+    double capf = (double)cap;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t d = o[i];
+        if (d < 0 || d >= limit) {
+            PyErr_SetString(PyExc_IndexError, "a match is outside the arrays");
+            goto fail;
+        }
+        double rel = idf_max > 0 ? 1.0 - exp(neg_ln2 * r[d] / idf_max) : 0.0;
+        double x = 1.0 - rel;
+        x = x * cfac;
+        x = 1.0 - x;
+        int out_of_gate = gated && u[d] < after && x + wg + BOUND_SLACK < gate;
+        x = x * w_rel;
+        double rec = base[d] * rscale;
+        rec = rec < 1.0 ? rec : 1.0;
+        rec = rec * w_rec;
+        double rvs = (double)(rv[d] < cap ? rv[d] : cap) / capf;
+        rvs = rvs * w_rev;
+        rec = rec + rvs;
+        x = x + rec;
+        x = x + lift;
+        b[i] = out_of_gate ? -INFINITY : x;
+    }
+    give(&own); give(&raw); give(&rb); give(&rev); give(&upd); give(&out);
+    Py_RETURN_NONE;
+fail:
+    give(&own); give(&raw); give(&rb); give(&rev); give(&upd); give(&out);
+    return NULL;
+}
+
+/* Whether entry i ranks below entry j: a lower value, or the same value and a higher id. */
+static inline int below(const double *v, const int64_t *id, int64_t i, int64_t j) {
+    return v[i] < v[j] || (v[i] == v[j] && id[i] > id[j]);
+}
+
+static void sift_down(int64_t *heap, Py_ssize_t size, Py_ssize_t at, const double *v, const int64_t *id) {
+    for (;;) {
+        Py_ssize_t l = 2 * at + 1, worst = at;
+        if (l < size && below(v, id, heap[l], heap[worst])) worst = l;
+        if (l + 1 < size && below(v, id, heap[l + 1], heap[worst])) worst = l + 1;
+        if (worst == at) return;
+        int64_t t = heap[at]; heap[at] = heap[worst]; heap[worst] = t;
+        at = worst;
+    }
+}
+
+/* best(values, ids, out) -> k: the positions of the len(out) highest values (float64), ties
+ * to the lower id (int64), best first, in out (int64); k = min(len(out), len(values)). One
+ * pass with a heap of the best so far, whose worst most entries fail to beat. */
+static PyObject *best(PyObject *self, PyObject *args) {
+    PyObject *v_o, *id_o, *out_o;
+    if (!PyArg_ParseTuple(args, "OOO", &v_o, &id_o, &out_o)) return NULL;
+    Buf vb = {0}, ib = {0}, ob = {0};
+    if (take(v_o, &vb, 0, 'd') < 0 || take(id_o, &ib, 0, 'q') < 0 || take(out_o, &ob, 1, 'q') < 0) goto fail;
+    Py_ssize_t n = count(&vb, 8), k = count(&ob, 8);
+    if (count(&ib, 8) != n) {
+        PyErr_SetString(PyExc_ValueError, "values and ids differ in length");
+        goto fail;
+    }
+    if (k > n) k = n;
+    const double *v = vb.view.buf;
+    const int64_t *id = ib.view.buf;
+    int64_t *heap = ob.view.buf;
+    if (k > 0) {
+        for (Py_ssize_t i = 0; i < k; i++) heap[i] = i;
+        for (Py_ssize_t i = k / 2; i-- > 0;) sift_down(heap, k, i, v, id);
+        for (Py_ssize_t i = k; i < n; i++) {
+            if (below(v, id, heap[0], i)) {
+                heap[0] = i;
+                sift_down(heap, k, 0, v, id);
+            }
+        }
+        for (Py_ssize_t size = k; size > 1; size--) {  /* the worst to the back: best first */
+            int64_t t = heap[0]; heap[0] = heap[size - 1]; heap[size - 1] = t;
+            sift_down(heap, size - 1, 0, v, id);
+        }
+    }
+    give(&vb); give(&ib); give(&ob);
+    return PyLong_FromSsize_t(k);
+fail:
+    give(&vb); give(&ib); give(&ob);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"accumulate", accumulate, METH_VARARGS, "Sum the postings' BM25 parts per memory; the matches first met."},
+    {"bounds", bounds, METH_VARARGS, "Each match's score bound (fusion._bounds)."},
+    {"best", best, METH_VARARGS, "The positions of the highest values, ties to the lower id, best first."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_kernels", .m_doc = NULL, .m_size = -1, .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }

@@ -1,0 +1,93 @@
+"""A recall's three loops over every match, compiled (core/_kernels.c) where the package was
+built with a C compiler, else in numpy: the postings summed per memory, each match's score
+bound, the best few by a value. Both give the same sums and the same choice among ties to
+the last bit, and bounds within 1e-15 of each other (tests/test_compiled_kernel.py); numpy
+needs a pass over every match, and often over every memory, for each step of a loop that the
+kernel does in one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .scoring import AGE_GATE_RELEVANCE, RankingConfig, bm25_part, bm25_relevance
+
+try:
+    from . import _kernels
+except ImportError:  # (built without a compiler: numpy does the same work, slower)
+    _kernels = None
+
+#: What a bound may differ by between the kernel and numpy, and less than a score's bar leaves
+#: (ranking/fusion._can_reach): the age gate lets a bound that close to it through.
+BOUND_SLACK = 1e-12
+
+#: Whether the compiled kernel was built (the benchmarks say which ran).
+COMPILED = _kernels is not None
+
+
+def accumulate(docs: Sequence[np.ndarray], tfs: Sequence[np.ndarray], weights: np.ndarray, norm: np.ndarray,
+               size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Raw BM25 per memory (`size` of them) from each term's postings (`docs` int32, `tfs`
+    float32) and its `bm25_weight`, `norm` (float32) being each memory's length norm: (the
+    scores, the memories with a score, int64, ascending)."""
+    if _kernels is not None and norm.dtype == np.float32:
+        scores = np.zeros(size)
+        matched = np.empty(min(size, sum(d.size for d in docs)), dtype=np.int64)
+        n = _kernels.accumulate(list(docs), list(tfs), [float(w) for w in weights], norm, scores, matched)
+        return scores, matched[:n]
+    d = np.concatenate(docs).astype(np.intp)
+    f = np.concatenate(tfs)
+    w = np.repeat(np.asarray(weights, dtype=np.float64), [a.size for a in docs])
+    scores = np.bincount(d, weights=bm25_part(w, f, norm[d]), minlength=size)
+    return scores, np.flatnonzero(scores != 0)
+
+
+def bounds(own: np.ndarray, raw: np.ndarray, recency_base: np.ndarray, revision: np.ndarray, updated: np.ndarray,
+           cfg: RankingConfig, *, idf_max: float, recency_scale: float, context_max: float, gram_weight: float,
+           lift: float, updated_after: float | None) -> np.ndarray:
+    """An upper bound of the score of each match `own` (int64): its raw BM25 as relevance with
+    the best context any match could give, 1 − (1 − bm25)(1 − context_weight·context_max), its
+    recency and revision, the working set's best `lift`; −inf for one updated before
+    `updated_after` whose relevance, with the 3-gram channel's most, cannot reach the age gate
+    (by more than BOUND_SLACK: the kernel's exp and numpy's differ in the last bits)."""
+    cfac = 1.0 - cfg.context_weight * context_max
+    if _kernels is not None:
+        out = np.empty(own.size)
+        _kernels.bounds(own, raw, recency_base, revision, updated, out, idf_max, -np.log(2.0), cfac, cfg.w_relevance,
+                        recency_scale, cfg.w_recency, cfg.revision_cap, cfg.w_revision, lift,
+                        np.nan if updated_after is None else updated_after, gram_weight, AGE_GATE_RELEVANCE)
+        return out
+    # (numpy: each step in place, the kernel's order; at a million memories a new array for
+    # each step cost more than the arithmetic)
+    bound = bm25_relevance(raw[own], idf_max, in_place=True)
+    np.subtract(1.0, bound, out=bound)
+    np.multiply(bound, cfac, out=bound)
+    np.subtract(1.0, bound, out=bound)
+    gated = None
+    if updated_after is not None:
+        gated = (updated[own] < updated_after) & (bound + gram_weight + BOUND_SLACK < AGE_GATE_RELEVANCE)
+    np.multiply(bound, cfg.w_relevance, out=bound)
+    recency = recency_base[own]
+    np.multiply(recency, recency_scale, out=recency)
+    np.minimum(recency, 1.0, out=recency)
+    np.multiply(recency, cfg.w_recency, out=recency)
+    rev = np.minimum(revision[own], cfg.revision_cap) / cfg.revision_cap
+    np.multiply(rev, cfg.w_revision, out=rev)
+    np.add(recency, rev, out=recency)
+    np.add(bound, recency, out=bound)
+    np.add(bound, lift, out=bound)
+    if gated is not None:
+        bound[gated] = -np.inf
+    return bound
+
+
+def best(values: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
+    """The positions of the `k` highest `values` (float64), a tie going to the lower of `ids`
+    (int64), best first: one choice whatever order the entries come in."""
+    k = max(0, min(k, values.size))
+    if _kernels is not None:
+        out = np.empty(k, dtype=np.int64)
+        _kernels.best(np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(ids, dtype=np.int64), out)
+        return out
+    return np.lexsort((ids, -values))[:k]

@@ -1,0 +1,131 @@
+"""The compiled kernel (core/_kernels.c) gives numpy's numbers to the last bit and the same
+choice among ties, loop by loop and for whole recalls, and refuses arrays it cannot read."""
+
+import os
+import random
+from datetime import datetime
+
+import numpy as np
+import pytest
+
+from slm_magic import Memory
+from slm_magic.core import kernels
+from slm_magic.core.scoring import RankingConfig
+
+from test_ranking import VOCAB, corpus
+
+compiled = pytest.mark.skipif(not kernels.COMPILED and os.environ.get("SLM_REQUIRE_KERNEL") != "1",
+                              reason="built without a C compiler: numpy runs the loops")
+
+
+@pytest.fixture
+def by_numpy(monkeypatch):
+    """Runs what is given the way a build without a compiler runs it."""
+    def run(fn, *args, **kwargs):
+        with monkeypatch.context() as m:
+            m.setattr(kernels, "_kernels", None)
+            return fn(*args, **kwargs)
+    return run
+
+
+def test_the_kernel_is_built_where_it_is_required():
+    if os.environ.get("SLM_REQUIRE_KERNEL") != "1":
+        pytest.skip("SLM_REQUIRE_KERNEL is not set (.ci/run sets it)")
+    assert kernels.COMPILED, "the install did not build core/_kernels.c (a C compiler and Python's headers?)"
+
+
+def postings(rng, n_docs, n_terms):
+    docs = [np.sort(rng.choice(n_docs, size=rng.integers(1, n_docs // 2), replace=False)).astype(np.int32)
+            for _ in range(n_terms)]
+    tfs = [rng.integers(1, 6, size=d.size).astype(np.float32) for d in docs]
+    weights = rng.uniform(0.1, 9.0, size=n_terms) * 2.2
+    norm = rng.uniform(0.3, 3.0, size=n_docs + 1).astype(np.float32)
+    return docs, tfs, weights, norm
+
+
+@compiled
+def test_postings_summed_per_memory_are_numpys_to_the_last_bit(by_numpy):
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        n_docs = int(rng.integers(2, 5000))
+        docs, tfs, weights, norm = postings(rng, n_docs, int(rng.integers(1, 7)))
+        scores, matched = kernels.accumulate(docs, tfs, weights, norm, n_docs + 1)
+        ref_scores, ref_matched = by_numpy(kernels.accumulate, docs, tfs, weights, norm, n_docs + 1)
+        assert scores.tobytes() == ref_scores.tobytes()
+        assert matched.dtype == np.int64 and matched.tolist() == ref_matched.tolist()
+        assert matched.tolist() == sorted(set(np.concatenate(docs).tolist()))
+
+
+@compiled
+def test_score_bounds_are_numpys_within_a_unit_of_1e_15(by_numpy):
+    rng = np.random.default_rng(3)
+    cfg = RankingConfig()
+    n = 3000
+    raw = np.where(rng.random(n + 1) < 0.4, rng.uniform(0, 30, n + 1), 0.0)
+    own = np.flatnonzero(raw)
+    rb = rng.uniform(0, 1.5, n + 1)
+    revision = rng.integers(0, 25, n + 1).astype(np.int32)
+    updated = rng.uniform(1.7e9, 1.8e9, n + 1)
+    for idf_max, cmax, wg, lift, after in [(12.3, 0.0, 0.0, 0.0, None), (12.3, 0.8, 0.1, 0.25, 1.75e9),
+                                          (0.0, 0.0, 0.1, 0.0, 1.79e9), (40.0, 1.0, 0.0, 0.5, 1.76e9)]:
+        got = kernels.bounds(own, raw, rb, revision, updated, cfg, idf_max=idf_max, recency_scale=0.7,
+                             context_max=cmax, gram_weight=wg, lift=lift, updated_after=after)
+        ref = by_numpy(kernels.bounds, own, raw, rb, revision, updated, cfg, idf_max=idf_max, recency_scale=0.7,
+                       context_max=cmax, gram_weight=wg, lift=lift, updated_after=after)
+        assert (np.isneginf(got) == np.isneginf(ref)).all()
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-15)
+        if after is not None:
+            assert np.isneginf(got).any() and np.isfinite(got).any()
+
+
+@compiled
+def test_the_best_few_are_one_choice_whatever_the_order_and_the_ties(by_numpy):
+    rng = np.random.default_rng(11)
+    for _ in range(60):
+        n = int(rng.integers(0, 3000))
+        values = rng.integers(0, 40, n).astype(np.float64)  # (many ties)
+        values[rng.random(n) < 0.05] = -np.inf
+        ids = rng.permutation(10 * n + 1)[:n].astype(np.int64)
+        for k in (0, 1, 7, 64, n, n + 5):
+            got = kernels.best(values, ids, k)
+            assert got.tolist() == by_numpy(kernels.best, values, ids, k).tolist()
+            want = sorted(range(n), key=lambda i: (-values[i], ids[i]))[:k]
+            assert got.tolist() == want
+
+
+@compiled
+def test_arrays_it_cannot_read_are_refused_not_read():
+    f32 = np.zeros(10, np.float32)
+    with pytest.raises(TypeError, match="float64"):
+        kernels._kernels.best(np.zeros(3, np.float32), np.arange(3), np.empty(2, np.int64))
+    with pytest.raises(IndexError, match="outside"):
+        kernels._kernels.accumulate([np.array([3, 12], np.int32)], [np.ones(2, np.float32)], [1.0], f32,
+                                    np.zeros(11), np.empty(2, np.int64))
+    with pytest.raises(ValueError, match="differ"):
+        kernels._kernels.best(np.zeros(3), np.arange(4), np.empty(2, np.int64))
+
+
+@compiled
+def test_recalls_are_the_same_with_the_kernel_and_with_numpy(clock, monkeypatch):
+    """Whole recalls over a store big enough to prune (fields, sessions, the age gate): the
+    same memories with the same scores, the kernel or numpy running the loops."""
+    clock.now = datetime(2026, 6, 1)
+    rnd = random.Random(5)
+    records = corpus(6000, seed=3)
+    for r in records:
+        r["title"] = " ".join(rnd.sample(VOCAB[:80], 2))
+    questions = [" ".join(rnd.sample(VOCAB[:60], rnd.randint(1, 4))) for _ in range(40)]
+    with Memory(":memory:", clock=clock, user_id="ana") as m:
+        m.remember_many(records)
+        sid = m.session_init().session_id
+
+        def answers():
+            return [[(h.fact_id, round(h.score.value, 12)) for h in m.recall(q, limit=10, max_age_days=30)]
+                    for q in questions]
+
+        compiled_answers = answers()
+        monkeypatch.setattr(kernels, "_kernels", None)
+        numpy_answers = answers()
+        m.recall(questions[0], session_id=sid)
+    assert sum(len(a) for a in compiled_answers) >= 200
+    assert compiled_answers == numpy_answers
