@@ -463,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Meaning channel at {r['n']:,}, the same store and questions, each asked with it and then without "
                   f"it: recall p50 {r['paired_meaning_p50_ms']:.2f} against {r['paired_words_p50_ms']:.2f} ms "
                   f"({r['paired_meaning_p50_ms'] / r['paired_words_p50_ms']:.2f}x).")
+    from slm_magic.core import kernels
+    print("The engine's loops over every match ran " + ("compiled (core/_kernels.c)." if kernels.COMPILED else
+          "in numpy: the package was built without a C compiler (core/kernels.py)."))
     for note in notes:
         print(f"Note: {note}")
     if args.json:

@@ -91,6 +91,16 @@ def test_the_best_few_are_one_choice_whatever_the_order_and_the_ties(by_numpy):
             assert got.tolist() == by_numpy(kernels.best, values, ids, k).tolist()
             want = sorted(range(n), key=lambda i: (-values[i], ids[i]))[:k]
             assert got.tolist() == want
+        dense = rng.integers(0, 40, 4 * n + 2).astype(np.float64)
+        own = np.sort(rng.choice(dense.size, size=n, replace=False)).astype(np.int64)
+        for k in (0, 5, n + 1):
+            got = kernels.best_of(dense, own, k)
+            assert got.tolist() == by_numpy(kernels.best_of, dense, own, k).tolist()
+            assert got.tolist() == kernels.best(dense[own], own, k).tolist()
+        for floor in (-1.0, 0.0, 17.0, 17.5, 40.0):
+            got = kernels.at_least(dense, own, floor)
+            assert got.tolist() == by_numpy(kernels.at_least, dense, own, floor).tolist()
+            assert got.tolist() == [i for i in range(n) if dense[own[i]] >= floor]
 
 
 @compiled
@@ -103,6 +113,8 @@ def test_arrays_it_cannot_read_are_refused_not_read():
                                     np.zeros(11), np.empty(2, np.int64))
     with pytest.raises(ValueError, match="differ"):
         kernels._kernels.best(np.zeros(3), np.arange(4), np.empty(2, np.int64))
+    with pytest.raises(IndexError, match="outside"):
+        kernels._kernels.at_least(np.zeros(3), np.array([1, 3]), 0.0, np.empty(2, np.int64))
 
 
 @compiled

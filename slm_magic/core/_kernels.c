@@ -1,6 +1,6 @@
-/* The three loops of a recall that numpy can only do in several passes over every match:
- * the postings' BM25 parts summed per memory, each match's score bound, and the best few
- * matches by that bound. Each computes what core/scoring.py's formulas compute, operation for
+/* The loops of a recall that numpy can only do in several passes over every match: the
+ * postings' BM25 parts summed per memory, each match's score bound, the best few matches by a
+ * value, the matches at or above a floor. Each computes what core/scoring.py's formulas compute, operation for
  * operation in the same order (built with -ffp-contract=off: no fused multiply-add): the sums
  * and the choice of the best are numpy's to the last bit, the bounds to 1e-15 (their exp is
  * the C library's; see `bounds`). tests/test_compiled_kernel.py holds them against the numpy
@@ -193,53 +193,75 @@ fail:
     return NULL;
 }
 
+/* The entries `best` chooses among: values[i] with ids[i], or (with `own`) values[own[i]]
+ * with own[i], read in place where numpy would gather them into a new array first. */
+typedef struct {
+    const double *v;
+    const int64_t *id;
+    const int64_t *own;
+} Entries;
+
+static inline double value_of(const Entries *e, int64_t i) { return e->own ? e->v[e->own[i]] : e->v[i]; }
+static inline int64_t id_of(const Entries *e, int64_t i) { return e->own ? e->own[i] : e->id[i]; }
+
 /* Whether entry i ranks below entry j: a lower value, or the same value and a higher id. */
-static inline int below(const double *v, const int64_t *id, int64_t i, int64_t j) {
-    return v[i] < v[j] || (v[i] == v[j] && id[i] > id[j]);
+static inline int below(const Entries *e, int64_t i, int64_t j) {
+    double a = value_of(e, i), b = value_of(e, j);
+    return a < b || (a == b && id_of(e, i) > id_of(e, j));
 }
 
-static void sift_down(int64_t *heap, Py_ssize_t size, Py_ssize_t at, const double *v, const int64_t *id) {
+static void sift_down(int64_t *heap, Py_ssize_t size, Py_ssize_t at, const Entries *e) {
     for (;;) {
         Py_ssize_t l = 2 * at + 1, worst = at;
-        if (l < size && below(v, id, heap[l], heap[worst])) worst = l;
-        if (l + 1 < size && below(v, id, heap[l + 1], heap[worst])) worst = l + 1;
+        if (l < size && below(e, heap[l], heap[worst])) worst = l;
+        if (l + 1 < size && below(e, heap[l + 1], heap[worst])) worst = l + 1;
         if (worst == at) return;
         int64_t t = heap[at]; heap[at] = heap[worst]; heap[worst] = t;
         at = worst;
     }
 }
 
+/* The k best of n entries into heap[0:k], best first: one pass with a heap of the best so
+ * far, whose worst most entries fail to beat, then the heap sorted. */
+static void choose(const Entries *e, Py_ssize_t n, int64_t *heap, Py_ssize_t k) {
+    if (k <= 0) return;
+    for (Py_ssize_t i = 0; i < k; i++) heap[i] = i;
+    for (Py_ssize_t i = k / 2; i-- > 0;) sift_down(heap, k, i, e);
+    for (Py_ssize_t i = k; i < n; i++) {
+        if (below(e, heap[0], i)) {
+            heap[0] = i;
+            sift_down(heap, k, 0, e);
+        }
+    }
+    for (Py_ssize_t size = k; size > 1; size--) {  /* the worst to the back: best first */
+        int64_t t = heap[0]; heap[0] = heap[size - 1]; heap[size - 1] = t;
+        sift_down(heap, size - 1, 0, e);
+    }
+}
+
 /* best(values, ids, out) -> k: the positions of the len(out) highest values (float64), ties
- * to the lower id (int64), best first, in out (int64); k = min(len(out), len(values)). One
- * pass with a heap of the best so far, whose worst most entries fail to beat. */
+ * to the lower id (int64), best first, in out (int64); k = min(len(out), len(values)).
+ * best(dense, own, out, True): the same over dense[own[i]], the ids being own's. */
 static PyObject *best(PyObject *self, PyObject *args) {
     PyObject *v_o, *id_o, *out_o;
-    if (!PyArg_ParseTuple(args, "OOO", &v_o, &id_o, &out_o)) return NULL;
+    int indirect = 0;
+    if (!PyArg_ParseTuple(args, "OOO|p", &v_o, &id_o, &out_o, &indirect)) return NULL;
     Buf vb = {0}, ib = {0}, ob = {0};
     if (take(v_o, &vb, 0, 'd') < 0 || take(id_o, &ib, 0, 'q') < 0 || take(out_o, &ob, 1, 'q') < 0) goto fail;
-    Py_ssize_t n = count(&vb, 8), k = count(&ob, 8);
-    if (count(&ib, 8) != n) {
+    Py_ssize_t n = count(&ib, 8), k = count(&ob, 8), nv = count(&vb, 8);
+    Entries e = {vb.view.buf, ib.view.buf, indirect ? ib.view.buf : NULL};
+    if (!indirect && nv != n) {
         PyErr_SetString(PyExc_ValueError, "values and ids differ in length");
         goto fail;
     }
-    if (k > n) k = n;
-    const double *v = vb.view.buf;
-    const int64_t *id = ib.view.buf;
-    int64_t *heap = ob.view.buf;
-    if (k > 0) {
-        for (Py_ssize_t i = 0; i < k; i++) heap[i] = i;
-        for (Py_ssize_t i = k / 2; i-- > 0;) sift_down(heap, k, i, v, id);
-        for (Py_ssize_t i = k; i < n; i++) {
-            if (below(v, id, heap[0], i)) {
-                heap[0] = i;
-                sift_down(heap, k, 0, v, id);
-            }
-        }
-        for (Py_ssize_t size = k; size > 1; size--) {  /* the worst to the back: best first */
-            int64_t t = heap[0]; heap[0] = heap[size - 1]; heap[size - 1] = t;
-            sift_down(heap, size - 1, 0, v, id);
+    for (Py_ssize_t i = 0; indirect && i < n; i++) {
+        if (e.own[i] < 0 || e.own[i] >= nv) {
+            PyErr_SetString(PyExc_IndexError, "a match is outside the values");
+            goto fail;
         }
     }
+    if (k > n) k = n;
+    choose(&e, n, ob.view.buf, k);
     give(&vb); give(&ib); give(&ob);
     return PyLong_FromSsize_t(k);
 fail:
@@ -247,10 +269,41 @@ fail:
     return NULL;
 }
 
+/* at_least(dense, own, floor, out) -> n: the positions i of own (int64) whose dense[own[i]]
+ * (float64) is at least floor, in order, in out (int64). */
+static PyObject *at_least(PyObject *self, PyObject *args) {
+    PyObject *v_o, *own_o, *out_o;
+    double floor_;
+    if (!PyArg_ParseTuple(args, "OOdO", &v_o, &own_o, &floor_, &out_o)) return NULL;
+    Buf vb = {0}, ob = {0}, out = {0};
+    if (take(v_o, &vb, 0, 'd') < 0 || take(own_o, &ob, 0, 'q') < 0 || take(out_o, &out, 1, 'q') < 0) goto fail;
+    Py_ssize_t n = count(&ob, 8), nv = count(&vb, 8), kept = 0;
+    if (count(&out, 8) < n) {
+        PyErr_SetString(PyExc_ValueError, "`out` is shorter than `own`");
+        goto fail;
+    }
+    const double *v = vb.view.buf;
+    const int64_t *own = ob.view.buf;
+    int64_t *o = out.view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (own[i] < 0 || own[i] >= nv) {
+            PyErr_SetString(PyExc_IndexError, "a match is outside the values");
+            goto fail;
+        }
+        if (v[own[i]] >= floor_) o[kept++] = i;
+    }
+    give(&vb); give(&ob); give(&out);
+    return PyLong_FromSsize_t(kept);
+fail:
+    give(&vb); give(&ob); give(&out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"accumulate", accumulate, METH_VARARGS, "Sum the postings' BM25 parts per memory; the matches first met."},
     {"bounds", bounds, METH_VARARGS, "Each match's score bound (fusion._bounds)."},
     {"best", best, METH_VARARGS, "The positions of the highest values, ties to the lower id, best first."},
+    {"at_least", at_least, METH_VARARGS, "The positions of the matches whose value is at least a floor."},
     {NULL, NULL, 0, NULL},
 };
 

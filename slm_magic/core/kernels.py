@@ -1,6 +1,6 @@
-"""A recall's three loops over every match, compiled (core/_kernels.c) where the package was
+"""A recall's loops over every match, compiled (core/_kernels.c) where the package was
 built with a C compiler, else in numpy: the postings summed per memory, each match's score
-bound, the best few by a value. Both give the same sums and the same choice among ties to
+bound, the best few by a value, those at or above a floor. Both give the same sums and the same choice among ties to
 the last bit, and bounds within 1e-15 of each other (tests/test_compiled_kernel.py); numpy
 needs a pass over every match, and often over every memory, for each step of a loop that the
 kernel does in one."""
@@ -80,6 +80,25 @@ def bounds(own: np.ndarray, raw: np.ndarray, recency_base: np.ndarray, revision:
     if gated is not None:
         bound[gated] = -np.inf
     return bound
+
+
+def best_of(dense: np.ndarray, own: np.ndarray, k: int) -> np.ndarray:
+    """`best` of the values `dense` (float64) holds for the matches `own` (int64, the ids),
+    read in place rather than gathered first."""
+    if _kernels is not None:
+        out = np.empty(max(0, min(k, own.size)), dtype=np.int64)
+        _kernels.best(dense, own, out, True)
+        return out
+    return best(dense[own], own, k)
+
+
+def at_least(dense: np.ndarray, own: np.ndarray, floor: float) -> np.ndarray:
+    """The positions of the matches `own` (int64) whose value in `dense` (float64) is at least
+    `floor`, in order."""
+    if _kernels is not None:
+        out = np.empty(own.size, dtype=np.int64)
+        return out[: _kernels.at_least(dense, own, float(floor), out)]
+    return np.flatnonzero(dense[own] >= floor)
 
 
 def best(values: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:

@@ -217,6 +217,11 @@ def bm25_relevance(raw: np.ndarray, idf_max: float, *, in_place: bool = False) -
     return np.negative(raw, out=raw)
 
 
+def bm25_raw_at(relevance: float, idf_max: float) -> float:
+    """The raw BM25 whose `bm25_relevance` is `relevance` (in [0, 1)): −idf_max·log2(1 − relevance)."""
+    return float(-idf_max * np.log1p(-relevance) / np.log(2.0))
+
+
 def meaning_part(cos: np.ndarray, cfg: RankingConfig) -> np.ndarray:
     """A cosine as the meaning channel's part of relevance, in [0, 1]: 0 up to `meaning_floor`
     (what unrelated texts reach), 1 from `meaning_full` (a restatement), linear between."""

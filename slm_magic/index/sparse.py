@@ -505,8 +505,9 @@ class ChannelScores:
     idf_max: float = 0.0   # BM25 idf of a term one memory has (see ranking.bm25_relevance)
     grams: tuple = (np.empty(0, np.int64), np.empty(0), 0.0)  # the query's gram hashes, weights, norm
     # The word matches the ranking found most promising by their bound (a big store's; None:
-    # it scored every match): where the meaning channel looks for close word matches beyond its pool.
-    promising: np.ndarray | None = None
+    # it scored every match): where the meaning channel looks for close word matches beyond its
+    # pool. May be given as a function that works them out: only that channel reads them.
+    _promising: np.ndarray | Callable[[], np.ndarray] | None = None
     words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
 
     @property
@@ -514,6 +515,16 @@ class ChannelScores:
         if callable(self._dot):
             self._dot = self._dot()
         return self._dot
+
+    @property
+    def promising(self) -> np.ndarray | None:
+        if callable(self._promising):
+            self._promising = self._promising()
+        return self._promising
+
+    @promising.setter
+    def promising(self, value: np.ndarray | Callable[[], np.ndarray] | None) -> None:
+        self._promising = value
 
     def coverage(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per document: the share of the query's terms it contains, plain and idf-weighted.

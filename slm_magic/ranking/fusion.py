@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import kernels
-from ..core.scoring import AGE_GATE_RELEVANCE, DAY_WEIGHT, RankingConfig, bm25_relevance, search_score
+from ..core.scoring import (AGE_GATE_RELEVANCE, DAY_WEIGHT, RankingConfig, bm25_raw_at, bm25_relevance,
+                            search_score)
 from ..index import ngrams
 from ..index.sparse import ChannelScores, SparseIndex
 from .ranked import Ranked, WorkingSet
@@ -155,9 +156,15 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     k = max(limit, ngrams.POOL) if wg > 0 else limit  # the pool the n-gram channel re-orders
     cand = own
     if own.size > 4 * (4 * k + 64):
-        bound = _bounds(index, cs, cfg, own, rscale, cmax, wg, working_set, updated_after)
-        cand, cs.promising = _can_reach(t, own, bound, k, cfg.word_probe(index.vectors.live), lambda c: exact(c)[0],
-                                        only_user, project, kind, type_code)
+        def bound(c: np.ndarray) -> np.ndarray:
+            return _bounds(index, cs, cfg, c, rscale, cmax, wg, working_set, updated_after)
+
+        static = index.best_static(cfg, rscale) + (working_set.max if working_set is not None else 0.0)
+        cand = _can_reach(t, cs, own, k, lambda theta: _raw_floor(theta, cs.idf_max, cfg, cmax, static), bound,
+                          lambda c: exact(c)[0], only_user, project, kind, type_code)
+        # (the meaning channel's word probe, worked out only if it runs: the best by bound of all)
+        wide = max(4 * k + 64, cfg.word_probe(index.vectors.live))
+        cs.promising = lambda: own[kernels.best(bound(own), own, wide)]
     cand = _eligible(t, cand, only_user, project, kind, type_code)
     if not cand.size:
         return Ranked.empty()
@@ -198,20 +205,29 @@ def _bounds(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, own: np.n
                           lift=working_set.max if working_set is not None else 0.0, updated_after=updated_after)
 
 
-def _can_reach(t, own: np.ndarray, bound: np.ndarray, k: int, wide: int, exact_score,
-               *filters) -> tuple[np.ndarray, np.ndarray]:
-    """The matches whose bound can still reach the k-th best full score among the most
-    promising few (a bar θ): only these are scored in full; and the `wide` most promising (at
-    least those few), where the meaning channel looks for close word matches."""
-    probe_n = 4 * k + 64
-    top = kernels.best(bound, own, max(probe_n, wide))  # (best first, ties to the lower doc id)
-    promising = own[top]
-    top = top[:probe_n]
-    probe = _eligible(t, own[top], *filters)
+def _can_reach(t, cs: ChannelScores, own: np.ndarray, k: int, floor_of, bound, exact_score, *filters) -> np.ndarray:
+    """The matches whose bound can still reach the k-th best full score among the few with
+    the most BM25 (a bar θ): only these are scored in full. A bound is at most what the
+    match's BM25 gives with the best of everything else (`_raw_floor`), so only the matches
+    with that much BM25 have their bound worked out."""
+    probe = _eligible(t, own[kernels.best_of(cs.bm25, own, 4 * k + 64)], *filters)
     if probe.size < k:
-        return own, promising
+        return own
     theta = np.partition(exact_score(probe), probe.size - k)[probe.size - k] - 1e-12
-    return own[bound >= theta], promising
+    near = own[kernels.at_least(cs.bm25, own, floor_of(theta))]
+    return near[bound(near) >= theta]
+
+
+def _raw_floor(theta: float, idf_max: float, cfg: RankingConfig, cmax: float, static: float) -> float:
+    """The least raw BM25 whose bound can reach θ: a bound is at most w_relevance·(1 − (1 −
+    rel)(1 − context_weight·cmax)) + `static` (the best recency, revision and working-set lift
+    any memory has), so rel must reach ρ = 1 − (1 − (θ − static)/w_relevance)/(1 − context_weight·cmax).
+    A hair under it, so no rounding drops a match; 0 where every match may reach θ."""
+    cfac = 1.0 - cfg.context_weight * cmax
+    if cfac <= 0 or cfg.w_relevance <= 0 or idf_max <= 0:
+        return 0.0
+    rho = 1.0 - (1.0 - (theta - static) / cfg.w_relevance) / cfac
+    return bm25_raw_at(rho, idf_max) * (1.0 - 1e-9) if 0.0 < rho < 1.0 else 0.0
 
 
 def scored(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, c: np.ndarray, *, now: float,
