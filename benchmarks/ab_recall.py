@@ -38,6 +38,11 @@ def base_package(rev: str, into: Path) -> str:
     with tarfile.open(fileobj=io.BytesIO(tar)) as t:
         t.extractall(into, filter="data")
     (into / "slm_magic").rename(into / "slm_magic_base")
+    if (into / "slm_magic_base" / "core" / "_kernels.c").exists():  # (its compiled kernel, as an install builds it)
+        ext = "setuptools.Extension('slm_magic_base.core._kernels', ['slm_magic_base/core/_kernels.c'], " \
+              "extra_compile_args=['-O2', '-ffp-contract=off'])"
+        subprocess.run([sys.executable, "-c", f"import setuptools; setuptools.setup(name='base', ext_modules=[{ext}], "
+                        "script_args=['-q', 'build_ext', '--inplace'])"], cwd=into, check=True, capture_output=True)
     sys.path.insert(0, str(into))
     return "slm_magic_base"
 
@@ -55,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from benchmarks.synthetic import build_store, generate_memories, generate_queries
     from slm_magic import Memory
+    from slm_magic.core import kernels
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -91,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
             same += got["base"] == got["this"]
         for mem in engines.values():
             mem.close()
-    print(f"{args.n:,} notes, {args.questions} questions, recall p50 with the meaning channel / by words alone:")
+    base_compiled = getattr(getattr(getattr(base, "core", None), "kernels", None), "COMPILED", False)
+    print(f"{args.n:,} notes, {args.questions} questions, recall p50 with the meaning channel / by words alone "
+          f"(the loops {'compiled' if base_compiled else 'in numpy'} in {args.base}, "
+          f"{'compiled' if kernels.COMPILED else 'in numpy'} in this checkout):")
     for k, name in (("base", args.base), ("this", "this checkout")):
         on, off = statistics.median(lat[(k, "meaning")]), statistics.median(lat[(k, "words")])
         print(f"  {name}: {on:.3f} / {off:.3f} ms ({on / off:.2f}x, the channel {on - off:.3f} ms)")
