@@ -82,14 +82,14 @@ def test_a_recall_is_the_same_without_pruning_with_fields_sessions_meaning_and_t
         a, b = m.session_init().session_id, m.session_init().session_id
         real, cut = fusion._can_reach, []
 
-        def counted(t, cs, own, *rest):
-            cand = real(t, cs, own, *rest)
-            cut.append(cand.size < own.size)
+        def counted(t, cs, *rest):
+            cand = real(t, cs, *rest)
+            cut.append(cand.size < cs.matched.size)
             return cand
 
         monkeypatch.setattr(fusion, "_can_reach", counted)
         pruned = top(a)
-        monkeypatch.setattr(fusion, "_can_reach", lambda t, cs, own, *rest: own)
+        monkeypatch.setattr(fusion, "_can_reach", lambda t, cs, *rest: np.arange(cs.matched.size))
         whole = top(b)
     assert sum(cut) >= 20  # (the pruning left matches unscored for most questions)
     assert sum(len(r) for r in pruned) >= 300  # (most questions fill their ten)

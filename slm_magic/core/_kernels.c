@@ -1,6 +1,6 @@
 /* The loops of a recall that numpy can only do in several passes over every match: the
  * postings' BM25 parts summed per memory, each match's score bound, the best few matches by a
- * value, the matches at or above a floor. Each computes what core/scoring.py's formulas compute, operation for
+ * value. Each computes what core/scoring.py's formulas compute, operation for
  * operation in the same order (built with -ffp-contract=off: no fused multiply-add): the sums
  * and the choice of the best are numpy's to the last bit, the bounds to 1e-15 (their exp is
  * the C library's; see `bounds`). tests/test_compiled_kernel.py holds them against the numpy
@@ -48,82 +48,113 @@ static void give(Buf *b) {
 
 static Py_ssize_t count(Buf *b, Py_ssize_t itemsize) { return b->view.len / itemsize; }
 
-/* accumulate(docs, tfs, weights, norm, scores, matched) -> number of matches.
- * docs[i] (int32) and tfs[i] (float32) are one term's postings, weights[i] its
- * (qtf·idf)·(k1 + 1); each posting adds weight·tf / (tf + norm[doc]) (norm float32, the sum
- * taken in float32 as numpy takes it) to scores[doc], in the order given (numpy.bincount's).
- * The memories a part other than 0 reached go to `matched` (int64) in ascending order, read
- * from a bitmap of one bit a memory (it fits in cache where the scores do not): the later
- * passes over the matches then read the per-memory arrays front to back. */
+/* Memories are summed a block at a time, in a buffer that stays in the core's cache where
+ * one array of every memory would not: 32,768 of them, 256 KB. */
+#define BLOCK 32768
+
+/* accumulate(docs, tfs, weights, norm, matched, scores) -> number of matches, or -1.
+ * docs[i] (int32, ascending) and tfs[i] (float32) are one part of a term's postings,
+ * weights[i] the term's (qtf·idf)·(k1 + 1); each posting adds weight·tf / (tf + norm[doc])
+ * (norm float32, the sum taken in float32 as numpy takes it) to its memory's sum, the parts
+ * in the order given (numpy.bincount's over them joined). The memories a part other than 0
+ * reached go to `matched` (int64) in ascending order, their sums to `scores` (float64).
+ * -1, having kept nothing: a part's documents are not in ascending order (numpy's turn). */
 static PyObject *accumulate(PyObject *self, PyObject *args) {
-    PyObject *docs_list, *tfs_list, *weights_list, *norm_obj, *scores_obj, *matched_obj;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &docs_list, &tfs_list, &weights_list, &norm_obj, &scores_obj,
-                          &matched_obj))
+    PyObject *docs_list, *tfs_list, *weights_list, *norm_obj, *matched_obj, *scores_obj;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &docs_list, &tfs_list, &weights_list, &norm_obj, &matched_obj,
+                          &scores_obj))
         return NULL;
     Buf norm = {0}, scores = {0}, matched = {0};
-    uint64_t *bits = NULL;
-    Py_ssize_t found = 0;
-    if (take(norm_obj, &norm, 0, 'f') < 0 || take(scores_obj, &scores, 1, 'd') < 0
-        || take(matched_obj, &matched, 1, 'q') < 0)
+    Buf *d = NULL, *f = NULL;
+    double *w = NULL, *sum = NULL;
+    Py_ssize_t *at = NULL, parts = 0, found = 0;
+    uint64_t bits[BLOCK / 64];
+    const char *error = NULL;
+    if (take(norm_obj, &norm, 0, 'f') < 0 || take(matched_obj, &matched, 1, 'q') < 0
+        || take(scores_obj, &scores, 1, 'd') < 0)
         goto fail;
-    const float *K = norm.view.buf;
-    double *s = scores.view.buf;
-    int64_t *out = matched.view.buf;
-    Py_ssize_t n_norm = count(&norm, 4), n_scores = count(&scores, 8), room = count(&matched, 8);
-    Py_ssize_t parts = PyList_Size(docs_list);
+    parts = PyList_Size(docs_list);
     if (parts < 0 || PyList_Size(tfs_list) != parts || PyList_Size(weights_list) != parts) {
         PyErr_SetString(PyExc_ValueError, "docs, tfs and weights must be lists of one length");
+        parts = 0;
         goto fail;
     }
-    Py_ssize_t words = (n_scores + 63) / 64;
-    bits = calloc(words ? words : 1, sizeof(uint64_t));
-    if (bits == NULL) {
+    d = calloc(parts + 1, sizeof(Buf));
+    f = calloc(parts + 1, sizeof(Buf));
+    w = calloc(parts + 1, sizeof(double));
+    at = calloc(parts + 1, sizeof(Py_ssize_t));
+    sum = calloc(BLOCK, sizeof(double));
+    if (!d || !f || !w || !at || !sum) {
         PyErr_NoMemory();
         goto fail;
     }
+    const float *K = norm.view.buf;
+    Py_ssize_t n_norm = count(&norm, 4), room = count(&matched, 8);
+    if (count(&scores, 8) < room) room = count(&scores, 8);
+    int64_t last = -1;
     for (Py_ssize_t p = 0; p < parts; p++) {
-        Buf d = {0}, f = {0};
-        double w = PyFloat_AsDouble(PyList_GET_ITEM(weights_list, p));
-        if (w == -1.0 && PyErr_Occurred()) goto fail;
-        if (take(PyList_GET_ITEM(docs_list, p), &d, 0, 'i') < 0 || take(PyList_GET_ITEM(tfs_list, p), &f, 0, 'f') < 0) {
-            give(&d);
+        w[p] = PyFloat_AsDouble(PyList_GET_ITEM(weights_list, p));
+        if (w[p] == -1.0 && PyErr_Occurred()) goto fail;
+        if (take(PyList_GET_ITEM(docs_list, p), &d[p], 0, 'i') < 0
+            || take(PyList_GET_ITEM(tfs_list, p), &f[p], 0, 'f') < 0)
             goto fail;
-        }
-        const int32_t *dv = d.view.buf;
-        const float *fv = f.view.buf;
-        Py_ssize_t n = count(&d, 4);
-        int bad = count(&f, 4) != n;
-        for (Py_ssize_t i = 0; i < n && !bad; i++) {
-            int32_t doc = dv[i];
-            if (doc < 0 || doc >= n_norm || doc >= n_scores) { bad = 2; break; }
-            float tf = fv[i];
-            float den = tf + K[doc];  /* (float32 + float32, as numpy adds them) */
-            double part = w * (double)tf / (double)den;
-            s[doc] += part;
-            if (part != 0.0) bits[doc >> 6] |= (uint64_t)1 << (doc & 63);
-        }
-        give(&d);
-        give(&f);
-        if (bad) {
-            PyErr_SetString(bad == 1 ? PyExc_ValueError : PyExc_IndexError,
-                            bad == 1 ? "a term's docs and tfs differ in length" : "a posting's document is outside the arrays");
-            goto fail;
-        }
-    }
-    for (Py_ssize_t wi = 0; wi < words; wi++) {
-        for (uint64_t x = bits[wi]; x; x &= x - 1) {
-            if (found >= room) {
-                PyErr_SetString(PyExc_IndexError, "more matches than `matched` holds");
-                goto fail;
+        Py_ssize_t n = count(&d[p], 4);
+        const int32_t *dv = d[p].view.buf;
+        if (count(&f[p], 4) != n) { error = "a term's docs and tfs differ in length"; goto fail; }
+        for (Py_ssize_t i = 1; i < n; i++)
+            if (dv[i] < dv[i - 1]) {  /* not in order: numpy's turn */
+                found = -1;
+                goto done;
             }
-            out[found++] = (int64_t)(wi * 64 + __builtin_ctzll(x));
+        if (n && (dv[0] < 0 || dv[n - 1] >= n_norm)) {
+            PyErr_SetString(PyExc_IndexError, "a posting's document is outside the arrays");
+            goto fail;
+        }
+        if (n && dv[n - 1] > last) last = dv[n - 1];
+    }
+    int64_t *out = matched.view.buf;
+    double *sc = scores.view.buf;
+    memset(bits, 0, sizeof bits);
+    int64_t first = last;
+    for (Py_ssize_t p = 0; p < parts; p++)
+        if (count(&d[p], 4) && ((const int32_t *)d[p].view.buf)[0] < first) first = ((const int32_t *)d[p].view.buf)[0];
+    for (int64_t base = first < 0 ? 0 : first - first % BLOCK; base <= last; base += BLOCK) {
+        int64_t end = base + BLOCK;
+        for (Py_ssize_t p = 0; p < parts; p++) {
+            const int32_t *dv = d[p].view.buf;
+            const float *fv = f[p].view.buf;
+            Py_ssize_t i = at[p], n = count(&d[p], 4);
+            for (; i < n && dv[i] < end; i++) {
+                int32_t doc = dv[i];
+                float tf = fv[i];
+                float den = tf + K[doc];  /* (float32 + float32, as numpy adds them) */
+                double part = w[p] * (double)tf / (double)den;
+                int32_t j = doc - (int32_t)base;
+                sum[j] += part;
+                if (part != 0.0) bits[j >> 6] |= (uint64_t)1 << (j & 63);
+            }
+            at[p] = i;
+        }
+        for (int wi = 0; wi < BLOCK / 64; wi++) {
+            for (uint64_t x = bits[wi]; x; x &= x - 1) {
+                int j = wi * 64 + __builtin_ctzll(x);
+                if (found >= room) { error = "more matches than `matched` holds"; goto fail; }
+                out[found] = base + j;
+                sc[found++] = sum[j];
+                sum[j] = 0.0;  /* (the buffer is all zeros again for the next block) */
+            }
+            bits[wi] = 0;
         }
     }
-    free(bits);
+done:
+    for (Py_ssize_t p = 0; p < parts; p++) { give(&d[p]); give(&f[p]); }
+    free(d); free(f); free(w); free(at); free(sum);
     give(&norm); give(&scores); give(&matched);
     return PyLong_FromSsize_t(found);
 fail:
-    free(bits);
+    if (error) PyErr_SetString(PyExc_ValueError, error);
+    for (Py_ssize_t p = 0; d && f && p < parts; p++) { give(&d[p]); give(&f[p]); }
+    free(d); free(f); free(w); free(at); free(sum);
     give(&norm); give(&scores); give(&matched);
     return NULL;
 }
@@ -131,7 +162,8 @@ fail:
 /* bounds(own, raw, recency_base, revision, updated, out, idf_max, neg_ln2, context_factor,
  *        w_relevance, recency_scale, w_recency, revision_cap, w_revision, lift, gate_after,
  *        gram_weight, gate_relevance)
- * Per match (own, int64): 1 − (1 − rel)·context_factor with rel = 1 − exp(neg_ln2·raw / idf_max)
+ * Per match (own, int64; raw, its BM25, float64): 1 − (1 − rel)·context_factor with
+ * rel = 1 − exp(neg_ln2·raw / idf_max)
  * (0 when idf_max <= 0), times w_relevance, plus w_recency·min(1, rb·scale) plus
  * w_revision·min(revision, cap)/cap plus lift: kernels.bounds's steps. With gate_after not NaN,
  * a match updated before it whose relevance + gram_weight stays under gate_relevance by more
@@ -150,12 +182,11 @@ static PyObject *bounds(PyObject *self, PyObject *args) {
     if (take(own_o, &own, 0, 'q') < 0 || take(raw_o, &raw, 0, 'd') < 0 || take(rb_o, &rb, 0, 'd') < 0 || take(rev_o, &rev, 0, 'i') < 0
         || take(upd_o, &upd, 0, 'd') < 0 || take(out_o, &out, 1, 'd') < 0)
         goto fail;
-    Py_ssize_t n = count(&own, 8), limit = count(&raw, 8);
-    if (count(&rb, 8) < limit) limit = count(&rb, 8);
+    Py_ssize_t n = count(&own, 8), limit = count(&rb, 8);
     if (count(&rev, 4) < limit) limit = count(&rev, 4);
     if (count(&upd, 8) < limit) limit = count(&upd, 8);
-    if (count(&out, 8) < n) {
-        PyErr_SetString(PyExc_ValueError, "`out` is shorter than `own`");
+    if (count(&out, 8) < n || count(&raw, 8) < n) {
+        PyErr_SetString(PyExc_ValueError, "`raw` or `out` is shorter than `own`");
         goto fail;
     }
     const int64_t *o = own.view.buf;
@@ -170,7 +201,7 @@ static PyObject *bounds(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_IndexError, "a match is outside the arrays");
             goto fail;
         }
-        double rel = idf_max > 0 ? 1.0 - exp(neg_ln2 * r[d] / idf_max) : 0.0;
+        double rel = idf_max > 0 ? 1.0 - exp(neg_ln2 * r[i] / idf_max) : 0.0;
         double x = 1.0 - rel;
         x = x * cfac;
         x = 1.0 - x;
@@ -193,21 +224,14 @@ fail:
     return NULL;
 }
 
-/* The entries `best` chooses among: values[i] with ids[i], or (with `own`) values[own[i]]
- * with own[i], read in place where numpy would gather them into a new array first. */
 typedef struct {
     const double *v;
     const int64_t *id;
-    const int64_t *own;
 } Entries;
-
-static inline double value_of(const Entries *e, int64_t i) { return e->own ? e->v[e->own[i]] : e->v[i]; }
-static inline int64_t id_of(const Entries *e, int64_t i) { return e->own ? e->own[i] : e->id[i]; }
 
 /* Whether entry i ranks below entry j: a lower value, or the same value and a higher id. */
 static inline int below(const Entries *e, int64_t i, int64_t j) {
-    double a = value_of(e, i), b = value_of(e, j);
-    return a < b || (a == b && id_of(e, i) > id_of(e, j));
+    return e->v[i] < e->v[j] || (e->v[i] == e->v[j] && e->id[i] > e->id[j]);
 }
 
 static void sift_down(int64_t *heap, Py_ssize_t size, Py_ssize_t at, const Entries *e) {
@@ -240,62 +264,23 @@ static void choose(const Entries *e, Py_ssize_t n, int64_t *heap, Py_ssize_t k) 
 }
 
 /* best(values, ids, out) -> k: the positions of the len(out) highest values (float64), ties
- * to the lower id (int64), best first, in out (int64); k = min(len(out), len(values)).
- * best(dense, own, out, True): the same over dense[own[i]], the ids being own's. */
+ * to the lower id (int64), best first, in out (int64); k = min(len(out), len(values)). */
 static PyObject *best(PyObject *self, PyObject *args) {
     PyObject *v_o, *id_o, *out_o;
-    int indirect = 0;
-    if (!PyArg_ParseTuple(args, "OOO|p", &v_o, &id_o, &out_o, &indirect)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOO", &v_o, &id_o, &out_o)) return NULL;
     Buf vb = {0}, ib = {0}, ob = {0};
     if (take(v_o, &vb, 0, 'd') < 0 || take(id_o, &ib, 0, 'q') < 0 || take(out_o, &ob, 1, 'q') < 0) goto fail;
-    Py_ssize_t n = count(&ib, 8), k = count(&ob, 8), nv = count(&vb, 8);
-    Entries e = {vb.view.buf, ib.view.buf, indirect ? ib.view.buf : NULL};
-    if (!indirect && nv != n) {
+    Py_ssize_t n = count(&vb, 8), k = count(&ob, 8);
+    if (count(&ib, 8) != n) {
         PyErr_SetString(PyExc_ValueError, "values and ids differ in length");
         goto fail;
     }
-    for (Py_ssize_t i = 0; indirect && i < n; i++) {
-        if (e.own[i] < 0 || e.own[i] >= nv) {
-            PyErr_SetString(PyExc_IndexError, "a match is outside the values");
-            goto fail;
-        }
-    }
-    if (k > n) k = n;
-    choose(&e, n, ob.view.buf, k);
+    Entries e = {vb.view.buf, ib.view.buf};
+    choose(&e, n, ob.view.buf, k > n ? n : k);
     give(&vb); give(&ib); give(&ob);
-    return PyLong_FromSsize_t(k);
+    return PyLong_FromSsize_t(k > n ? n : k);
 fail:
     give(&vb); give(&ib); give(&ob);
-    return NULL;
-}
-
-/* at_least(dense, own, floor, out) -> n: the positions i of own (int64) whose dense[own[i]]
- * (float64) is at least floor, in order, in out (int64). */
-static PyObject *at_least(PyObject *self, PyObject *args) {
-    PyObject *v_o, *own_o, *out_o;
-    double floor_;
-    if (!PyArg_ParseTuple(args, "OOdO", &v_o, &own_o, &floor_, &out_o)) return NULL;
-    Buf vb = {0}, ob = {0}, out = {0};
-    if (take(v_o, &vb, 0, 'd') < 0 || take(own_o, &ob, 0, 'q') < 0 || take(out_o, &out, 1, 'q') < 0) goto fail;
-    Py_ssize_t n = count(&ob, 8), nv = count(&vb, 8), kept = 0;
-    if (count(&out, 8) < n) {
-        PyErr_SetString(PyExc_ValueError, "`out` is shorter than `own`");
-        goto fail;
-    }
-    const double *v = vb.view.buf;
-    const int64_t *own = ob.view.buf;
-    int64_t *o = out.view.buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (own[i] < 0 || own[i] >= nv) {
-            PyErr_SetString(PyExc_IndexError, "a match is outside the values");
-            goto fail;
-        }
-        if (v[own[i]] >= floor_) o[kept++] = i;
-    }
-    give(&vb); give(&ob); give(&out);
-    return PyLong_FromSsize_t(kept);
-fail:
-    give(&vb); give(&ob); give(&out);
     return NULL;
 }
 
@@ -303,7 +288,6 @@ static PyMethodDef methods[] = {
     {"accumulate", accumulate, METH_VARARGS, "Sum the postings' BM25 parts per memory; the matches first met."},
     {"bounds", bounds, METH_VARARGS, "Each match's score bound (fusion._bounds)."},
     {"best", best, METH_VARARGS, "The positions of the highest values, ties to the lower id, best first."},
-    {"at_least", at_least, METH_VARARGS, "The positions of the matches whose value is at least a floor."},
     {NULL, NULL, 0, NULL},
 };
 

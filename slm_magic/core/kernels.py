@@ -28,25 +28,28 @@ COMPILED = _kernels is not None
 
 def accumulate(docs: Sequence[np.ndarray], tfs: Sequence[np.ndarray], weights: np.ndarray, norm: np.ndarray,
                size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Raw BM25 per memory (`size` of them) from each term's postings (`docs` int32, `tfs`
-    float32) and its `bm25_weight`, `norm` (float32) being each memory's length norm: (the
-    scores, the memories with a score, int64, ascending)."""
+    """Raw BM25 per memory (of `size`) from each term's postings (`docs` int32, `tfs` float32)
+    and its `bm25_weight`, `norm` (float32) being each memory's length norm: (the memories with
+    a score, int64, ascending; their scores). The kernel sums memories a block at a time, where
+    every part's documents are in ascending order (else numpy does)."""
     if _kernels is not None and norm.dtype == np.float32:
-        scores = np.zeros(size)
-        matched = np.empty(min(size, sum(d.size for d in docs)), dtype=np.int64)
-        n = _kernels.accumulate(list(docs), list(tfs), [float(w) for w in weights], norm, scores, matched)
-        return scores, matched[:n]
+        room = min(size, sum(d.size for d in docs))
+        matched, scores = np.empty(room, dtype=np.int64), np.empty(room)
+        n = _kernels.accumulate(list(docs), list(tfs), [float(w) for w in weights], norm, matched, scores)
+        if n >= 0:
+            return matched[:n], scores[:n]
     d = np.concatenate(docs).astype(np.intp)
     f = np.concatenate(tfs)
     w = np.repeat(np.asarray(weights, dtype=np.float64), [a.size for a in docs])
-    scores = np.bincount(d, weights=bm25_part(w, f, norm[d]), minlength=size)
-    return scores, np.flatnonzero(scores != 0)
+    dense = np.bincount(d, weights=bm25_part(w, f, norm[d]), minlength=size)
+    matched = np.flatnonzero(dense != 0)
+    return matched, dense[matched]
 
 
 def bounds(own: np.ndarray, raw: np.ndarray, recency_base: np.ndarray, revision: np.ndarray, updated: np.ndarray,
            cfg: RankingConfig, *, idf_max: float, recency_scale: float, context_max: float, gram_weight: float,
            lift: float, updated_after: float | None) -> np.ndarray:
-    """An upper bound of the score of each match `own` (int64): its raw BM25 as relevance with
+    """An upper bound of the score of each match `own` (int64), `raw` its BM25: that as relevance with
     the best context any match could give, 1 − (1 − bm25)(1 − context_weight·context_max), its
     recency and revision, the working set's best `lift`; −inf for one updated before
     `updated_after` whose relevance, with the 3-gram channel's most, cannot reach the age gate
@@ -60,7 +63,7 @@ def bounds(own: np.ndarray, raw: np.ndarray, recency_base: np.ndarray, revision:
         return out
     # (numpy: each step in place, the kernel's order; at a million memories a new array for
     # each step cost more than the arithmetic)
-    bound = bm25_relevance(raw[own], idf_max, in_place=True)
+    bound = bm25_relevance(np.array(raw, dtype=np.float64), idf_max, in_place=True)
     np.subtract(1.0, bound, out=bound)
     np.multiply(bound, cfac, out=bound)
     np.subtract(1.0, bound, out=bound)
@@ -82,23 +85,9 @@ def bounds(own: np.ndarray, raw: np.ndarray, recency_base: np.ndarray, revision:
     return bound
 
 
-def best_of(dense: np.ndarray, own: np.ndarray, k: int) -> np.ndarray:
-    """`best` of the values `dense` (float64) holds for the matches `own` (int64, the ids),
-    read in place rather than gathered first."""
-    if _kernels is not None:
-        out = np.empty(max(0, min(k, own.size)), dtype=np.int64)
-        _kernels.best(dense, own, out, True)
-        return out
-    return best(dense[own], own, k)
-
-
-def at_least(dense: np.ndarray, own: np.ndarray, floor: float) -> np.ndarray:
-    """The positions of the matches `own` (int64) whose value in `dense` (float64) is at least
-    `floor`, in order."""
-    if _kernels is not None:
-        out = np.empty(own.size, dtype=np.int64)
-        return out[: _kernels.at_least(dense, own, float(floor), out)]
-    return np.flatnonzero(dense[own] >= floor)
+def at_least(values: np.ndarray, floor: float) -> np.ndarray:
+    """The positions of the `values` (float64) at least `floor`, in order."""
+    return np.flatnonzero(values >= floor)
 
 
 def best(values: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:

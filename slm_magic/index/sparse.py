@@ -471,31 +471,40 @@ class SparseIndex:
         if not all_d:
             return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms), idf_max=top_idf, grams=gq)
         used_idf = idf_b[used]
-        bm, matched = kernels.accumulate(all_d, all_f, bm25_weight(qtf_a[used], used_idf, k1), K, n + 1)
+        matched, raw = kernels.accumulate(all_d, all_f, bm25_weight(qtf_a[used], used_idf, k1), K, n + 1)
         tfidf = q_w[used] * idf_t[used]
+
+        def dense() -> np.ndarray:
+            bm = np.zeros(n + 1)
+            bm[matched] = raw
+            return bm
 
         def dot() -> np.ndarray:
             d = np.concatenate(all_d).astype(np.intp)
             f = np.concatenate(all_f)
             return np.bincount(d, weights=np.repeat(tfidf, [a.size for a in all_d]) * (1.0 + np.log(f)),
                                minlength=n + 1)
-        return ChannelScores(bm, dot, ideal, q_norm, matched=matched, term_docs=all_d, term_idf=used_idf,
+        return ChannelScores(dense, dot, ideal, q_norm, matched=matched, matched_bm25=raw, term_docs=all_d,
+                             term_idf=used_idf,
                              n_terms=len(terms), idf_total=float(idf_b.sum()), idf_max=top_idf, grams=gq)
 
 
 @dataclass
 class ChannelScores:
-    """Dense per-document raw scores (index n is a zero sentinel for 'no neighbour'). The
-    TF-IDF dot products may be given as a function that works them out: only the context
-    channel reads them, and it is off by default, so a recall need not pay a pass over every
-    posting and every memory for them."""
+    """A query's raw scores: BM25 of the word matches (`matched`, `matched_bm25`; `bm25_of`
+    any memories), and per memory, as dense arrays (index n is a zero sentinel for 'no
+    neighbour'), BM25 and the TF-IDF dot products. The dense arrays may be given as functions
+    that work them out when read: a recall reads neither (the context channel, off by
+    default, reads the dot products), and at a million memories each costs more than the
+    recall's sums."""
 
-    bm25: np.ndarray | None
+    _bm25: np.ndarray | Callable[[], np.ndarray] | None
     _dot: np.ndarray | Callable[[], np.ndarray] | None
     ideal_bm25: float
     query_norm: float
-    # The memories whose BM25 is not 0 (int64, ascending): the word matches.
+    # The memories whose BM25 is not 0 (int64, ascending), the word matches, and their BM25.
     matched: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    matched_bm25: np.ndarray = field(default_factory=lambda: np.empty(0))
     # Kept for the learned ranker's coverage features (references, not copies): the postings'
     # documents of each query term that occurs, its BM25 idf, and the query's terms and idf sum.
     term_docs: list = field(default_factory=list)
@@ -509,6 +518,20 @@ class ChannelScores:
     # pool. May be given as a function that works them out: only that channel reads them.
     _promising: np.ndarray | Callable[[], np.ndarray] | None = None
     words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
+
+    @property
+    def bm25(self) -> np.ndarray | None:
+        if callable(self._bm25):
+            self._bm25 = self._bm25()
+        return self._bm25
+
+    def bm25_of(self, docs: np.ndarray) -> np.ndarray:
+        """The raw BM25 of each of `docs` (0 for a memory that matches no query word)."""
+        docs = np.asarray(docs)
+        if not self.matched.size:
+            return np.zeros(docs.size)
+        at = np.minimum(np.searchsorted(self.matched, docs), self.matched.size - 1)
+        return np.where(self.matched[at] == docs, self.matched_bm25[at], 0.0)
 
     @property
     def dot(self) -> np.ndarray | None:
@@ -551,8 +574,8 @@ class ChannelScores:
                 at = np.minimum(np.searchsorted(d, few), d.size - 1)
                 found[row] = d[at] == few
                 continue
-            if mark is None:
-                mark = np.zeros(self.bm25.size, dtype=bool)  # (one per document, the sentinel too)
+            if mark is None:  # (one per document asked about or held)
+                mark = np.zeros(max(int(docs.max()), *(int(t.max()) for t in self.term_docs if t.size)) + 1, bool)
             mark[d] = True
             found[row] = mark[docs]
             mark[d] = False

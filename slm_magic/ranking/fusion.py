@@ -22,7 +22,7 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
     gate, also count the matching memories older than it (for the user to see)."""
     ranked = _rank_index(index, cs, cfg, now=now, user=user, project=project, limit=limit,
                          working_set=working_set, updated_after=updated_after, kind=kind, type_code=type_code)
-    if updated_after is not None and cs.bm25 is not None:
+    if updated_after is not None and cs.matched.size:
         t = index.docs
         own = _eligible(t, cs.matched, user, project, kind, type_code)
         ranked.older_matches = int(np.count_nonzero(t.updated[own] < updated_after))
@@ -39,7 +39,7 @@ def rank_days(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: n
     docs = np.asarray(docs, dtype=np.int64)
     docs = docs[(docs >= 0) & (docs < t.size)]
     docs = docs[t.alive[docs]]
-    if not docs.size or cs.bm25 is None:
+    if not docs.size or not cs.matched.size:
         return Ranked.empty()
     parts = scored(index, cs, cfg, docs, now=now, working_set=working_set)
     return with_grams(index, cs, cfg, docs, parts, None, docs.size)
@@ -134,41 +134,42 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     promising matches gives a bar θ the k-th result must clear; a match whose score cannot
     reach θ even with the best context and recency of the store is never scored in full.
     """
-    if cs.bm25 is None or limit <= 0:
+    own = cs.matched
+    if not own.size or limit <= 0:
         return Ranked.empty()
     t = index.docs
-    own = cs.matched
-    if not own.size:
-        return Ranked.empty()
     wg = cfg.ngram_weight if cs.grams[0].size else 0.0
     rscale = index.recency_scale(now, cfg.recency_half_life_days)
     cos, cmax = _context_cosines(t, cs, own) if cfg.context_weight > 0 else (None, 0.0)
     # (the only user's own: no need to compare; a user with none sees only what others shared)
     only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
 
-    def exact(c: np.ndarray):
-        parts = scored(index, cs, cfg, c, now=now, working_set=working_set, cos=cos)
+    def exact(at: np.ndarray):  # (positions in own)
+        c = own[at]
+        parts = scored(index, cs, cfg, c, now=now, working_set=working_set, cos=cos, raw=cs.matched_bm25[at])
         if updated_after is not None:  # the age gate (read again after the n-gram part is in)
             score, rel = parts[0], parts[1]
             score[(t.updated[c] < updated_after) & (rel + wg < AGE_GATE_RELEVANCE)] = -np.inf
         return parts
 
     k = max(limit, ngrams.POOL) if wg > 0 else limit  # the pool the n-gram channel re-orders
-    cand = own
     if own.size > 4 * (4 * k + 64):
-        def bound(c: np.ndarray) -> np.ndarray:
-            return _bounds(index, cs, cfg, c, rscale, cmax, wg, working_set, updated_after)
+        def bound(at: np.ndarray) -> np.ndarray:
+            return _bounds(index, cs, cfg, at, rscale, cmax, wg, working_set, updated_after)
 
         static = index.best_static(cfg, rscale) + (working_set.max if working_set is not None else 0.0)
-        cand = _can_reach(t, cs, own, k, lambda theta: _raw_floor(theta, cs.idf_max, cfg, cmax, static), bound,
-                          lambda c: exact(c)[0], only_user, project, kind, type_code)
+        at = _can_reach(t, cs, k, lambda theta: _raw_floor(theta, cs.idf_max, cfg, cmax, static), bound,
+                        lambda a: exact(a)[0], only_user, project, kind, type_code)
         # (the meaning channel's word probe, worked out only if it runs: the best by bound of all)
         wide = max(4 * k + 64, cfg.word_probe(index.vectors.live))
-        cs.promising = lambda: own[kernels.best(bound(own), own, wide)]
-    cand = _eligible(t, cand, only_user, project, kind, type_code)
-    if not cand.size:
+        cs.promising = lambda: own[kernels.best(bound(np.arange(own.size)), own, wide)]
+    else:
+        at = np.arange(own.size)
+    at = at[passes(t, own[at], only_user, project, kind, type_code)]
+    if not at.size:
         return Ranked.empty()
-    score, rel, bm25, ctx, rec, rev, ws = exact(cand)
+    cand = own[at]
+    score, rel, bm25, ctx, rec, rev, ws = exact(at)
     if updated_after is not None:
         passed = np.isfinite(score)
         cand, score, rel, bm25, ctx, rec, rev, ws = (a[passed] for a in (cand, score, rel, bm25, ctx, rec, rev, ws))
@@ -195,26 +196,29 @@ def _context_cosines(t, cs: ChannelScores, own: np.ndarray) -> tuple[np.ndarray,
     return cos, float(cos_own.max())
 
 
-def _bounds(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, own: np.ndarray, rscale: float, cmax: float,
+def _bounds(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, at: np.ndarray, rscale: float, cmax: float,
             wg: float, working_set: WorkingSet | None, updated_after: float | None) -> np.ndarray:
-    """An upper bound of each match's score: its own BM25 and recency/revision, with the best
-    context any match could give (-inf for an old match that cannot reach the age gate)."""
+    """An upper bound of the score of each match at `at` (positions in `cs.matched`): its own
+    BM25 and recency/revision, with the best context any match could give (-inf for an old
+    match that cannot reach the age gate)."""
     t = index.docs
-    return kernels.bounds(own, cs.bm25, index.recency_base, t.revision, t.updated, cfg, idf_max=cs.idf_max,
-                          recency_scale=rscale, context_max=cmax, gram_weight=wg,
+    return kernels.bounds(cs.matched[at], cs.matched_bm25[at], index.recency_base, t.revision, t.updated, cfg,
+                          idf_max=cs.idf_max, recency_scale=rscale, context_max=cmax, gram_weight=wg,
                           lift=working_set.max if working_set is not None else 0.0, updated_after=updated_after)
 
 
-def _can_reach(t, cs: ChannelScores, own: np.ndarray, k: int, floor_of, bound, exact_score, *filters) -> np.ndarray:
-    """The matches whose bound can still reach the k-th best full score among the few with
-    the most BM25 (a bar θ): only these are scored in full. A bound is at most what the
-    match's BM25 gives with the best of everything else (`_raw_floor`), so only the matches
-    with that much BM25 have their bound worked out."""
-    probe = _eligible(t, own[kernels.best_of(cs.bm25, own, 4 * k + 64)], *filters)
+def _can_reach(t, cs: ChannelScores, k: int, floor_of, bound, exact_score, *filters) -> np.ndarray:
+    """The matches (positions in `cs.matched`) whose bound can still reach the k-th best full
+    score among the few with the most BM25 (a bar θ): only these are scored in full. A bound
+    is at most what the match's BM25 gives with the best of everything else (`_raw_floor`), so
+    only the matches with that much BM25 have their bound worked out."""
+    own, raw = cs.matched, cs.matched_bm25
+    top = kernels.best(raw, own, 4 * k + 64)
+    probe = top[passes(t, own[top], *filters)]
     if probe.size < k:
-        return own
+        return np.arange(own.size)
     theta = np.partition(exact_score(probe), probe.size - k)[probe.size - k] - 1e-12
-    near = own[kernels.at_least(cs.bm25, own, floor_of(theta))]
+    near = np.flatnonzero(raw >= floor_of(theta))
     return near[bound(near) >= theta]
 
 
@@ -231,14 +235,17 @@ def _raw_floor(theta: float, idf_max: float, cfg: RankingConfig, cmax: float, st
 
 
 def scored(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, c: np.ndarray, *, now: float,
-            working_set: WorkingSet | None = None, cos: np.ndarray | None = None):
+            working_set: WorkingSet | None = None, cos: np.ndarray | None = None, raw: np.ndarray | None = None):
     """The one per-candidate scoring, before the n-gram part: (score, relevance, bm25,
     context, recency, revision, working set) of each of `c`. Relevance is the BM25 relevance
     fused as a noisy-or with the context channel (the best cosine `cos` among a candidate's
     session neighbours, when it is on); the score is `search_score` of it plus the working
     set's lift."""
     t = index.docs
-    bm25 = np.zeros(c.size) if cs is None or cs.bm25 is None else bm25_relevance(cs.bm25[c], cs.idf_max)
+    if cs is None or not cs.matched.size:
+        bm25 = np.zeros(c.size)
+    else:  # (`raw`: their BM25, where the caller has it)
+        bm25 = bm25_relevance(cs.bm25_of(c) if raw is None else raw, cs.idf_max)
     if cos is not None:
         p1, n1 = t.prev[c], t.next[c]
         ctx = np.maximum(np.maximum(cos[p1], cos[n1]), cfg.context_decay * np.maximum(cos[t.prev[p1]], cos[t.next[n1]]))
