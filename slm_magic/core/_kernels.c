@@ -251,10 +251,12 @@ static void choose(const Entries *e, Py_ssize_t n, int64_t *heap, Py_ssize_t k) 
     if (k <= 0) return;
     for (Py_ssize_t i = 0; i < k; i++) heap[i] = i;
     for (Py_ssize_t i = k / 2; i-- > 0;) sift_down(heap, k, i, e);
+    double worst = e->v[heap[0]];  /* (most entries fail on this one comparison) */
     for (Py_ssize_t i = k; i < n; i++) {
-        if (below(e, heap[0], i)) {
+        if (e->v[i] >= worst && below(e, heap[0], i)) {
             heap[0] = i;
             sift_down(heap, k, 0, e);
+            worst = e->v[heap[0]];
         }
     }
     for (Py_ssize_t size = k; size > 1; size--) {  /* the worst to the back: best first */

@@ -44,6 +44,9 @@ class FactRows:
         self.pending: dict[int, Fact] = {}
         self.frozen = 0  # leading chunks never merged (a saved index's mapped rows)
         self.deferring = False  # a bulk write: chunks merged once, at its end
+        # Per chunk, its columns by name, looked up once (pyarrow's lookup by name cost a page
+        # of rows 40 us a chunk); emptied whenever a chunk is placed, so it never holds one merged away.
+        self._columns: dict[int, list[tuple[str, pa.ChunkedArray]]] = {}
 
     def _ensure(self, n: int) -> None:
         if n > self.chunk_of.size:
@@ -96,6 +99,7 @@ class FactRows:
 
     def _place(self, c: int) -> None:
         """Point the memories of chunk `c` at their rows in it."""
+        self._columns.clear()
         doc_ids = self.chunks[c].column("doc_id").to_numpy().astype(np.int64)
         self.chunk_of[doc_ids] = c
         self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
@@ -112,8 +116,10 @@ class FactRows:
             # (value by value: a take of the page and its to_pylist cost about 85 us a chunk
             # whatever the rows, the values of a row about 9 us, and a page of ten spans
             # every chunk of a big store)
-            table = self.chunks[c]
-            columns = [(name, table.column(name)) for name in FACT_COLUMNS]
+            columns = self._columns.get(c)
+            if columns is None:
+                table = self.chunks[c]
+                columns = self._columns[c] = [(name, table.column(name)) for name in FACT_COLUMNS]
             for d in ds:
                 at = int(self.offset_of[d])
                 row = {name: column[at].as_py() for name, column in columns}
