@@ -94,3 +94,34 @@ def test_a_recall_is_the_same_without_pruning_with_fields_sessions_meaning_and_t
     assert sum(cut) >= 20  # (the pruning left matches unscored for most questions)
     assert sum(len(r) for r in pruned) >= 300  # (most questions fill their ten)
     assert pruned == whole
+
+
+def test_the_best_bounds_found_from_a_few_are_the_best_of_every_match(clock):
+    """The meaning channel's word probe (the matches with the best bounds) worked out from the
+    matches with BM25 enough to reach a bar is the one every match's bound gives, ties and all."""
+    import slm_magic.ranking.fusion as fusion
+    from slm_magic.core import kernels
+
+    clock.now = datetime(2026, 6, 1)
+    with Memory(":memory:", clock=clock) as m:
+        m.remember_many(corpus(6000, seed=6))
+        index, cfg, rnd = m.index, m.config, random.Random(8)
+        now = clock.now.timestamp()
+        rscale = index.recency_scale(now, cfg.recency_half_life_days)
+        narrowed = 0
+        for _ in range(40):
+            q = " ".join(rnd.sample(VOCAB[:60], rnd.randint(1, 4)))
+            counts = text.term_counts(q)
+            cs = index.channel_scores(list(counts), list(counts.values()), sum(counts.values()))
+            for after in (None, now - 30 * 86_400):
+                def bound(at, cs=cs, after=after):
+                    return fusion._bounds(index, cs, cfg, at, rscale, 0.0, cfg.ngram_weight, None, after)
+
+                def floor_of(theta, cs=cs):
+                    return fusion._raw_floor(theta, cs.idf_max, cfg, 0.0, index.best_static(cfg, rscale))
+
+                for wide in (20, 100, 300):
+                    every = kernels.best(bound(np.arange(cs.matched.size)), cs.matched, wide)
+                    assert fusion._best_by_bound(cs, wide, floor_of, bound).tolist() == every.tolist()
+                    narrowed += cs.matched.size > 4 * wide
+        assert narrowed >= 40  # (most questions had matches enough to narrow)

@@ -158,11 +158,14 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
             return _bounds(index, cs, cfg, at, rscale, cmax, wg, working_set, updated_after)
 
         static = index.best_static(cfg, rscale) + (working_set.max if working_set is not None else 0.0)
-        at = _can_reach(t, cs, k, lambda theta: _raw_floor(theta, cs.idf_max, cfg, cmax, static), bound,
-                        lambda a: exact(a)[0], only_user, project, kind, type_code)
-        # (the meaning channel's word probe, worked out only if it runs: the best by bound of all)
+
+        def floor_of(theta: float) -> float:
+            return _raw_floor(theta, cs.idf_max, cfg, cmax, static)
+
+        at = _can_reach(t, cs, k, floor_of, bound, lambda a: exact(a)[0], only_user, project, kind, type_code)
+        # (the meaning channel's word probe, worked out only if it runs)
         wide = max(4 * k + 64, cfg.word_probe(index.vectors.live))
-        cs.promising = lambda: own[kernels.best(bound(np.arange(own.size)), own, wide)]
+        cs.promising = lambda: own[_best_by_bound(cs, wide, floor_of, bound)]
     else:
         at = np.arange(own.size)
     at = at[passes(t, own[at], only_user, project, kind, type_code)]
@@ -220,6 +223,27 @@ def _can_reach(t, cs: ChannelScores, k: int, floor_of, bound, exact_score, *filt
     theta = np.partition(exact_score(probe), probe.size - k)[probe.size - k] - 1e-12
     near = np.flatnonzero(raw >= floor_of(theta))
     return near[bound(near) >= theta]
+
+
+def _best_by_bound(cs: ChannelScores, wide: int, floor_of, bound) -> np.ndarray:
+    """The `wide` matches with the best bounds (positions in `cs.matched`, best first, a tie
+    to the lower doc id), bounds worked out for few: the wide-th best bound among some
+    matches with much BM25 (about 4·wide, found by a sample's quantile) is a bar the wide best
+    all reach, and only the matches with BM25 enough to reach it (`_raw_floor`) can be among them."""
+    own, raw = cs.matched, cs.matched_bm25
+    if own.size > 16 * wide:
+        stride = max(1, wide // 8)
+        sample = raw[::stride]
+        above = max(1, (4 * wide) // stride)
+        some = np.flatnonzero(raw >= np.partition(sample, sample.size - above)[sample.size - above])
+        if some.size >= wide:
+            b = bound(some)
+            bar = float(np.partition(b, b.size - wide)[b.size - wide])
+            if np.isfinite(bar):
+                near = np.flatnonzero(raw >= floor_of(bar - 1e-12))
+                return near[kernels.best(bound(near), own[near], wide)]
+    every = np.arange(own.size)
+    return kernels.best(bound(every), own, wide)
 
 
 def _raw_floor(theta: float, idf_max: float, cfg: RankingConfig, cmax: float, static: float) -> float:

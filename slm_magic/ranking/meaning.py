@@ -101,7 +101,7 @@ def _with_word_matches(index: SparseIndex, cs: ChannelScores, pool: np.ndarray, 
     reaches the cutoff, each once."""
     own = cs.promising if cs.promising is not None else cs.matched
     if pool.size:
-        own = own[~np.isin(own, pool)]
+        own = own[~locate(np.sort(pool), own)[1]]
     if 0 < probe < own.size:
         own = own[kernels.best(cs.bm25_of(own), own, probe)]  # (ties to the lower doc id)
     cos = index.vectors.cosine(own, query)
