@@ -7,6 +7,7 @@ kernel does in one."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,6 +17,8 @@ from .scoring import AGE_GATE_RELEVANCE, RankingConfig, bm25_part, bm25_relevanc
 try:
     from . import _kernels
 except ImportError:  # (built without a compiler: numpy does the same work, slower)
+    _kernels = None
+if os.environ.get("SLM_MAGIC_KERNEL") == "0":  # (numpy's loops on purpose: to compare, or to rule the kernel out)
     _kernels = None
 
 #: What a bound may differ by between the kernel and numpy, and less than a score's bar leaves
@@ -98,4 +101,7 @@ def best(values: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
         out = np.empty(k, dtype=np.int64)
         _kernels.best(np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(ids, dtype=np.int64), out)
         return out
+    if 0 < k < values.size:  # (every entry at the k-th value or above, then ordered)
+        some = np.flatnonzero(values >= np.partition(values, values.size - k)[values.size - k])
+        return some[np.lexsort((ids[some], -values[some]))][:k]
     return np.lexsort((ids, -values))[:k]

@@ -171,22 +171,26 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     at = at[passes(t, own[at], only_user, project, kind, type_code)]
     if not at.size:
         return Ranked.empty()
-    cand = own[at]
-    score, rel, bm25, ctx, rec, rev, ws = exact(at)
+    cand, parts = own[at], exact(at)
     if updated_after is not None:
-        passed = np.isfinite(score)
-        cand, score, rel, bm25, ctx, rec, rev, ws = (a[passed] for a in (cand, score, rel, bm25, ctx, rec, rev, ws))
+        passed = np.isfinite(parts[0])
+        cand, parts = cand[passed], tuple(a[passed] for a in parts)
         if not cand.size:
             return Ranked.empty()
-    k = min(k, cand.size)
+    return with_grams(index, cs, cfg, *_best_k(cand, parts, k), updated_after, limit)
+
+
+def _best_k(cand: np.ndarray, parts: tuple, k: int) -> tuple[np.ndarray, tuple]:
+    """The best `k` of scored candidates (`scored`'s parts, the score first), best first, ties
+    at the cut included and then broken by doc id."""
+    score = parts[0]
     if k < cand.size:
         kth = score[np.argpartition(-score, k - 1)[k - 1]]
-        top = np.flatnonzero(score >= kth)  # ties at the cut included, then broken by doc id
+        top = np.flatnonzero(score >= kth)
     else:
         top = np.arange(cand.size)
     top = top[np.lexsort((cand[top], -score[top]))][:k]
-    return with_grams(index, cs, cfg, cand[top], tuple(a[top] for a in (score, rel, bm25, ctx, rec, rev, ws)),
-                       updated_after, limit)
+    return cand[top], tuple(a[top] for a in parts)
 
 
 def _context_cosines(t, cs: ChannelScores, own: np.ndarray) -> tuple[np.ndarray, float]:
