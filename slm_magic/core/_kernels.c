@@ -1,6 +1,6 @@
 /* The loops of a recall that numpy can only do in several passes over every match: the
  * postings' BM25 parts summed per memory, each match's score bound, the best few matches by a
- * value. Each computes what core/scoring.py's formulas compute, operation for
+ * value; and the 3-gram channel's dot products, a dozen numpy calls for a pool of twenty. Each computes what core/scoring.py's formulas compute, operation for
  * operation in the same order (built with -ffp-contract=off: no fused multiply-add): the sums
  * and the choice of the best are numpy's to the last bit, the bounds to 1e-15 (their exp is
  * the C library's; see `bounds`). tests/test_compiled_kernel.py holds them against the numpy
@@ -286,10 +286,65 @@ fail:
     return NULL;
 }
 
+/* gram_dots(docs, start, stop, base_grams, base_w, grams, w, base_used, query_ids, query_w, out)
+ * The 3-gram channel's dot products: for each memory of docs (int64), its entries
+ * start[doc]..stop[doc] (int64 positions: below base_used in base_grams/base_w, the rest in
+ * grams/w at position − base_used; ids int32, weights float32), the sum, in entry order, of
+ * weight · query_w[i] over the entries whose id is query_ids[i] (int64, ascending): what
+ * ngrams.GramStore.cosine's bincount sums. */
+static PyObject *gram_dots(PyObject *self, PyObject *args) {
+    PyObject *o[10];
+    Py_ssize_t base_used;
+    if (!PyArg_ParseTuple(args, "OOOOOOOnOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &base_used, &o[7],
+                          &o[8], &o[9]))
+        return NULL;
+    Buf b[10];
+    memset(b, 0, sizeof b);
+    const char kinds[10] = {'q', 'q', 'q', 'i', 'f', 'i', 'f', 'q', 'd', 'd'};
+    for (int i = 0; i < 10; i++)
+        if (take(o[i], &b[i], i == 9, kinds[i]) < 0) goto fail;
+    const int64_t *docs = b[0].view.buf, *start = b[1].view.buf, *stop = b[2].view.buf, *qid = b[7].view.buf;
+    const int32_t *g0 = b[3].view.buf, *g1 = b[5].view.buf;
+    const float *w0 = b[4].view.buf, *w1 = b[6].view.buf;
+    const double *qw = b[8].view.buf;
+    double *out = b[9].view.buf;
+    Py_ssize_t n = count(&b[0], 8), nd = count(&b[1], 8), nq = count(&b[7], 8);
+    Py_ssize_t n0 = count(&b[3], 4), n1 = count(&b[5], 4);
+    if (count(&b[2], 8) != nd || count(&b[4], 4) != n0 || count(&b[6], 4) != n1 || count(&b[8], 8) != nq
+        || count(&b[9], 8) < n || base_used < 0 || base_used > n0) {
+        PyErr_SetString(PyExc_ValueError, "the arrays' lengths do not fit together");
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t d = docs[i];
+        if (d < 0 || d >= nd || start[d] < 0 || stop[d] > base_used + n1 || start[d] > stop[d]) {
+            PyErr_SetString(PyExc_IndexError, "a memory or its entries are outside the arrays");
+            goto fail;
+        }
+        double sum = 0.0;
+        for (int64_t j = start[d]; j < stop[d]; j++) {
+            int64_t g = j < base_used ? g0[j] : g1[j - base_used];
+            Py_ssize_t lo = 0, hi = nq;  /* (the first query id not below g) */
+            while (lo < hi) {
+                Py_ssize_t mid = (lo + hi) / 2;
+                if (qid[mid] < g) lo = mid + 1; else hi = mid;
+            }
+            if (lo < nq && qid[lo] == g) sum += (double)(j < base_used ? w0[j] : w1[j - base_used]) * qw[lo];
+        }
+        out[i] = sum;
+    }
+    for (int i = 0; i < 10; i++) give(&b[i]);
+    Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < 10; i++) give(&b[i]);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"accumulate", accumulate, METH_VARARGS, "Sum the postings' BM25 parts per memory; the matches first met."},
     {"bounds", bounds, METH_VARARGS, "Each match's score bound (fusion._bounds)."},
     {"best", best, METH_VARARGS, "The positions of the highest values, ties to the lower id, best first."},
+    {"gram_dots", gram_dots, METH_VARARGS, "The 3-gram channel's dot products of some memories with the query."},
     {NULL, NULL, 0, NULL},
 };
 

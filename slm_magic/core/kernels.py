@@ -1,6 +1,6 @@
 """A recall's loops over every match, compiled (core/_kernels.c) where the package was
 built with a C compiler, else in numpy: the postings summed per memory, each match's score
-bound, the best few by a value, those at or above a floor. Both give the same sums and the same choice among ties to
+bound, the best few by a value, the 3-gram channel's dot products. Both give the same sums and the same choice among ties to
 the last bit, and bounds within 1e-15 of each other (tests/test_compiled_kernel.py); numpy
 needs a pass over every match, and often over every memory, for each step of a loop that the
 kernel does in one."""
@@ -105,3 +105,29 @@ def best(values: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
         some = np.flatnonzero(values >= np.partition(values, values.size - k)[values.size - k])
         return some[np.lexsort((ids[some], -values[some]))][:k]
     return np.lexsort((ids, -values))[:k]
+
+
+def gram_dots(docs: np.ndarray, start: np.ndarray, stop: np.ndarray, base: tuple[np.ndarray, np.ndarray],
+              grown: tuple[np.ndarray, np.ndarray], base_used: int, query_ids: np.ndarray,
+              query_w: np.ndarray) -> np.ndarray:
+    """The 3-gram channel's dot product of each memory of `docs` (int64) with the query: its
+    entries start[doc]..stop[doc] (positions below `base_used` in `base`, the rest in `grown`,
+    each a pair of ids int32 and weights float32), summed in entry order, weight times the
+    query's weight `query_w` of the same id in `query_ids` (int64, ascending)."""
+    if _kernels is not None:
+        out = np.empty(docs.size)
+        _kernels.gram_dots(docs, start, stop, base[0], base[1], grown[0], grown[1], base_used, query_ids, query_w,
+                           out)
+        return out
+    lo, hi = start[docs], stop[docs]
+    lens = hi - lo
+    total = int(lens.sum())
+    row = np.repeat(np.arange(docs.size), lens)
+    idx = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens) + np.repeat(lo, lens)
+    old = idx < base_used
+    grams, w = np.empty(total, np.int32), np.empty(total, np.float32)
+    grams[old], w[old] = base[0][idx[old]], base[1][idx[old]]
+    grams[~old], w[~old] = grown[0][idx[~old] - base_used], grown[1][idx[~old] - base_used]
+    pos = np.minimum(np.searchsorted(query_ids, grams), query_ids.size - 1)
+    hit = query_ids[pos] == grams
+    return np.bincount(row[hit], weights=w[hit] * query_w[pos[hit]], minlength=docs.size)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..core import kernels
 from ..core.scoring import smooth_idf, tfidf_weight
 
 #: How many of the best matches (by everything but this channel) it re-orders: 20 to 100
@@ -217,18 +218,10 @@ class GramStore:
         if not known.any():
             return out
         order = np.argsort(qid[known])
-        sk, sw = qid[known][order], weights[known][order]
-        lo, hi = self.start[docs], self.stop[docs]
-        lens = hi - lo
-        total = int(lens.sum())
-        if not total:
-            return out
-        row = np.repeat(np.arange(docs.size), lens)
-        idx = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens) + np.repeat(lo, lens)
-        grams, w = self.entries(idx)
-        pos = np.minimum(np.searchsorted(sk, grams), sk.size - 1)
-        hit = sk[pos] == grams
-        dot = np.bincount(row[hit], weights=w[hit] * sw[pos[hit]], minlength=docs.size)
+        sk, sw = qid[known][order], np.asarray(weights, dtype=np.float64)[known][order]
+        docs = np.asarray(docs, dtype=np.int64)
+        dot = kernels.gram_dots(docs, self.start, self.stop, (self.base_gram, self.base_w),
+                                (self.gram_buf, self.w_buf), self.base_used, sk, sw)
         norm = self.norm[docs]
         ok = norm > 0
         out[ok] = dot[ok] / (qnorm * norm[ok])
