@@ -1,10 +1,11 @@
 /* The loops of a recall that numpy can only do in several passes over every match: the
  * postings' BM25 parts summed per memory, each match's score bound, the best few matches by a
- * value; and the 3-gram channel's dot products, a dozen numpy calls for a pool of twenty. Each computes what core/scoring.py's formulas compute, operation for
- * operation in the same order (built with -ffp-contract=off: no fused multiply-add): the sums
- * and the choice of the best are numpy's to the last bit, the bounds to 1e-15 (their exp is
- * the C library's; see `bounds`). tests/test_compiled_kernel.py holds them against the numpy
- * code. Wrapped, with the checks of its arguments, by core/kernels.py. */
+ * value; and the 3-gram channel's dot products (a dozen numpy calls for a pool of twenty).
+ * Each computes what core/scoring.py's formulas compute, operation for operation in the same
+ * order (built with -ffp-contract=off: no fused multiply-add): the sums and the choice of the
+ * best are numpy's to the last bit, the bounds to 1e-15 (their exp is the C library's; see
+ * `bounds`). tests/test_compiled_kernel.py holds them against the numpy code. Wrapped, with
+ * the checks of its arguments, by core/kernels.py. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -163,13 +164,13 @@ fail:
  *        w_relevance, recency_scale, w_recency, revision_cap, w_revision, lift, gate_after,
  *        gram_weight, gate_relevance)
  * Per match (own, int64; raw, its BM25, float64): 1 − (1 − rel)·context_factor with
- * rel = 1 − exp(neg_ln2·raw / idf_max)
- * (0 when idf_max <= 0), times w_relevance, plus w_recency·min(1, rb·scale) plus
- * w_revision·min(revision, cap)/cap plus lift: kernels.bounds's steps. With gate_after not NaN,
- * a match updated before it whose relevance + gram_weight stays under gate_relevance by more
- * than BOUND_SLACK is −inf. A bound only has to be at least the score: exp is twice as fast
- * as expm1, and what it and numpy's own exp and expm1 differ by (a few units of 1e-16) is far
- * inside the slack a score's bar leaves (fusion._can_reach: 1e-12). */
+ * rel = 1 − exp(neg_ln2·raw / idf_max) (0 when idf_max <= 0), times w_relevance, plus
+ * w_recency·min(1, rb·scale) plus w_revision·min(revision, cap)/cap plus lift: kernels.bounds's
+ * steps. With gate_after not NaN, a match updated before it whose relevance + gram_weight stays
+ * under gate_relevance by more than BOUND_SLACK is −inf. A bound only has to be at least the
+ * score: exp is the cheaper of the C library's two, and what it and numpy's own exp and expm1
+ * differ by (a few units of 1e-16) is far inside the slack a score's bar leaves
+ * (fusion._can_reach: 1e-12). */
 #define BOUND_SLACK 1e-12
 static PyObject *bounds(PyObject *self, PyObject *args) {
     PyObject *own_o, *raw_o, *rb_o, *rev_o, *upd_o, *out_o;
@@ -179,8 +180,8 @@ static PyObject *bounds(PyObject *self, PyObject *args) {
                           &neg_ln2, &cfac, &w_rel, &rscale, &w_rec, &cap, &w_rev, &lift, &after, &wg, &gate))
         return NULL;
     Buf own = {0}, raw = {0}, rb = {0}, rev = {0}, upd = {0}, out = {0};
-    if (take(own_o, &own, 0, 'q') < 0 || take(raw_o, &raw, 0, 'd') < 0 || take(rb_o, &rb, 0, 'd') < 0 || take(rev_o, &rev, 0, 'i') < 0
-        || take(upd_o, &upd, 0, 'd') < 0 || take(out_o, &out, 1, 'd') < 0)
+    if (take(own_o, &own, 0, 'q') < 0 || take(raw_o, &raw, 0, 'd') < 0 || take(rb_o, &rb, 0, 'd') < 0
+        || take(rev_o, &rev, 0, 'i') < 0 || take(upd_o, &upd, 0, 'd') < 0 || take(out_o, &out, 1, 'd') < 0)
         goto fail;
     Py_ssize_t n = count(&own, 8), limit = count(&rb, 8);
     if (count(&rev, 4) < limit) limit = count(&rev, 4);

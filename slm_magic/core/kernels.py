@@ -1,9 +1,9 @@
 """A recall's loops over every match, compiled (core/_kernels.c) where the package was
 built with a C compiler, else in numpy: the postings summed per memory, each match's score
-bound, the best few by a value, the 3-gram channel's dot products. Both give the same sums and the same choice among ties to
-the last bit, and bounds within 1e-15 of each other (tests/test_compiled_kernel.py); numpy
-needs a pass over every match, and often over every memory, for each step of a loop that the
-kernel does in one."""
+bound, the best few by a value, the 3-gram channel's dot products. Both give the same sums
+and the same choice among ties to the last bit, and bounds within 1e-15 of each other
+(tests/test_compiled_kernel.py); numpy needs a pass over every match, and often over every
+memory, for each step of a loop that the kernel does in one."""
 
 from __future__ import annotations
 
