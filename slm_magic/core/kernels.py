@@ -25,7 +25,7 @@ if os.environ.get("SLM_MAGIC_KERNEL") == "0":  # (numpy's loops on purpose: to c
 #: (ranking/fusion._can_reach): the age gate lets a bound that close to it through.
 BOUND_SLACK = 1e-12
 
-#: Whether the compiled kernel was built (the benchmarks say which ran).
+#: Whether the compiled kernel runs: built, and not turned off (the benchmarks say which ran).
 COMPILED = _kernels is not None
 
 
