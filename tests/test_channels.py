@@ -26,9 +26,9 @@ def test_bm25_matches_a_hand_computed_example():
             return idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
 
         cs = index.channel_scores([text.term_hash("appl")], [1], 1)
-        assert cs.bm25[0] == pytest.approx(bm(1, 2))
-        assert cs.bm25[1] == pytest.approx(bm(2, 3))
-        assert cs.bm25[2] == 0
+        assert cs.bm25_of([0])[0] == pytest.approx(bm(1, 2))
+        assert cs.bm25_of([1])[0] == pytest.approx(bm(2, 3))
+        assert cs.bm25_of([2])[0] == 0
         # the ideal: the query as a document of length 1
         assert cs.ideal_bm25 == pytest.approx(idf * (k1 + 1) / (1 + k1 * (1 - b + b * 1 / avgdl)))
 
@@ -38,7 +38,7 @@ def test_bm25_configurable_k1_b():
         m.remember_many({"content": d} for d in ["apple banana", "apple apple cherry", "fig"])
         cs = m.index.channel_scores([text.term_hash("appl")], [1], 1)
         idf = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
-        assert cs.bm25[1] == pytest.approx(idf * 2 * 3 / (2 + 2))  # b=0: no length normalisation
+        assert cs.bm25_of([1])[0] == pytest.approx(idf * 2 * 3 / (2 + 2))  # b=0: no length normalisation
 
 
 def test_tfidf_cosine_equals_scikit_learn():
@@ -167,7 +167,7 @@ def test_coverage_is_the_share_of_the_question_each_memory_holds_whatever_the_po
     held = np.array([[d in set(p.tolist()) for d in docs.tolist()] for p in postings])
     want = (held.sum(axis=0) / 5, (idf[:, None] * held).sum(axis=0) / idf.sum())
     for terms in (postings, [p[::-1].copy() for p in postings]):
-        cs = ChannelScores(np.zeros(n + 1), np.zeros(n + 1), 1.0, 1.0, term_docs=terms, term_idf=idf,
+        cs = ChannelScores(np.zeros(n + 1), 1.0, 1.0, term_docs=terms, term_idf=idf,
                            n_terms=5, idf_total=float(idf.sum()))
         got = cs.coverage(docs)
         assert np.array_equal(got[0], want[0]) and np.allclose(got[1], want[1], rtol=0, atol=1e-12)

@@ -146,26 +146,32 @@ def test_recalls_are_the_same_with_the_kernel_and_with_numpy(clock, monkeypatch)
 
 @compiled
 def test_the_3gram_dot_products_are_numpys_to_the_last_bit(by_numpy):
-    """Memories whose entries lie in the saved index's arrays, in the grown ones, or none; a
-    query's grams some memories hold and some none does."""
+    """Memories whose entries lie in the saved index's arrays, in the grown ones, across both
+    or none; a query's grams some memories hold and some none does."""
+    from slm_magic.index.ngrams import GramStore
+
     rng = np.random.default_rng(13)
     for _ in range(30):
         n_docs, base_used = int(rng.integers(1, 400)), int(rng.integers(0, 3000))
         lens = rng.integers(0, 40, n_docs)
         grown_used = max(0, int(lens.sum()) - base_used) + int(rng.integers(0, 50))
-        start = np.zeros(n_docs, np.int64)
-        start[1:] = np.cumsum(lens)[:-1]
-        stop = start + lens
-        keep = stop <= base_used + grown_used
-        start, stop = np.where(keep, start, 0), np.where(keep, stop, 0)
-        base = (rng.integers(0, 500, base_used).astype(np.int32), rng.uniform(0.5, 3, base_used).astype(np.float32))
-        grown = (rng.integers(0, 500, grown_used).astype(np.int32), rng.uniform(0.5, 3, grown_used).astype(np.float32))
+        store = GramStore.__new__(GramStore)  # (its arrays as a saved index and later writes leave them)
+        store.start = np.zeros(n_docs, np.int64)
+        store.start[1:] = np.cumsum(lens)[:-1]
+        store.stop = store.start + lens
+        keep = store.stop <= base_used + grown_used
+        store.start, store.stop = np.where(keep, store.start, 0), np.where(keep, store.stop, 0)
+        store.base_used = base_used
+        store.base_gram = rng.integers(0, 500, base_used).astype(np.int32)
+        store.base_w = rng.uniform(0.5, 3, base_used).astype(np.float32)
+        store.gram_buf = rng.integers(0, 500, grown_used).astype(np.int32)
+        store.w_buf = rng.uniform(0.5, 3, grown_used).astype(np.float32)
         query_ids = np.unique(rng.integers(0, 520, int(rng.integers(1, 60)))).astype(np.int64)
         query_w = rng.uniform(0.1, 4, query_ids.size)
         docs = rng.integers(0, n_docs, int(rng.integers(0, 50))).astype(np.int64)
-        got = kernels.gram_dots(docs, start, stop, base, grown, base_used, query_ids, query_w)
-        ref = by_numpy(kernels.gram_dots, docs, start, stop, base, grown, base_used, query_ids, query_w)
+        got = kernels.gram_dots(docs, store, query_ids, query_w)
+        ref = by_numpy(kernels.gram_dots, docs, store, query_ids, query_w)
         assert got.tobytes() == ref.tobytes()
     with pytest.raises(IndexError, match="outside"):
-        kernels._kernels.gram_dots(np.array([5]), start[:1], stop[:1], *base, *grown, base_used, query_ids, query_w,
-                                   np.empty(1))
+        kernels._kernels.gram_dots(np.array([n_docs]), store.start, store.stop, store.base_gram, store.base_w,
+                                   store.gram_buf, store.w_buf, base_used, query_ids, query_w, np.empty(1))

@@ -211,7 +211,7 @@ def test_word_matches_beyond_the_pool_are_searched_by_their_own_vectors(mem):
     terms, qtf, qlen, _, _ = mem.retrieval.analyse("the store", mem.now(), "auto")
     cs = index.channel_scores(terms, qtf, qlen, text.query_grams("the store"))
     query = mem.meaning.encode([FINDINGS[4]])[0]
-    doc_of = {f: d for d, f in zip(np.flatnonzero(cs.bm25[: index.docs.size]).tolist(), ids)}
+    doc_of = {f: d for d, f in zip(cs.matched.tolist(), ids)}
     docs = np.array(sorted(doc_of.values()))
     cos = index.vectors.cosine(docs, query)
     pool, pick = docs[:1], docs[1:2]  # (one in the pool, one the cells found already)

@@ -88,11 +88,6 @@ def bounds(own: np.ndarray, raw: np.ndarray, recency_base: np.ndarray, revision:
     return bound
 
 
-def at_least(values: np.ndarray, floor: float) -> np.ndarray:
-    """The positions of the `values` (float64) at least `floor`, in order."""
-    return np.flatnonzero(values >= floor)
-
-
 def best(values: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
     """The positions of the `k` highest `values` (float64), a tie going to the lower of `ids`
     (int64), best first: one choice whatever order the entries come in."""
@@ -107,27 +102,22 @@ def best(values: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
     return np.lexsort((ids, -values))[:k]
 
 
-def gram_dots(docs: np.ndarray, start: np.ndarray, stop: np.ndarray, base: tuple[np.ndarray, np.ndarray],
-              grown: tuple[np.ndarray, np.ndarray], base_used: int, query_ids: np.ndarray,
-              query_w: np.ndarray) -> np.ndarray:
-    """The 3-gram channel's dot product of each memory of `docs` (int64) with the query: its
-    entries start[doc]..stop[doc] (positions below `base_used` in `base`, the rest in `grown`,
-    each a pair of ids int32 and weights float32), summed in entry order, weight times the
-    query's weight `query_w` of the same id in `query_ids` (int64, ascending)."""
+def gram_dots(docs: np.ndarray, store, query_ids: np.ndarray, query_w: np.ndarray) -> np.ndarray:
+    """The 3-gram channel's dot product of each memory of `docs` (int64) with the query: the
+    memory's entries in `store` (an index/ngrams.GramStore: positions start[doc]..stop[doc],
+    below base_used in its saved arrays, the rest in its grown ones; ids int32, weights
+    float32), summed in entry order, weight times the query's weight `query_w` of the same id
+    in `query_ids` (int64, ascending)."""
     if _kernels is not None:
         out = np.empty(docs.size)
-        _kernels.gram_dots(docs, start, stop, base[0], base[1], grown[0], grown[1], base_used, query_ids, query_w,
-                           out)
+        _kernels.gram_dots(docs, store.start, store.stop, store.base_gram, store.base_w, store.gram_buf, store.w_buf,
+                           store.base_used, query_ids, query_w, out)
         return out
-    lo, hi = start[docs], stop[docs]
+    lo, hi = store.start[docs], store.stop[docs]
     lens = hi - lo
-    total = int(lens.sum())
     row = np.repeat(np.arange(docs.size), lens)
-    idx = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens) + np.repeat(lo, lens)
-    old = idx < base_used
-    grams, w = np.empty(total, np.int32), np.empty(total, np.float32)
-    grams[old], w[old] = base[0][idx[old]], base[1][idx[old]]
-    grams[~old], w[~old] = grown[0][idx[~old] - base_used], grown[1][idx[~old] - base_used]
+    idx = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens) + np.repeat(lo, lens)
+    grams, w = store.entries(idx)
     pos = np.minimum(np.searchsorted(query_ids, grams), query_ids.size - 1)
     hit = query_ids[pos] == grams
     return np.bincount(row[hit], weights=w[hit] * query_w[pos[hit]], minlength=docs.size)

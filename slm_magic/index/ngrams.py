@@ -220,8 +220,7 @@ class GramStore:
         order = np.argsort(qid[known])
         sk, sw = qid[known][order], np.asarray(weights, dtype=np.float64)[known][order]
         docs = np.asarray(docs, dtype=np.int64)
-        dot = kernels.gram_dots(docs, self.start, self.stop, (self.base_gram, self.base_w),
-                                (self.gram_buf, self.w_buf), self.base_used, sk, sw)
+        dot = kernels.gram_dots(docs, self, sk, sw)
         norm = self.norm[docs]
         ok = norm > 0
         out[ok] = dot[ok] / (qnorm * norm[ok])

@@ -1,9 +1,9 @@
 """The in-process sparse index: postings as CSC segments plus a small write tail.
 
 Precompute at write time, keep the query path short: a recall is a few array slices per query
-term, summed per memory in one pass (core/kernels.accumulate). A write appends to the tail in time proportional to
-the new memory; full tails are sealed into segments, and small segments merge geometrically
-(as in a log-structured merge), so no write ever rebuilds the whole index.
+term, summed per memory in one pass (core/kernels.accumulate). A write appends to the tail in
+time proportional to the new memory; full tails are sealed into segments, and small segments
+merge geometrically (as in a log-structured merge), so no write ever rebuilds the whole index.
 """
 
 from __future__ import annotations
@@ -469,36 +469,28 @@ class SparseIndex:
         known = {t for t, c in zip(terms, q_cols) if c >= 0 and self.df[c] > 0}
         gq = ngrams.query_weights(*ngrams.query_vector(qgrams, known), self.grams.df, self.n_live)
         if not all_d:
-            return ChannelScores(None, None, ideal, q_norm, n_terms=len(terms), idf_max=top_idf, grams=gq)
+            return ChannelScores(None, ideal, q_norm, n_terms=len(terms), idf_max=top_idf, grams=gq)
         used_idf = idf_b[used]
         matched, raw = kernels.accumulate(all_d, all_f, bm25_weight(qtf_a[used], used_idf, k1), K, n + 1)
         tfidf = q_w[used] * idf_t[used]
-
-        def dense() -> np.ndarray:
-            bm = np.zeros(n + 1)
-            bm[matched] = raw
-            return bm
 
         def dot() -> np.ndarray:
             d = np.concatenate(all_d).astype(np.intp)
             f = np.concatenate(all_f)
             return np.bincount(d, weights=np.repeat(tfidf, [a.size for a in all_d]) * (1.0 + np.log(f)),
                                minlength=n + 1)
-        return ChannelScores(dense, dot, ideal, q_norm, matched=matched, matched_bm25=raw, term_docs=all_d,
-                             term_idf=used_idf,
+        return ChannelScores(dot, ideal, q_norm, matched=matched, matched_bm25=raw, term_docs=all_d, term_idf=used_idf,
                              n_terms=len(terms), idf_total=float(idf_b.sum()), idf_max=top_idf, grams=gq)
 
 
 @dataclass
 class ChannelScores:
     """A query's raw scores: BM25 of the word matches (`matched`, `matched_bm25`; `bm25_of`
-    any memories), and per memory, as dense arrays (index n is a zero sentinel for 'no
-    neighbour'), BM25 and the TF-IDF dot products. The dense arrays may be given as functions
-    that work them out when read: a recall reads neither (the context channel, off by
-    default, reads the dot products), and at a million memories each costs more than the
-    recall's sums."""
+    any memories), and the TF-IDF dot products per memory as a dense array (index n is a zero
+    sentinel for 'no neighbour'), which may be given as a function that works it out when
+    read: only the context channel reads it, it is off by default, and at a million memories
+    the array costs more than the recall's sums."""
 
-    _bm25: np.ndarray | Callable[[], np.ndarray] | None
     _dot: np.ndarray | Callable[[], np.ndarray] | None
     ideal_bm25: float
     query_norm: float
@@ -518,12 +510,6 @@ class ChannelScores:
     # pool. May be given as a function that works them out: only that channel reads them.
     _promising: np.ndarray | Callable[[], np.ndarray] | None = None
     words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
-
-    @property
-    def bm25(self) -> np.ndarray | None:
-        if callable(self._bm25):
-            self._bm25 = self._bm25()
-        return self._bm25
 
     def bm25_of(self, docs: np.ndarray) -> np.ndarray:
         """The raw BM25 of each of `docs` (0 for a memory that matches no query word)."""
