@@ -12,10 +12,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from lab_listening import LISTENING
 
 from slm_magic.lab import BUILT, LABEXTENSION
 
@@ -77,28 +78,14 @@ def lab_env(tmp_path: Path, db: str) -> dict[str, str]:
             "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / ".lab-workspaces")}
 
 
-def _wait_serving(server: Server, timeout: float = 60.0) -> None:
-    """Until the server accepts a connection on its port. jupyter_server binds the port in an
-    event-loop callback queued after its last line of output (the URL), and says nothing once it
-    listens: there is no event to wait for, so the connection itself is tried until it is taken,
-    or the server ends, or the deadline passes (never a fixed pause standing in for it)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", int(server.base.rsplit(":", 1)[1])), timeout=10):
-                return
-        except ConnectionRefusedError:
-            if time.monotonic() > deadline or server.proc.poll() is not None:
-                raise RuntimeError("the server does not listen:\n" + server.log.read_text()[-3000:]) from None
-            time.sleep(0.05)
-
-
 @contextlib.contextmanager
 def serve(tmp_path: Path, *, lab: bool = False, db: str | None = None, extra: tuple[str, ...] = (),
           env: dict[str, str] | None = None):
     """The server on tmp_path (JupyterLab with `lab`), serving until the block ends."""
     port = free_port()
     environ = {**lab_env(tmp_path, db or str(tmp_path / "memory.duckdb")), **(env or {})}
+    # (the tests' own server extension, lab_listening, is found beside this file)
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent), environ.get("PYTHONPATH")]))
     news = tmp_path / ".lab-settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     news.parent.mkdir(parents=True, exist_ok=True)
     news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
@@ -109,15 +96,15 @@ def serve(tmp_path: Path, *, lab: bool = False, db: str | None = None, extra: tu
     proc = subprocess.Popen(
         [sys.executable, *app, "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={tmp_path}", "--ServerApp.open_browser=False",
-         "--ServerApp.jpserver_extensions={'slm_magic.lab': True}", *extra],
+         "--ServerApp.jpserver_extensions={'slm_magic.lab': True, 'lab_listening': True}", *extra],
         env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
-    serving = threading.Event()
+    serving = threading.Event()  # (the port is bound: lab_listening's line, or the server ended)
 
     def copy_log() -> None:
         for line in proc.stdout:
             log.write(line)
             log.flush()
-            if f"127.0.0.1:{port}/" in line:
+            if LISTENING in line:
                 serving.set()
         serving.set()
 
@@ -125,10 +112,8 @@ def serve(tmp_path: Path, *, lab: bool = False, db: str | None = None, extra: tu
     reader.start()
     try:
         if not serving.wait(timeout=90) or proc.poll() is not None:
-            raise RuntimeError("the server did not start:\n" + log_path.read_text()[-3000:])
-        server = Server(f"http://127.0.0.1:{port}", tmp_path, proc, log_path)
-        _wait_serving(server)
-        yield server
+            raise RuntimeError("the server does not listen:\n" + log_path.read_text()[-3000:])
+        yield Server(f"http://127.0.0.1:{port}", tmp_path, proc, log_path)
     finally:
         proc.terminate()
         try:
