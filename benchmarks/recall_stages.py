@@ -29,7 +29,7 @@ STAGES = [
     ("the whole recall", "engine/recall.py", "recall"),
     ("the question's analysis", "engine/recall.py", "question"),
     ("channel scores (the postings summed)", "index/sparse.py", "channel_scores"),
-    ("  of which the kernel's sums", "core/kernels.py", "accumulate"),
+    ("  of which the kernel's sums", "core/kernels.py", "best_sums"),
     ("ranking by words (pruned)", "ranking/fusion.py", "_rank_index"),
     ("  of which the bar and the floor", "ranking/fusion.py", "_can_reach"),
     ("  of which the 3-gram channel", "ranking/fusion.py", "with_grams"),

@@ -68,6 +68,37 @@ def test_postings_summed_per_memory_are_numpys_to_the_last_bit(by_numpy):
 
 
 @compiled
+def test_the_best_sums_those_over_a_floor_and_any_memorys_sum_are_accumulates(by_numpy):
+    """What a recall reads instead of every match: the k best (a tie to the lower memory; many
+    ties where every tf and norm is one), those whose BM25 reaches a floor, and the BM25 of
+    memories asked about, each the sum numpy's accumulate gives, to the last bit, in several
+    blocks of memories; and nothing where the postings are out of order (numpy's turn)."""
+    rng = np.random.default_rng(17)
+    for trial in range(24):
+        n_docs = int(rng.integers(2, 5000)) if trial % 3 else int(rng.integers(40_000, 150_000))
+        docs, tfs, weights, norm = postings(rng, n_docs, int(rng.integers(1, 7)))
+        if trial % 4 == 1:
+            tfs, norm = [np.ones_like(f) for f in tfs], np.ones_like(norm)
+        matched, sums = by_numpy(kernels.accumulate, docs, tfs, weights, norm, n_docs + 1)
+        for k in (1, 10, 104, matched.size + 3):
+            best = np.sort(kernels.best(sums, matched, k))
+            got = kernels.best_sums(docs, tfs, weights, norm, k=k)
+            assert got[0].tolist() == matched[best].tolist() and got[1].tobytes() == sums[best].tobytes()
+        for q in (0.0, 0.5, 0.97):
+            floor = float(np.quantile(sums, q))
+            got = kernels.best_sums(docs, tfs, weights, norm, floor=floor)
+            assert got[0].tolist() == matched[sums >= floor].tolist()
+            assert got[1].tobytes() == sums[sums >= floor].tobytes()
+        asked = rng.integers(0, n_docs + 1, 40)
+        want = np.array([sums[matched == d][0] if (matched == d).any() else 0.0 for d in asked.tolist()])
+        assert kernels.sums_at(docs, tfs, weights, norm, asked).tobytes() == want.tobytes()
+    docs[0] = docs[0][::-1].copy()
+    if docs[0].size > 1:
+        assert kernels.best_sums(docs, tfs, weights, norm, k=3) is None
+        assert kernels.sums_at(docs, tfs, weights, norm, asked) is None
+
+
+@compiled
 def test_score_bounds_are_numpys_within_a_unit_of_1e_15(by_numpy):
     rng = np.random.default_rng(3)
     cfg = RankingConfig()

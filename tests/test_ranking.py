@@ -83,13 +83,13 @@ def test_a_recall_is_the_same_without_pruning_with_fields_sessions_meaning_and_t
         real, cut = fusion._can_reach, []
 
         def counted(t, cs, *rest):
-            cand = real(t, cs, *rest)
+            cand, raw = real(t, cs, *rest)
             cut.append(cand.size < cs.matched.size)
-            return cand
+            return cand, raw
 
         monkeypatch.setattr(fusion, "_can_reach", counted)
         pruned = top(a)
-        monkeypatch.setattr(fusion, "_can_reach", lambda t, cs, *rest: np.arange(cs.matched.size))
+        monkeypatch.setattr(fusion, "_can_reach", lambda t, cs, *rest: (cs.matched, cs.matched_bm25))
         whole = top(b)
     assert sum(cut) >= 20  # (the pruning left matches unscored for most questions)
     assert sum(len(r) for r in pruned) >= 300  # (most questions fill their ten)
@@ -114,14 +114,17 @@ def test_the_best_bounds_found_from_a_few_are_the_best_of_every_match(clock):
             counts = text.term_counts(q)
             cs = index.channel_scores(list(counts), list(counts.values()), sum(counts.values()))
             for after in (None, now - 30 * 86_400):
-                def bound(at, cs=cs, after=after):
-                    return fusion._bounds(index, cs, cfg, at, rscale, 0.0, cfg.ngram_weight, None, after)
+                def bound(c, raw, cs=cs, after=after):
+                    return fusion._bounds(index, cs, cfg, c, raw, rscale, 0.0, cfg.ngram_weight, None, after)
 
                 def floor_of(theta, cs=cs):
                     return fusion._raw_floor(theta, cs.idf_max, cfg, 0.0, index.best_static(cfg, rscale))
 
                 for wide in (20, 100, 300):
-                    every = kernels.best(bound(np.arange(cs.matched.size)), cs.matched, wide)
-                    assert fusion._best_by_bound(cs, wide, floor_of, bound).tolist() == every.tolist()
+                    # (a fresh question's sums: the few first, as a recall finds them; then every match's)
+                    few = index.channel_scores(list(counts), list(counts.values()), sum(counts.values()))
+                    got = fusion._best_by_bound(few, wide, floor_of, bound)
+                    every = cs.matched[kernels.best(bound(cs.matched, cs.matched_bm25), cs.matched, wide)]
+                    assert got.tolist() == every.tolist()
                     narrowed += cs.matched.size > 4 * wide
         assert narrowed >= 40  # (most questions had matches enough to narrow)

@@ -1,6 +1,8 @@
 /* The loops of a recall that numpy can only do in several passes over every match: the
- * postings' BM25 parts summed per memory, each match's score bound, the best few matches by a
- * value; and the 3-gram channel's dot products (a dozen numpy calls for a pool of twenty).
+ * postings' BM25 parts summed per memory (every match's, or only the best few or those over a
+ * floor, without writing out the rest; or a few memories' own), each match's score bound, the
+ * best few matches by a value; and the 3-gram channel's dot products (a dozen numpy calls for
+ * a pool of twenty).
  * Each computes what core/scoring.py's formulas compute, operation for operation in the same
  * order (built with -ffp-contract=off: no fused multiply-add): the sums and the choice of the
  * best are numpy's to the last bit, the bounds to 1e-15 (their exp is the C library's; see
@@ -53,89 +55,149 @@ static Py_ssize_t count(Buf *b, Py_ssize_t itemsize) { return b->view.len / item
  * one array of every memory would not: 32,768 of them, 256 KB. */
 #define BLOCK 32768
 
+/* A question's terms as the loops read them: term p's postings are docs[p] (int32) and tfs[p]
+ * (float32), len[p] of them, its weight w[p] = (qtf·idf)·(k1 + 1). */
+typedef struct {
+    Py_ssize_t n;
+    Buf *d, *f;
+    double *w;
+    const int32_t **dv;
+    const float **fv;
+    Py_ssize_t *len;
+    int sorted;             /* every term's documents in ascending order */
+    int64_t first, last;    /* the lowest and the highest document (-1, -1: none) */
+} Terms;
+
+static void drop_terms(Terms *t) {
+    for (Py_ssize_t p = 0; t->d && t->f && p < t->n; p++) { give(&t->d[p]); give(&t->f[p]); }
+    free(t->d); free(t->f); free(t->w); free(t->dv); free(t->fv); free(t->len);
+    memset(t, 0, sizeof *t);
+}
+
+/* The three lists (docs, tfs, weights) as Terms, every document checked against the n_norm
+ * memories the norms cover. 0, or -1 with the exception set. A term whose documents are out
+ * of order leaves `sorted` 0 (numpy's turn: the loops here walk them in order). */
+static int load_terms(PyObject *docs_list, PyObject *tfs_list, PyObject *weights_list, Py_ssize_t n_norm,
+                      Terms *t) {
+    memset(t, 0, sizeof *t);
+    t->first = t->last = -1;
+    t->sorted = 1;
+    Py_ssize_t n = PyList_Size(docs_list);
+    if (n < 0 || PyList_Size(tfs_list) != n || PyList_Size(weights_list) != n) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "docs, tfs and weights must be lists of one length");
+        return -1;
+    }
+    t->d = calloc(n + 1, sizeof(Buf));
+    t->f = calloc(n + 1, sizeof(Buf));
+    t->w = calloc(n + 1, sizeof(double));
+    t->dv = calloc(n + 1, sizeof(int32_t *));
+    t->fv = calloc(n + 1, sizeof(float *));
+    t->len = calloc(n + 1, sizeof(Py_ssize_t));
+    if (!t->d || !t->f || !t->w || !t->dv || !t->fv || !t->len) {
+        drop_terms(t);
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->n = n;
+    for (Py_ssize_t p = 0; p < n; p++) {
+        t->w[p] = PyFloat_AsDouble(PyList_GET_ITEM(weights_list, p));
+        if (t->w[p] == -1.0 && PyErr_Occurred()) goto fail;
+        if (take(PyList_GET_ITEM(docs_list, p), &t->d[p], 0, 'i') < 0
+            || take(PyList_GET_ITEM(tfs_list, p), &t->f[p], 0, 'f') < 0)
+            goto fail;
+        Py_ssize_t len = count(&t->d[p], 4);
+        const int32_t *dv = t->d[p].view.buf;
+        if (count(&t->f[p], 4) != len) {
+            PyErr_SetString(PyExc_ValueError, "a term's docs and tfs differ in length");
+            goto fail;
+        }
+        t->dv[p] = dv;
+        t->fv[p] = t->f[p].view.buf;
+        t->len[p] = len;
+        for (Py_ssize_t i = 1; t->sorted && i < len; i++)
+            if (dv[i] < dv[i - 1]) t->sorted = 0;
+        if (!t->sorted || !len) continue;
+        if (dv[0] < 0 || dv[len - 1] >= n_norm) {
+            PyErr_SetString(PyExc_IndexError, "a posting's document is outside the arrays");
+            goto fail;
+        }
+        if (dv[len - 1] > t->last) t->last = dv[len - 1];
+        if (t->first < 0 || dv[0] < t->first) t->first = dv[0];
+    }
+    return 0;
+fail:
+    drop_terms(t);
+    return -1;
+}
+
+/* What one posting adds to its memory's BM25: numpy's weight·tf / (tf + norm), the tf + norm
+ * taken in float32 as numpy takes it, the rest in float64. */
+static inline double part_of(double w, float tf, float norm) {
+    float den = tf + norm;
+    return w * (double)tf / (double)den;
+}
+
+/* One block's sums: every posting of a document in base..base + BLOCK − 1 (each term's from
+ * at[p] on, at[p] left after them) adds part_of to sum[doc − base], the terms in their order;
+ * a part other than 0 marks the document in `bits`. */
+static void sum_block(const Terms *t, Py_ssize_t *at, int64_t base, const float *K, double *sum, uint64_t *bits) {
+    int64_t end = base + BLOCK;
+    for (Py_ssize_t p = 0; p < t->n; p++) {
+        const int32_t *dv = t->dv[p];
+        const float *fv = t->fv[p];
+        Py_ssize_t i = at[p], n = t->len[p];
+        double w = t->w[p];
+        for (; i < n && dv[i] < end; i++) {
+            int32_t doc = dv[i];
+            double part = part_of(w, fv[i], K[doc]);
+            int32_t j = doc - (int32_t)base;
+            sum[j] += part;
+            if (part != 0.0) bits[j >> 6] |= (uint64_t)1 << (j & 63);
+        }
+        at[p] = i;
+    }
+}
+
 /* accumulate(docs, tfs, weights, norm, matched, scores) -> number of matches, or -1.
- * docs[i] (int32, ascending) and tfs[i] (float32) are one part of a term's postings,
- * weights[i] the term's (qtf·idf)·(k1 + 1); each posting adds weight·tf / (tf + norm[doc])
- * (norm float32, the sum taken in float32 as numpy takes it) to its memory's sum, the parts
- * in the order given (numpy.bincount's over them joined). The memories a part other than 0
+ * docs[i] (int32, ascending) and tfs[i] (float32) are one term's postings, weights[i] its
+ * (qtf·idf)·(k1 + 1); each posting adds part_of to its memory's sum (norm float32), the terms in
+ * the order given (numpy.bincount's over them joined). The memories a part other than 0
  * reached go to `matched` (int64) in ascending order, their sums to `scores` (float64).
- * -1, having kept nothing: a part's documents are not in ascending order (numpy's turn). */
+ * -1, having kept nothing: a term's documents are not in ascending order (numpy's turn). */
 static PyObject *accumulate(PyObject *self, PyObject *args) {
     PyObject *docs_list, *tfs_list, *weights_list, *norm_obj, *matched_obj, *scores_obj;
     if (!PyArg_ParseTuple(args, "OOOOOO", &docs_list, &tfs_list, &weights_list, &norm_obj, &matched_obj,
                           &scores_obj))
         return NULL;
     Buf norm = {0}, scores = {0}, matched = {0};
-    Buf *d = NULL, *f = NULL;
-    double *w = NULL, *sum = NULL;
-    Py_ssize_t *at = NULL, parts = 0, found = 0;
+    Terms t = {0};
+    double *sum = NULL;
+    Py_ssize_t *at = NULL, found = 0;
     uint64_t bits[BLOCK / 64];
     const char *error = NULL;
     if (take(norm_obj, &norm, 0, 'f') < 0 || take(matched_obj, &matched, 1, 'q') < 0
-        || take(scores_obj, &scores, 1, 'd') < 0)
+        || take(scores_obj, &scores, 1, 'd') < 0
+        || load_terms(docs_list, tfs_list, weights_list, count(&norm, 4), &t) < 0)
         goto fail;
-    parts = PyList_Size(docs_list);
-    if (parts < 0 || PyList_Size(tfs_list) != parts || PyList_Size(weights_list) != parts) {
-        PyErr_SetString(PyExc_ValueError, "docs, tfs and weights must be lists of one length");
-        parts = 0;
-        goto fail;
+    if (!t.sorted) {  /* (numpy's turn) */
+        found = -1;
+        goto done;
     }
-    d = calloc(parts + 1, sizeof(Buf));
-    f = calloc(parts + 1, sizeof(Buf));
-    w = calloc(parts + 1, sizeof(double));
-    at = calloc(parts + 1, sizeof(Py_ssize_t));
+    at = calloc(t.n + 1, sizeof(Py_ssize_t));
     sum = calloc(BLOCK, sizeof(double));
-    if (!d || !f || !w || !at || !sum) {
+    if (!at || !sum) {
         PyErr_NoMemory();
         goto fail;
     }
     const float *K = norm.view.buf;
-    Py_ssize_t n_norm = count(&norm, 4), room = count(&matched, 8);
+    Py_ssize_t room = count(&matched, 8);
     if (count(&scores, 8) < room) room = count(&scores, 8);
-    int64_t last = -1;
-    for (Py_ssize_t p = 0; p < parts; p++) {
-        w[p] = PyFloat_AsDouble(PyList_GET_ITEM(weights_list, p));
-        if (w[p] == -1.0 && PyErr_Occurred()) goto fail;
-        if (take(PyList_GET_ITEM(docs_list, p), &d[p], 0, 'i') < 0
-            || take(PyList_GET_ITEM(tfs_list, p), &f[p], 0, 'f') < 0)
-            goto fail;
-        Py_ssize_t n = count(&d[p], 4);
-        const int32_t *dv = d[p].view.buf;
-        if (count(&f[p], 4) != n) { error = "a term's docs and tfs differ in length"; goto fail; }
-        for (Py_ssize_t i = 1; i < n; i++)
-            if (dv[i] < dv[i - 1]) {  /* not in order: numpy's turn */
-                found = -1;
-                goto done;
-            }
-        if (n && (dv[0] < 0 || dv[n - 1] >= n_norm)) {
-            PyErr_SetString(PyExc_IndexError, "a posting's document is outside the arrays");
-            goto fail;
-        }
-        if (n && dv[n - 1] > last) last = dv[n - 1];
-    }
     int64_t *out = matched.view.buf;
     double *sc = scores.view.buf;
     memset(bits, 0, sizeof bits);
-    int64_t first = last;
-    for (Py_ssize_t p = 0; p < parts; p++)
-        if (count(&d[p], 4) && ((const int32_t *)d[p].view.buf)[0] < first) first = ((const int32_t *)d[p].view.buf)[0];
-    for (int64_t base = first < 0 ? 0 : first - first % BLOCK; base <= last; base += BLOCK) {
-        int64_t end = base + BLOCK;
-        for (Py_ssize_t p = 0; p < parts; p++) {
-            const int32_t *dv = d[p].view.buf;
-            const float *fv = f[p].view.buf;
-            Py_ssize_t i = at[p], n = count(&d[p], 4);
-            for (; i < n && dv[i] < end; i++) {
-                int32_t doc = dv[i];
-                float tf = fv[i];
-                float den = tf + K[doc];  /* (float32 + float32, as numpy adds them) */
-                double part = w[p] * (double)tf / (double)den;
-                int32_t j = doc - (int32_t)base;
-                sum[j] += part;
-                if (part != 0.0) bits[j >> 6] |= (uint64_t)1 << (j & 63);
-            }
-            at[p] = i;
-        }
+    for (int64_t base = t.first < 0 ? 0 : t.first - t.first % BLOCK; t.first >= 0 && base <= t.last; base += BLOCK) {
+        sum_block(&t, at, base, K, sum, bits);
         for (int wi = 0; wi < BLOCK / 64; wi++) {
             for (uint64_t x = bits[wi]; x; x &= x - 1) {
                 int j = wi * 64 + __builtin_ctzll(x);
@@ -148,16 +210,231 @@ static PyObject *accumulate(PyObject *self, PyObject *args) {
         }
     }
 done:
-    for (Py_ssize_t p = 0; p < parts; p++) { give(&d[p]); give(&f[p]); }
-    free(d); free(f); free(w); free(at); free(sum);
+    drop_terms(&t);
+    free(at); free(sum);
     give(&norm); give(&scores); give(&matched);
     return PyLong_FromSsize_t(found);
 fail:
     if (error) PyErr_SetString(PyExc_ValueError, error);
-    for (Py_ssize_t p = 0; d && f && p < parts; p++) { give(&d[p]); give(&f[p]); }
-    free(d); free(f); free(w); free(at); free(sum);
+    drop_terms(&t);
+    free(at); free(sum);
     give(&norm); give(&scores); give(&matched);
     return NULL;
+}
+
+/* One memory's BM25 exactly as `accumulate` sums it: each term's parts (a binary search in
+ * its documents), in the terms' order, added to 0. */
+static double sum_at(const Terms *t, int32_t doc, const float *K) {
+    double s = 0.0;
+    for (Py_ssize_t p = 0; p < t->n; p++) {
+        const int32_t *dv = t->dv[p];
+        Py_ssize_t lo = 0, hi = t->len[p];
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (dv[mid] < doc) lo = mid + 1; else hi = mid;
+        }
+        for (; lo < t->len[p] && dv[lo] == doc; lo++) s += part_of(t->w[p], t->fv[p][lo], K[doc]);
+    }
+    return s;
+}
+
+typedef struct {
+    int64_t doc;
+    double sum;
+} Held;
+
+/* The k-th largest of n values (1 <= k <= n), the values reordered: a quickselect. */
+static double kth_largest(double *v, Py_ssize_t n, Py_ssize_t k) {
+    Py_ssize_t lo = 0, hi = n - 1, want = n - k;
+    while (lo < hi) {
+        double pivot = v[lo + (hi - lo) / 2];
+        Py_ssize_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot) i++;
+            while (v[j] > pivot) j--;
+            if (i <= j) { double t = v[i]; v[i] = v[j]; v[j] = t; i++; j--; }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else return v[want];
+    }
+    return v[want];
+}
+
+/* The best k of the sums offered: every one at the bar or above is kept, and when the pool
+ * fills, the k-th best of it becomes the bar and the rest are let go (ties to it stay: which
+ * of them wins is decided at the end, by document). A pass costs a comparison per sum, and
+ * a cut now and then, where a heap of k paid a climb down the heap for most of them. */
+typedef struct {
+    Held *e;
+    double *scratch;
+    Py_ssize_t n, cap, k;
+    double bar;
+} Pool;
+
+static int pool_cut(Pool *p) {
+    for (Py_ssize_t i = 0; i < p->n; i++) p->scratch[i] = p->e[i].sum;
+    double kth = kth_largest(p->scratch, p->n, p->k);
+    if (kth > p->bar) p->bar = kth;
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < p->n; i++)
+        if (p->e[i].sum >= p->bar) p->e[kept++] = p->e[i];
+    p->n = kept;
+    if (kept > p->cap / 2) {  /* (many tied at the bar: room to go on) */
+        Held *e = realloc(p->e, 2 * p->cap * sizeof(Held));
+        if (!e) return -1;
+        p->e = e;
+        double *sc = realloc(p->scratch, 2 * p->cap * sizeof(double));
+        if (!sc) return -1;
+        p->scratch = sc;
+        p->cap *= 2;
+    }
+    return 0;
+}
+
+static inline int pool_add(Pool *p, int64_t doc, double sum) {
+    if (p->n == p->cap && pool_cut(p) < 0) return -1;
+    p->e[p->n].doc = doc;
+    p->e[p->n++].sum = sum;
+    return 0;
+}
+
+/* The k best of the pool (a tie to the lower document) in its first entries, by document
+ * (the order they came in, which a cut keeps); how many. */
+static Py_ssize_t pool_best(Pool *p) {
+    if (p->n <= p->k) return p->n;
+    for (Py_ssize_t i = 0; i < p->n; i++) p->scratch[i] = p->e[i].sum;
+    double kth = kth_largest(p->scratch, p->n, p->k);
+    Py_ssize_t above = 0, kept = 0;
+    for (Py_ssize_t i = 0; i < p->n; i++) above += p->e[i].sum > kth;
+    Py_ssize_t ties = p->k - above;  /* (of those at the k-th sum, the lowest documents: the first met) */
+    for (Py_ssize_t i = 0; i < p->n; i++)
+        if (p->e[i].sum > kth || (p->e[i].sum == kth && ties-- > 0)) p->e[kept++] = p->e[i];
+    return kept;
+}
+
+/* best_sums(docs, tfs, weights, norm, k, floor, matched, scores) -> number kept, or -1.
+ * The matches whose BM25 (accumulate's sum, to the last bit) is at least `floor`; with k > 0,
+ * only the k best of them (a tie to the lower document): into matched (int64, ascending) and
+ * scores (float64). -1, having kept nothing: a term's documents out of order or a weight not a
+ * number (numpy's turn). accumulate's sums, but a match below the bar (the floor, or the k-th best of a Pool) is
+ * passed over in one comparison: the few kept are written, not every match. */
+static PyObject *best_sums(PyObject *self, PyObject *args) {
+    PyObject *docs_list, *tfs_list, *weights_list, *norm_obj, *matched_obj, *scores_obj;
+    Py_ssize_t k;
+    double floor_;
+    if (!PyArg_ParseTuple(args, "OOOOndOO", &docs_list, &tfs_list, &weights_list, &norm_obj, &k, &floor_,
+                          &matched_obj, &scores_obj))
+        return NULL;
+    Buf norm = {0}, scores = {0}, matched = {0};
+    Terms t = {0};
+    double *sum = NULL;
+    Py_ssize_t *at = NULL, found = 0;
+    Pool pool = {0};
+    uint64_t bits[BLOCK / 64];
+    const char *error = NULL;
+    if (take(norm_obj, &norm, 0, 'f') < 0 || take(matched_obj, &matched, 1, 'q') < 0
+        || take(scores_obj, &scores, 1, 'd') < 0
+        || load_terms(docs_list, tfs_list, weights_list, count(&norm, 4), &t) < 0)
+        goto fail;
+    int usable = t.sorted;
+    for (Py_ssize_t p = 0; usable && p < t.n; p++) usable = !isnan(t.w[p]);
+    if (!usable) {  /* (numpy's turn) */
+        found = -1;
+        goto done;
+    }
+    if (k < 0 || isnan(floor_)) { error = "k must be at least 0 and the floor a number"; goto fail; }
+    Py_ssize_t room = count(&matched, 8);
+    if (count(&scores, 8) < room) room = count(&scores, 8);
+    if (k > 0 && room < k) { error = "`matched` holds fewer than k"; goto fail; }
+    at = calloc(t.n + 1, sizeof(Py_ssize_t));
+    sum = calloc(BLOCK, sizeof(double));
+    pool.k = k;
+    pool.cap = 4 * k + 64;
+    pool.bar = floor_;
+    pool.e = malloc(pool.cap * sizeof(Held));
+    pool.scratch = malloc(pool.cap * sizeof(double));
+    if (!at || !sum || !pool.e || !pool.scratch) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    const float *K = norm.view.buf;
+    int64_t *out = matched.view.buf;
+    double *sc = scores.view.buf;
+    memset(bits, 0, sizeof bits);
+    for (int64_t base = t.first < 0 ? 0 : t.first - t.first % BLOCK; t.first >= 0 && base <= t.last; base += BLOCK) {
+        sum_block(&t, at, base, K, sum, bits);
+        for (int wi = 0; wi < BLOCK / 64; wi++) {
+            for (uint64_t x = bits[wi]; x; x &= x - 1) {
+                int j = wi * 64 + __builtin_ctzll(x);
+                double s = sum[j];
+                sum[j] = 0.0;
+                if (s < pool.bar || s == 0.0) continue;  /* (most matches end here) */
+                if (k > 0) {
+                    if (pool_add(&pool, base + j, s) < 0) { PyErr_NoMemory(); goto fail; }
+                    continue;
+                }
+                if (found >= room) { error = "more matches than `matched` holds"; goto fail; }
+                out[found] = base + j;
+                sc[found++] = s;
+            }
+            bits[wi] = 0;
+        }
+    }
+    if (k > 0) {
+        found = pool_best(&pool);
+        for (Py_ssize_t i = 0; i < found; i++) { out[i] = pool.e[i].doc; sc[i] = pool.e[i].sum; }
+    }
+done:
+    drop_terms(&t);
+    free(at); free(sum); free(pool.e); free(pool.scratch);
+    give(&norm); give(&scores); give(&matched);
+    return PyLong_FromSsize_t(found);
+fail:
+    if (error) PyErr_SetString(PyExc_ValueError, error);
+    drop_terms(&t);
+    free(at); free(sum); free(pool.e); free(pool.scratch);
+    give(&norm); give(&scores); give(&matched);
+    return NULL;
+}
+
+/* sums_at(docs, tfs, weights, norm, at, out) -> None, or -1: the BM25 of each memory of `at`
+ * (int64, any order) into out (float64), `sum_at`'s sum (0 where no term holds it). -1: a
+ * term's documents out of order (numpy's turn). */
+static PyObject *sums_at(PyObject *self, PyObject *args) {
+    PyObject *docs_list, *tfs_list, *weights_list, *norm_obj, *at_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &docs_list, &tfs_list, &weights_list, &norm_obj, &at_obj, &out_obj))
+        return NULL;
+    Buf norm = {0}, at = {0}, out = {0};
+    Terms t = {0};
+    PyObject *result = NULL;
+    if (take(norm_obj, &norm, 0, 'f') < 0 || take(at_obj, &at, 0, 'q') < 0 || take(out_obj, &out, 1, 'd') < 0
+        || load_terms(docs_list, tfs_list, weights_list, count(&norm, 4), &t) < 0)
+        goto end;
+    Py_ssize_t n = count(&at, 8);
+    if (count(&out, 8) < n) {
+        PyErr_SetString(PyExc_ValueError, "`out` is shorter than `at`");
+        goto end;
+    }
+    if (!t.sorted) {
+        result = PyLong_FromLong(-1);
+        goto end;
+    }
+    const int64_t *a = at.view.buf;
+    double *o = out.view.buf;
+    Py_ssize_t n_norm = count(&norm, 4);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (a[i] < 0 || a[i] >= n_norm) {
+            PyErr_SetString(PyExc_IndexError, "a memory asked about is outside the arrays");
+            goto end;
+        }
+        o[i] = sum_at(&t, (int32_t)a[i], norm.view.buf);
+    }
+    result = PyLong_FromLong(0);
+end:
+    drop_terms(&t);
+    give(&norm); give(&at); give(&out);
+    return result;
 }
 
 /* bounds(own, raw, recency_base, revision, updated, out, idf_max, neg_ln2, context_factor,
@@ -343,6 +620,8 @@ fail:
 
 static PyMethodDef methods[] = {
     {"accumulate", accumulate, METH_VARARGS, "Sum the postings' BM25 parts per memory; the matches first met."},
+    {"best_sums", best_sums, METH_VARARGS, "The memories whose BM25 reaches a floor, or the k best (MaxScore)."},
+    {"sums_at", sums_at, METH_VARARGS, "The BM25 of some memories, each summed as accumulate sums it."},
     {"bounds", bounds, METH_VARARGS, "Each match's score bound (fusion._bounds)."},
     {"best", best, METH_VARARGS, "The positions of the highest values, ties to the lower id, best first."},
     {"gram_dots", gram_dots, METH_VARARGS, "The 3-gram channel's dot products of some memories with the query."},

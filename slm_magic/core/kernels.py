@@ -1,6 +1,7 @@
 """A recall's loops over every match, compiled (core/_kernels.c) where the package was
-built with a C compiler, else in numpy: the postings summed per memory, each match's score
-bound, the best few by a value, the 3-gram channel's dot products. Both give the same sums
+built with a C compiler, else in numpy: the postings summed per memory (every match, or the
+best few and those over a floor, which only the kernel finds without writing every match
+out), each match's score bound, the best few by a value, the 3-gram channel's dot products. Both give the same sums
 and the same choice among ties to the last bit, and bounds within 1e-15 of each other
 (tests/test_compiled_kernel.py); numpy needs a pass over every match, and often over every
 memory, for each step of a loop that the kernel does in one."""
@@ -47,6 +48,32 @@ def accumulate(docs: Sequence[np.ndarray], tfs: Sequence[np.ndarray], weights: n
     dense = np.bincount(d, weights=bm25_part(w, f, norm[d]), minlength=size)
     matched = np.flatnonzero(dense != 0)
     return matched, dense[matched]
+
+
+def best_sums(docs: Sequence[np.ndarray], tfs: Sequence[np.ndarray], weights: np.ndarray, norm: np.ndarray, *,
+              k: int = 0, floor: float = -np.inf) -> tuple[np.ndarray, np.ndarray] | None:
+    """The matches whose BM25 (`accumulate`'s sums, to the last bit) is at least `floor`, or
+    with k > 0 the k best of them (a tie to the lower memory): (memories, int64, ascending; their
+    BM25). The kernel skips the postings that cannot lift a memory over the bar (MaxScore); None
+    where it cannot run (no compiler, postings out of order): the caller sums every match."""
+    if _kernels is None or norm.dtype != np.float32:
+        return None
+    room = k if k > 0 else min(norm.size, sum(d.size for d in docs))
+    matched, scores = np.empty(room, dtype=np.int64), np.empty(room)
+    n = _kernels.best_sums(list(docs), list(tfs), [float(w) for w in weights], norm, k, float(floor), matched, scores)
+    return (matched[:n], scores[:n]) if n >= 0 else None
+
+
+def sums_at(docs: Sequence[np.ndarray], tfs: Sequence[np.ndarray], weights: np.ndarray, norm: np.ndarray,
+            at: np.ndarray) -> np.ndarray | None:
+    """The BM25 of each memory of `at` (0 for one no term holds), summed as `accumulate` sums
+    it; None where the kernel cannot run (the caller reads every match's sum instead)."""
+    if _kernels is None or norm.dtype != np.float32:
+        return None
+    out = np.empty(at.size)
+    ok = _kernels.sums_at(list(docs), list(tfs), [float(w) for w in weights], norm,
+                          np.ascontiguousarray(at, dtype=np.int64), out)
+    return out if ok == 0 else None
 
 
 def bounds(own: np.ndarray, raw: np.ndarray, recency_base: np.ndarray, revision: np.ndarray, updated: np.ndarray,

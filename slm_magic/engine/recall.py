@@ -174,7 +174,7 @@ class Recall:
         if q.terms and (project_code is None or project_code >= 0):
             cs = index.channel_scores(q.terms, q.qtf, q.qlen, text.query_grams(q.text))
             cs.words = q.words
-            ranked = rank_index(index, cs, cfg, now=q.now, working_set=ws, **filters,
+            ranked = rank_index(index, cs, cfg, now=q.now, working_set=ws, **filters, meaning=q.vector is not None,
                                 limit=max(wanted, cfg.meaning_pool) if q.vector is not None else wanted)
         if q.vector is not None and (project_code is None or project_code >= 0):
             ranked = with_meaning(index, cs, ranked, q.vector, cfg, now=q.now, limit=wanted, working_set=ws, **filters,

@@ -1,7 +1,7 @@
 """The in-process sparse index: postings as CSC segments plus a small write tail.
 
 Precompute at write time, keep the query path short: a recall is a few array slices per query
-term, summed per memory in one pass (core/kernels.accumulate). A write appends to the tail in
+term, summed per memory in one pass (core/kernels: the best few, or every match). A write appends to the tail in
 time proportional to the new memory; full tails are sealed into segments, and small segments
 merge geometrically (as in a log-structured merge), so no write ever rebuilds the whole index.
 """
@@ -471,7 +471,6 @@ class SparseIndex:
         if not all_d:
             return ChannelScores(None, ideal, q_norm, n_terms=len(terms), idf_max=top_idf, grams=gq)
         used_idf = idf_b[used]
-        matched, raw = kernels.accumulate(all_d, all_f, bm25_weight(qtf_a[used], used_idf, k1), K, n + 1)
         tfidf = q_w[used] * idf_t[used]
 
         def dot() -> np.ndarray:
@@ -479,27 +478,34 @@ class SparseIndex:
             f = np.concatenate(all_f)
             return np.bincount(d, weights=np.repeat(tfidf, [a.size for a in all_d]) * (1.0 + np.log(f)),
                                minlength=n + 1)
-        return ChannelScores(dot, ideal, q_norm, matched=matched, matched_bm25=raw, term_docs=all_d, term_idf=used_idf,
-                             n_terms=len(terms), idf_total=float(idf_b.sum()), idf_max=top_idf, grams=gq)
+        return ChannelScores(dot, ideal, q_norm, term_docs=all_d, term_tfs=all_f,
+                             term_weights=bm25_weight(qtf_a[used], used_idf, k1), length_norm=K, size=n + 1,
+                             term_idf=used_idf, n_terms=len(terms), idf_total=float(idf_b.sum()), idf_max=top_idf,
+                             grams=gq)
 
 
 @dataclass
 class ChannelScores:
-    """A query's raw scores: BM25 of the word matches (`matched`, `matched_bm25`; `bm25_of`
-    any memories), and the TF-IDF dot products per memory as a dense array (index n is a zero
-    sentinel for 'no neighbour'), which may be given as a function that works it out when
-    read: only the context channel reads it, it is off by default, and at a million memories
-    the array costs more than the recall's sums."""
+    """A query's raw scores. BM25 of the word matches, summed from the query terms' postings
+    when asked: every match (`matched`, `matched_bm25`), or only the few a ranking needs (the
+    best k, those over a floor: `best_bm25`, `bm25_at_least`), which the compiled kernel finds
+    without writing out every match; `bm25_of` any memories. The TF-IDF dot products per
+    memory as a dense array (index n is a zero sentinel for 'no neighbour'), which may be given
+    as a function that works it out when read: only the context channel reads it, it is off by
+    default, and at a million memories the array costs more than the recall's sums."""
 
     _dot: np.ndarray | Callable[[], np.ndarray] | None
     ideal_bm25: float
     query_norm: float
-    # The memories whose BM25 is not 0 (int64, ascending), the word matches, and their BM25.
-    matched: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    matched_bm25: np.ndarray = field(default_factory=lambda: np.empty(0))
-    # Kept for the learned ranker's coverage features (references, not copies): the postings'
-    # documents of each query term that occurs, its BM25 idf, and the query's terms and idf sum.
+    # Each query term that occurs: its postings' documents (ascending) and tfs, its BM25 weight
+    # (qtf·idf·(k1 + 1)) and idf; the memories' length norms and how many there are (with the
+    # sentinel). The documents are kept for the learned ranker's coverage features too
+    # (references, not copies), with the query's terms and idf sum.
     term_docs: list = field(default_factory=list)
+    term_tfs: list = field(default_factory=list)
+    term_weights: np.ndarray = field(default_factory=lambda: np.empty(0))
+    length_norm: np.ndarray = field(default_factory=lambda: np.empty(0, np.float32))
+    size: int = 0
     term_idf: np.ndarray = field(default_factory=lambda: np.empty(0))
     n_terms: int = 0
     idf_total: float = 0.0
@@ -510,14 +516,91 @@ class ChannelScores:
     # pool. May be given as a function that works them out: only that channel reads them.
     _promising: np.ndarray | Callable[[], np.ndarray] | None = None
     words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
+    # Sums worked out so far: every match's, once read; the widest few asked for, with the BM25
+    # from which on it holds every match (each kept, so no sum is worked out twice).
+    _every: tuple | None = None
+    _some: tuple | None = None  # (docs, their BM25, k asked for or 0, the BM25 it is whole from)
+
+    @property
+    def matched(self) -> np.ndarray:
+        """Every word match (int64, ascending): the memories whose BM25 is not 0."""
+        return self._all()[0]
+
+    @property
+    def matched_bm25(self) -> np.ndarray:
+        return self._all()[1]
+
+    @property
+    def has_matches(self) -> bool:
+        """Whether any memory matches (no posting adds 0 unless a weight is 0: then every match is summed)."""
+        if self._every is None and (not self.term_docs or (self.term_weights > 0).all()):
+            return bool(self.term_docs)
+        return bool(self.matched.size)
+
+    def best_bm25(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The k matches with the most BM25 (a tie to the lower memory; all of them if fewer),
+        ascending, and their BM25."""
+        if self._every is None and not self._holds_best(k):
+            got = kernels.best_sums(self.term_docs, self.term_tfs, self.term_weights, self.length_norm, k=k)
+            if got is None:
+                self._all()
+            elif got[0].size < k:  # (fewer than k: every match)
+                self._every = got
+            else:
+                self._keep(*got, k, float(np.nextafter(got[1].min(), np.inf)))
+        docs, raw = self._every if self._every is not None else self._some[:2]
+        if k < docs.size:
+            at = np.sort(kernels.best(raw, docs, k))
+            return docs[at], raw[at]
+        return docs, raw
+
+    def bm25_at_least(self, floor: float) -> tuple[np.ndarray, np.ndarray]:
+        """Every match whose BM25 reaches `floor`, ascending, and their BM25."""
+        if self._every is None and (self._some is None or self._some[3] > floor):
+            got = kernels.best_sums(self.term_docs, self.term_tfs, self.term_weights, self.length_norm, floor=floor)
+            if got is None:
+                self._all()
+            else:
+                self._keep(*got, 0, floor)
+        docs, raw = self._every if self._every is not None else self._some[:2]
+        keep = raw >= floor
+        return docs[keep], raw[keep]
 
     def bm25_of(self, docs: np.ndarray) -> np.ndarray:
         """The raw BM25 of each of `docs` (0 for a memory that matches no query word)."""
         docs = np.asarray(docs)
-        if not self.matched.size:
+        if self._every is None and not self.term_docs:
             return np.zeros(docs.size)
-        at = np.minimum(np.searchsorted(self.matched, docs), self.matched.size - 1)
-        return np.where(self.matched[at] == docs, self.matched_bm25[at], 0.0)
+        known, raw = self._every if self._every is not None else (self._some or (np.empty(0, np.int64), np.empty(0)))[:2]
+        out = np.zeros(docs.size)
+        at, hit = locate(known, docs)
+        out[hit] = raw[at]
+        if self._every is None and not hit.all():  # (the others summed where they are)
+            sums = kernels.sums_at(self.term_docs, self.term_tfs, self.term_weights, self.length_norm, docs[~hit])
+            if sums is None:  # (the kernel cannot: every match summed)
+                self._all()
+                return self.bm25_of(docs)
+            out[~hit] = sums
+        return out
+
+    def _holds_best(self, k: int) -> bool:
+        """Whether the sums kept hold the k best matches: k or more asked for, or every match
+        from a floor that k of them reach."""
+        if self._some is None:
+            return False
+        docs, _, asked, _ = self._some
+        return asked >= k if asked else docs.size >= k
+
+    def _all(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._every is None:
+            self._every = (kernels.accumulate(self.term_docs, self.term_tfs, self.term_weights, self.length_norm,
+                                              self.size) if self.term_docs else (np.empty(0, np.int64), np.empty(0)))
+        return self._every
+
+    def _keep(self, docs: np.ndarray, raw: np.ndarray, k: int, whole_from: float) -> None:
+        """A set of sums kept if it holds every match from a BM25 no higher than the one kept."""
+        if self._some is None or whole_from <= self._some[3]:
+            self._some = (docs, raw, k, whole_from)
 
     @property
     def dot(self) -> np.ndarray | None:

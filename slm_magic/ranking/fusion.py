@@ -17,15 +17,19 @@ from .ranked import Ranked, WorkingSet
 
 def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
                project: int | None, limit: int, working_set: WorkingSet | None = None,
-               updated_after: float | None = None, kind: int | None = None, type_code: int | None = None) -> Ranked:
+               updated_after: float | None = None, kind: int | None = None, type_code: int | None = None,
+               meaning: bool = False) -> Ranked:
     """Rank the live memories of one user (and project) that match the query; with an age
-    gate, also count the matching memories older than it (for the user to see)."""
-    ranked = _rank_index(index, cs, cfg, now=now, user=user, project=project, limit=limit,
-                         working_set=working_set, updated_after=updated_after, kind=kind, type_code=type_code)
-    if updated_after is not None and cs.matched.size:
+    gate, also count the matching memories older than it (for the user to see). `meaning`:
+    the meaning channel will look among the most promising word matches (`cs.promising`)."""
+    older = 0
+    if updated_after is not None and cs.has_matches:  # (every match is summed for the count; the ranking reads those)
         t = index.docs
         own = _eligible(t, cs.matched, user, project, kind, type_code)
-        ranked.older_matches = int(np.count_nonzero(t.updated[own] < updated_after))
+        older = int(np.count_nonzero(t.updated[own] < updated_after))
+    ranked = _rank_index(index, cs, cfg, now=now, user=user, project=project, limit=limit, working_set=working_set,
+                         updated_after=updated_after, kind=kind, type_code=type_code, meaning=meaning)
+    ranked.older_matches = older
     return ranked
 
 
@@ -39,7 +43,7 @@ def rank_days(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: n
     docs = np.asarray(docs, dtype=np.int64)
     docs = docs[(docs >= 0) & (docs < t.size)]
     docs = docs[t.alive[docs]]
-    if not docs.size or not cs.matched.size:
+    if not docs.size or not cs.has_matches:
         return Ranked.empty()
     parts = scored(index, cs, cfg, docs, now=now, working_set=working_set)
     return with_grams(index, cs, cfg, docs, parts, None, docs.size)
@@ -126,7 +130,8 @@ def passes(t, c: np.ndarray, user: int | None, project: int | None, kind: int | 
 
 def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now: float, user: int,
                 project: int | None, limit: int, working_set: WorkingSet | None = None,
-                updated_after: float | None = None, kind: int | None = None, type_code: int | None = None) -> Ranked:
+                updated_after: float | None = None, kind: int | None = None, type_code: int | None = None,
+                meaning: bool = False) -> Ranked:
     """Rank the live memories of one user (and project) that match the query themselves.
 
     The context (the best cosine among a match's session neighbours that match too) re-orders
@@ -134,44 +139,46 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
     promising matches gives a bar θ the k-th result must clear; a match whose score cannot
     reach θ even with the best context and recency of the store is never scored in full.
     """
-    own = cs.matched
-    if not own.size or limit <= 0:
+    if not cs.has_matches or limit <= 0:
         return Ranked.empty()
     t = index.docs
     wg = cfg.ngram_weight if cs.grams[0].size else 0.0
     rscale = index.recency_scale(now, cfg.recency_half_life_days)
-    cos, cmax = _context_cosines(t, cs, own) if cfg.context_weight > 0 else (None, 0.0)
+    cos, cmax = _context_cosines(t, cs) if cfg.context_weight > 0 else (None, 0.0)
     # (the only user's own: no need to compare; a user with none sees only what others shared)
     only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
 
-    def exact(at: np.ndarray):  # (positions in own)
-        c = own[at]
-        parts = scored(index, cs, cfg, c, now=now, working_set=working_set, cos=cos, raw=cs.matched_bm25[at])
+    def exact(c: np.ndarray, raw: np.ndarray):  # (matches and their BM25)
+        parts = scored(index, cs, cfg, c, now=now, working_set=working_set, cos=cos, raw=raw)
         if updated_after is not None:  # the age gate (read again after the n-gram part is in)
             score, rel = parts[0], parts[1]
             score[(t.updated[c] < updated_after) & (rel + wg < AGE_GATE_RELEVANCE)] = -np.inf
         return parts
 
     k = max(limit, ngrams.POOL) if wg > 0 else limit  # the pool the n-gram channel re-orders
-    if own.size > 4 * (4 * k + 64):
-        def bound(at: np.ndarray) -> np.ndarray:
-            return _bounds(index, cs, cfg, at, rscale, cmax, wg, working_set, updated_after)
+    if sum(d.size for d in cs.term_docs) > 4 * (4 * k + 64):  # (more postings than that: more matches, maybe)
+        def bound(c: np.ndarray, raw: np.ndarray) -> np.ndarray:
+            return _bounds(index, cs, cfg, c, raw, rscale, cmax, wg, working_set, updated_after)
 
         static = index.best_static(cfg, rscale) + (working_set.max if working_set is not None else 0.0)
 
         def floor_of(theta: float) -> float:
             return _raw_floor(theta, cs.idf_max, cfg, cmax, static)
 
-        at = _can_reach(t, cs, k, floor_of, bound, lambda a: exact(a)[0], only_user, project, kind, type_code)
-        # (the meaning channel's word probe, worked out only if it runs)
         wide = max(4 * k + 64, cfg.word_probe(index.vectors.live))
-        cs.promising = lambda: own[_best_by_bound(cs, wide, floor_of, bound)]
+        if meaning:  # (its word probe reads every match's sum: summed once, here)
+            cs.matched  # noqa: B018
+        cand, raw = _can_reach(t, cs, k, floor_of, bound, lambda c, r: exact(c, r)[0], only_user, project, kind,
+                               type_code)
+        # (the meaning channel's word probe, worked out only if it runs)
+        cs.promising = lambda: _best_by_bound(cs, wide, floor_of, bound)
     else:
-        at = np.arange(own.size)
-    at = at[passes(t, own[at], only_user, project, kind, type_code)]
-    if not at.size:
+        cand, raw = cs.matched, cs.matched_bm25
+    keep = passes(t, cand, only_user, project, kind, type_code)
+    cand, raw = cand[keep], raw[keep]
+    if not cand.size:
         return Ranked.empty()
-    cand, parts = own[at], exact(at)
+    parts = exact(cand, raw)
     if updated_after is not None:
         passed = np.isfinite(parts[0])
         cand, parts = cand[passed], tuple(a[passed] for a in parts)
@@ -193,9 +200,10 @@ def _best_k(cand: np.ndarray, parts: tuple, k: int) -> tuple[np.ndarray, tuple]:
     return cand[top], tuple(a[top] for a in parts)
 
 
-def _context_cosines(t, cs: ChannelScores, own: np.ndarray) -> tuple[np.ndarray, float]:
+def _context_cosines(t, cs: ChannelScores) -> tuple[np.ndarray, float]:
     """The cosine of each match's own tf-idf vector with the question's (dead ones and the
     sentinel 0), and the best of them: what the context channel reads from a match's neighbours."""
+    own = cs.matched
     cos_own = np.minimum(1.0, cs.dot[own] / np.maximum(t.norm[own] * cs.query_norm, 1e-12))
     cos_own[~t.alive[own]] = 0.0
     cos = np.zeros(t.capacity + 1)
@@ -203,37 +211,40 @@ def _context_cosines(t, cs: ChannelScores, own: np.ndarray) -> tuple[np.ndarray,
     return cos, float(cos_own.max())
 
 
-def _bounds(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, at: np.ndarray, rscale: float, cmax: float,
-            wg: float, working_set: WorkingSet | None, updated_after: float | None) -> np.ndarray:
-    """An upper bound of the score of each match at `at` (positions in `cs.matched`): its own
-    BM25 and recency/revision, with the best context any match could give (-inf for an old
-    match that cannot reach the age gate)."""
+def _bounds(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, c: np.ndarray, raw: np.ndarray, rscale: float,
+            cmax: float, wg: float, working_set: WorkingSet | None, updated_after: float | None) -> np.ndarray:
+    """An upper bound of the score of each match of `c`, `raw` its BM25: that BM25 and its
+    recency/revision, with the best context any match could give (-inf for an old match that
+    cannot reach the age gate)."""
     t = index.docs
-    return kernels.bounds(cs.matched[at], cs.matched_bm25[at], index.recency_base, t.revision, t.updated, cfg,
-                          idf_max=cs.idf_max, recency_scale=rscale, context_max=cmax, gram_weight=wg,
+    return kernels.bounds(c, raw, index.recency_base, t.revision, t.updated, cfg, idf_max=cs.idf_max,
+                          recency_scale=rscale, context_max=cmax, gram_weight=wg,
                           lift=working_set.max if working_set is not None else 0.0, updated_after=updated_after)
 
 
-def _can_reach(t, cs: ChannelScores, k: int, floor_of, bound, exact_score, *filters) -> np.ndarray:
-    """The matches (positions in `cs.matched`) whose bound can still reach the k-th best full
-    score among the few with the most BM25 (a bar θ): only these are scored in full. A bound
-    is at most what the match's BM25 gives with the best of everything else (`_raw_floor`), so
-    only the matches with that much BM25 have their bound worked out."""
-    own, raw = cs.matched, cs.matched_bm25
-    top = kernels.best(raw, own, 4 * k + 64)
-    probe = top[passes(t, own[top], *filters)]
-    if probe.size < k:
-        return np.arange(own.size)
-    theta = np.partition(exact_score(probe), probe.size - k)[probe.size - k] - 1e-12
-    near = np.flatnonzero(raw >= floor_of(theta))
-    return near[bound(near) >= theta]
+def _can_reach(t, cs: ChannelScores, k: int, floor_of, bound, exact_score, *filters) -> tuple[np.ndarray, np.ndarray]:
+    """The matches (and their BM25) whose bound can still reach the k-th best full score among
+    the few with the most BM25 (a bar θ): only these are scored in full. A bound is at most
+    what the match's BM25 gives with the best of everything else (`_raw_floor`), so only the
+    matches with that much BM25 are summed and have their bound worked out."""
+    top, top_raw = cs.best_bm25(4 * k + 64)
+    keep = passes(t, top, *filters)
+    if np.count_nonzero(keep) < k:
+        return cs.matched, cs.matched_bm25
+    score = exact_score(top[keep], top_raw[keep])
+    theta = np.partition(score, score.size - k)[score.size - k] - 1e-12
+    near, raw = cs.bm25_at_least(floor_of(theta))
+    reach = bound(near, raw) >= theta
+    return near[reach], raw[reach]
 
 
 def _best_by_bound(cs: ChannelScores, wide: int, floor_of, bound) -> np.ndarray:
-    """The `wide` matches with the best bounds (positions in `cs.matched`, best first, a tie
-    to the lower doc id), bounds worked out for few: the wide-th best bound among some
-    matches with much BM25 (about 4·wide, found by a sample's quantile) is a bar the wide best
-    all reach, and only the matches with BM25 enough to reach it (`_raw_floor`) can be among them."""
+    """The `wide` matches with the best bounds (best first, a tie to the lower doc id), bounds
+    worked out for few: the wide-th best bound among some matches with much BM25 (about
+    4·wide, found by a sample's quantile) is a bar the wide best all reach, and only the
+    matches with BM25 enough to reach it (`_raw_floor`) can be among them. Every match's sum
+    is read: the bar needs many matches, and finding the 4·wide best sums costs more than
+    summing them all."""
     own, raw = cs.matched, cs.matched_bm25
     if own.size > 16 * wide:
         stride = max(1, wide // 8)
@@ -241,13 +252,12 @@ def _best_by_bound(cs: ChannelScores, wide: int, floor_of, bound) -> np.ndarray:
         above = max(1, (4 * wide) // stride)
         some = np.flatnonzero(raw >= np.partition(sample, sample.size - above)[sample.size - above])
         if some.size >= wide:
-            b = bound(some)
+            b = bound(own[some], raw[some])
             bar = float(np.partition(b, b.size - wide)[b.size - wide])
             if np.isfinite(bar):
-                near = np.flatnonzero(raw >= floor_of(bar - 1e-12))
-                return near[kernels.best(bound(near), own[near], wide)]
-    every = np.arange(own.size)
-    return kernels.best(bound(every), own, wide)
+                near, near_raw = cs.bm25_at_least(floor_of(bar - 1e-12))
+                return near[kernels.best(bound(near, near_raw), near, wide)]
+    return own[kernels.best(bound(own, raw), own, wide)]
 
 
 def _raw_floor(theta: float, idf_max: float, cfg: RankingConfig, cmax: float, static: float) -> float:
@@ -270,7 +280,7 @@ def scored(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, c: np.ndar
     session neighbours, when it is on); the score is `search_score` of it plus the working
     set's lift."""
     t = index.docs
-    if cs is None or not cs.matched.size:
+    if cs is None or not cs.has_matches:
         bm25 = np.zeros(c.size)
     else:  # (`raw`: their BM25, where the caller has it)
         bm25 = bm25_relevance(cs.bm25_of(c) if raw is None else raw, cs.idf_max)

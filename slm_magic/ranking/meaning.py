@@ -44,7 +44,7 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
         only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
         pick, near = index.vectors.nearest(query, cutoff)
         probe = cfg.word_probe(index.vectors.live)
-        if probe and cs is not None and cs.matched.size and index.vectors.centroids.shape[0]:
+        if probe and cs is not None and cs.has_matches and index.vectors.centroids.shape[0]:
             pick, near = _with_word_matches(index, cs, words.doc_ids, query, cutoff, probe, pick, near)
         pick = _closest_eligible(t, pick[np.lexsort((pick, -near))], words.doc_ids, cfg.meaning_top,
                                  only_user, project, kind, type_code)
