@@ -172,3 +172,45 @@ def test_coverage_is_the_share_of_the_question_each_memory_holds_whatever_the_po
         got = cs.coverage(docs)
         assert np.array_equal(got[0], want[0]) and np.allclose(got[1], want[1], rtol=0, atol=1e-12)
         assert got[0].max() > 0 and got[0].min() == 0
+
+
+@pytest.mark.parametrize("numpy_loops", [False, True])
+def test_the_few_sums_a_recall_reads_are_every_matchs_whatever_order_they_are_asked_in(numpy_loops, monkeypatch):
+    """The best k by BM25 (a tie to the lower memory), the matches over a floor and any
+    memories' BM25, asked in any order (each kept for the next question about the same query),
+    are what every match's sums give; with numpy's loops (no compiler) too."""
+    import random
+
+    from slm_magic.core import kernels
+
+    if numpy_loops:
+        monkeypatch.setattr(kernels, "_kernels", None)
+    rnd = random.Random(3)
+    words = [f"w{i}" for i in range(60)]
+    with Memory(":memory:") as m:
+        m.remember_many({"content": " ".join(rnd.choices(words[: rnd.randint(5, 60)], k=rnd.randint(1, 12)))}
+                        for _ in range(3000))
+        index = m.index
+        for trial in range(60):
+            q = rnd.sample(words[:30], rnd.randint(1, 4))
+            counts = text.term_counts(" ".join(q))
+            whole = index.channel_scores(list(counts), list(counts.values()), sum(counts.values()))
+            docs, raw = whole.matched, whole.matched_bm25
+            few = index.channel_scores(list(counts), list(counts.values()), sum(counts.values()))
+            asks = [("best", rnd.choice([1, 10, 144, 5000])) for _ in range(2)]
+            asks += [("floor", float(np.quantile(raw, rnd.random())) if raw.size else 0.0) for _ in range(2)]
+            asks += [("of", None)]
+            rnd.shuffle(asks)
+            for kind, arg in asks:
+                if kind == "best":
+                    got = few.best_bm25(arg)
+                    at = np.sort(kernels.best(raw, docs, arg))
+                    assert got[0].tolist() == docs[at].tolist() and got[1].tolist() == raw[at].tolist()
+                elif kind == "floor":
+                    got = few.bm25_at_least(arg)
+                    assert got[0].tolist() == docs[raw >= arg].tolist()
+                    assert got[1].tolist() == raw[raw >= arg].tolist()
+                else:
+                    asked = np.array(rnd.sample(range(3001), 30))
+                    assert few.bm25_of(asked).tolist() == whole.bm25_of(asked).tolist()
+            assert few.has_matches == bool(docs.size)
