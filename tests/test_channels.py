@@ -191,7 +191,7 @@ def test_the_few_sums_a_recall_reads_are_every_matchs_whatever_order_they_are_as
         m.remember_many({"content": " ".join(rnd.choices(words[: rnd.randint(5, 60)], k=rnd.randint(1, 12)))}
                         for _ in range(3000))
         index = m.index
-        for trial in range(60):
+        for _ in range(60):
             q = rnd.sample(words[:30], rnd.randint(1, 4))
             counts = text.term_counts(" ".join(q))
             whole = index.channel_scores(list(counts), list(counts.values()), sum(counts.values()))
