@@ -131,6 +131,32 @@ def test_rows_read_a_few_or_many_at_a_time_are_the_same(db_path, clock):
     assert few == many
 
 
+def test_rows_shown_are_the_stored_memories_field_by_field(db_path, clock):
+    """The rows a recall shows are read from the index's Arrow buffers (`rows.value_reader`):
+    each must be the file's own memory, every field, from a saved index mapped on open, from
+    chunks built in the process and from single writes not yet packed."""
+    recs = records(300, seed=3)
+    for i, r in enumerate(recs):
+        if i % 3 == 0:
+            r.update(title=f"título {i} — naïve", notebook=f"nb/{i % 4}.ipynb", cell=i % 7, source="cell")
+        if i % 5 == 0:
+            r["core"] = True
+    with Memory(db_path, clock=clock) as m:
+        m.remember_many(recs)
+        m.replica.wait_saved()
+    with Memory(db_path, clock=clock) as m:  # the saved index, mapped
+        assert m.replica.source == "saved index"
+        m.remember_many(records(40, seed=4))  # a chunk of the process's own
+        m.remember("日本語のメモ: the holdout leaked", title="ünïcode", cell=0, tags=["a", "ü"], share=True)
+        docs = m.replica.index.docs
+        shown = m.rows.get([d for d in range(docs.size) if docs.alive[d]])
+        assert len(shown) == 341
+        for fact in shown.values():
+            assert fact == m.readable(fact.fact_id)
+        assert sum(f.title is not None for f in shown.values()) == 101
+        assert {f.cell for f in shown.values()} == {None, *range(7)}
+
+
 def test_writes_after_the_save_are_caught_up_on_open(db_path, clock):
     ids = build(db_path, clock)
     with no_saves(), Memory(db_path, clock=clock) as other:  # another kernel writes after the save
