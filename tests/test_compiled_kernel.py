@@ -57,9 +57,13 @@ def test_postings_summed_per_memory_are_numpys_to_the_last_bit(by_numpy):
             docs = [p for d, c in zip(docs, cut) for p in (d[:c], d[c:])]
             tfs = [p for f, c in zip(tfs, cut) for p in (f[:c], f[c:])]
             weights = np.repeat(weights, 2)
-        if trial % 5 == 4:  # (a part out of order)
-            docs[0] = docs[0][::-1].copy()
-            tfs[0] = tfs[0][::-1].copy()
+        if trial % 5 == 4:  # (a part out of order: reversed, or two of its postings swapped,
+            # which the kernel meets only on its way through the blocks)
+            d0 = docs[0][::-1].copy() if trial % 10 == 4 else docs[0].copy()
+            if trial % 10 == 9 and d0.size > 2:
+                i, j = 0, int(rng.integers(1, d0.size - 1))  # (the first moved past a later one, not the last)
+                d0[i], d0[j] = d0[j], d0[i]
+            docs[0], tfs[0] = d0, tfs[0][::-1].copy() if trial % 10 == 4 else tfs[0]
         matched, scores = kernels.accumulate(docs, tfs, weights, norm, n_docs + 1)
         ref_matched, ref_scores = by_numpy(kernels.accumulate, docs, tfs, weights, norm, n_docs + 1)
         assert scores.tobytes() == ref_scores.tobytes()
@@ -92,10 +96,23 @@ def test_the_best_sums_those_over_a_floor_and_any_memorys_sum_are_accumulates(by
         asked = rng.integers(0, n_docs + 1, 40)
         want = np.array([sums[matched == d][0] if (matched == d).any() else 0.0 for d in asked.tolist()])
         assert kernels.sums_at(docs, tfs, weights, norm, asked).tobytes() == want.tobytes()
-    docs[0] = docs[0][::-1].copy()
-    if docs[0].size > 1:
+    big = postings(np.random.default_rng(5), 100_000, 3)
+    for swap in ((0, -1), (1, 2), (-2, 5_000), (-3, -2)):  # (reversed ends; in one block; across blocks; before the last)
+        docs, tfs, weights, norm = (list(a) if isinstance(a, list) else a for a in big)
+        d0 = docs[0].copy()
+        d0[swap[0]], d0[swap[1]] = d0[swap[1]], d0[swap[0]]
+        docs[0] = d0
         assert kernels.best_sums(docs, tfs, weights, norm, k=3) is None
+        assert kernels.best_sums(docs, tfs, weights, norm, floor=1.0) is None
         assert kernels.sums_at(docs, tfs, weights, norm, asked) is None
+        matched, sums = kernels.accumulate(docs, tfs, weights, norm, 100_001)  # (numpy's, as it falls back)
+        ref = by_numpy(kernels.accumulate, docs, tfs, weights, norm, 100_001)
+        assert matched.tolist() == ref[0].tolist() and sums.tobytes() == ref[1].tobytes()
+    # (and after each of them, sums as before: nothing of a stopped call is left in its buffer)
+    docs, tfs, weights, norm = big
+    matched, sums = by_numpy(kernels.accumulate, docs, tfs, weights, norm, 100_001)
+    got = kernels.best_sums(docs, tfs, weights, norm, floor=0.0)
+    assert got[0].tolist() == matched.tolist() and got[1].tobytes() == sums.tobytes()
 
 
 @compiled

@@ -64,7 +64,7 @@ typedef struct {
     const int32_t **dv;
     const float **fv;
     Py_ssize_t *len;
-    int sorted;             /* every term's documents in ascending order */
+    int sorted;             /* every term's documents in ascending order (so far as checked) */
     int64_t first, last;    /* the lowest and the highest document (-1, -1: none) */
 } Terms;
 
@@ -76,9 +76,11 @@ static void drop_terms(Terms *t) {
 
 /* The three lists (docs, tfs, weights) as Terms, every document checked against the n_norm
  * memories the norms cover. 0, or -1 with the exception set. A term whose documents are out
- * of order leaves `sorted` 0 (numpy's turn: the loops here walk them in order). */
+ * of order leaves `sorted` 0 (numpy's turn: the loops here walk them in order). With `scan` 0
+ * only each term's first and last are read here: the block loops check the order on their
+ * way (sum_block), which spares a pass over every posting. */
 static int load_terms(PyObject *docs_list, PyObject *tfs_list, PyObject *weights_list, Py_ssize_t n_norm,
-                      Terms *t) {
+                      int scan, Terms *t) {
     memset(t, 0, sizeof *t);
     t->first = t->last = -1;
     t->sorted = 1;
@@ -115,8 +117,9 @@ static int load_terms(PyObject *docs_list, PyObject *tfs_list, PyObject *weights
         t->dv[p] = dv;
         t->fv[p] = t->f[p].view.buf;
         t->len[p] = len;
-        for (Py_ssize_t i = 1; t->sorted && i < len; i++)
+        for (Py_ssize_t i = 1; scan && t->sorted && i < len; i++)
             if (dv[i] < dv[i - 1]) t->sorted = 0;
+        if (len && dv[len - 1] < dv[0]) t->sorted = 0;
         if (!t->sorted || !len) continue;
         if (dv[0] < 0 || dv[len - 1] >= n_norm) {
             PyErr_SetString(PyExc_IndexError, "a posting's document is outside the arrays");
@@ -140,16 +143,22 @@ static inline double part_of(double w, float tf, float norm) {
 
 /* One block's sums: every posting of a document in base..base + BLOCK − 1 (each term's from
  * at[p] on, at[p] left after them) adds part_of to sum[doc − base], the terms in their order;
- * a part other than 0 marks the document in `bits`. */
-static void sum_block(const Terms *t, Py_ssize_t *at, int64_t base, const float *K, double *sum, uint64_t *bits) {
+ * a part other than 0 marks the document in `bits`. -1 where a term's documents turn out to be
+ * out of order (one below the one before it, or above its last): the block is then partly
+ * summed, and the caller clears it. */
+static int sum_block(const Terms *t, Py_ssize_t *at, int64_t base, const float *K, double *sum, uint64_t *bits) {
     int64_t end = base + BLOCK;
     for (Py_ssize_t p = 0; p < t->n; p++) {
         const int32_t *dv = t->dv[p];
         const float *fv = t->fv[p];
         Py_ssize_t i = at[p], n = t->len[p];
+        if (i >= n) continue;
         double w = t->w[p];
+        int32_t prev = i ? dv[i - 1] : dv[0], last = dv[n - 1];
         for (; i < n && dv[i] < end; i++) {
             int32_t doc = dv[i];
+            if (doc < prev || doc > last) return -1;
+            prev = doc;
             double part = part_of(w, fv[i], K[doc]);
             int32_t j = doc - (int32_t)base;
             sum[j] += part;
@@ -157,7 +166,21 @@ static void sum_block(const Terms *t, Py_ssize_t *at, int64_t base, const float 
         }
         at[p] = i;
     }
+    return 0;
 }
+
+/* Whether the blocks read every posting: a term left with postings after the last block has
+ * one above its own last document, out of order. */
+static int read_all(const Terms *t, const Py_ssize_t *at) {
+    for (Py_ssize_t p = 0; p < t->n; p++)
+        if (at[p] < t->len[p]) return 0;
+    return 1;
+}
+
+/* The buffer of one block's sums, all zeros between calls (each sum is read and cleared, and a
+ * call that stops in a block clears it whole). One for the module: every loop here runs with
+ * the GIL held, so no two use it at once. */
+static double block_sums[BLOCK];
 
 /* accumulate(docs, tfs, weights, norm, matched, scores) -> number of matches, or -1.
  * docs[i] (int32, ascending) and tfs[i] (float32) are one term's postings, weights[i] its
@@ -172,21 +195,20 @@ static PyObject *accumulate(PyObject *self, PyObject *args) {
         return NULL;
     Buf norm = {0}, scores = {0}, matched = {0};
     Terms t = {0};
-    double *sum = NULL;
+    double *sum = block_sums;
     Py_ssize_t *at = NULL, found = 0;
     uint64_t bits[BLOCK / 64];
     const char *error = NULL;
     if (take(norm_obj, &norm, 0, 'f') < 0 || take(matched_obj, &matched, 1, 'q') < 0
         || take(scores_obj, &scores, 1, 'd') < 0
-        || load_terms(docs_list, tfs_list, weights_list, count(&norm, 4), &t) < 0)
+        || load_terms(docs_list, tfs_list, weights_list, count(&norm, 4), 0, &t) < 0)
         goto fail;
     if (!t.sorted) {  /* (numpy's turn) */
         found = -1;
         goto done;
     }
     at = calloc(t.n + 1, sizeof(Py_ssize_t));
-    sum = calloc(BLOCK, sizeof(double));
-    if (!at || !sum) {
+    if (!at) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -197,7 +219,7 @@ static PyObject *accumulate(PyObject *self, PyObject *args) {
     double *sc = scores.view.buf;
     memset(bits, 0, sizeof bits);
     for (int64_t base = t.first < 0 ? 0 : t.first - t.first % BLOCK; t.first >= 0 && base <= t.last; base += BLOCK) {
-        sum_block(&t, at, base, K, sum, bits);
+        if (sum_block(&t, at, base, K, sum, bits) < 0) goto unordered;
         for (int wi = 0; wi < BLOCK / 64; wi++) {
             for (uint64_t x = bits[wi]; x; x &= x - 1) {
                 int j = wi * 64 + __builtin_ctzll(x);
@@ -209,16 +231,22 @@ static PyObject *accumulate(PyObject *self, PyObject *args) {
             bits[wi] = 0;
         }
     }
+    if (!read_all(&t, at)) goto unordered;
 done:
     drop_terms(&t);
-    free(at); free(sum);
+    free(at);
     give(&norm); give(&scores); give(&matched);
     return PyLong_FromSsize_t(found);
+unordered:  /* (numpy's turn, nothing kept) */
+    memset(block_sums, 0, sizeof block_sums);
+    found = -1;
+    goto done;
 fail:
     if (error) PyErr_SetString(PyExc_ValueError, error);
     drop_terms(&t);
-    free(at); free(sum);
+    free(at);
     give(&norm); give(&scores); give(&matched);
+    memset(block_sums, 0, sizeof block_sums);
     return NULL;
 }
 
@@ -328,14 +356,14 @@ static PyObject *best_sums(PyObject *self, PyObject *args) {
         return NULL;
     Buf norm = {0}, scores = {0}, matched = {0};
     Terms t = {0};
-    double *sum = NULL;
+    double *sum = block_sums;
     Py_ssize_t *at = NULL, found = 0;
     Pool pool = {0};
     uint64_t bits[BLOCK / 64];
     const char *error = NULL;
     if (take(norm_obj, &norm, 0, 'f') < 0 || take(matched_obj, &matched, 1, 'q') < 0
         || take(scores_obj, &scores, 1, 'd') < 0
-        || load_terms(docs_list, tfs_list, weights_list, count(&norm, 4), &t) < 0)
+        || load_terms(docs_list, tfs_list, weights_list, count(&norm, 4), 0, &t) < 0)
         goto fail;
     int usable = t.sorted;
     for (Py_ssize_t p = 0; usable && p < t.n; p++) usable = !isnan(t.w[p]);
@@ -348,13 +376,12 @@ static PyObject *best_sums(PyObject *self, PyObject *args) {
     if (count(&scores, 8) < room) room = count(&scores, 8);
     if (k > 0 && room < k) { error = "`matched` holds fewer than k"; goto fail; }
     at = calloc(t.n + 1, sizeof(Py_ssize_t));
-    sum = calloc(BLOCK, sizeof(double));
     pool.k = k;
     pool.cap = 4 * k + 64;
     pool.bar = floor_;
     pool.e = malloc(pool.cap * sizeof(Held));
     pool.scratch = malloc(pool.cap * sizeof(double));
-    if (!at || !sum || !pool.e || !pool.scratch) {
+    if (!at || !pool.e || !pool.scratch) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -363,7 +390,7 @@ static PyObject *best_sums(PyObject *self, PyObject *args) {
     double *sc = scores.view.buf;
     memset(bits, 0, sizeof bits);
     for (int64_t base = t.first < 0 ? 0 : t.first - t.first % BLOCK; t.first >= 0 && base <= t.last; base += BLOCK) {
-        sum_block(&t, at, base, K, sum, bits);
+        if (sum_block(&t, at, base, K, sum, bits) < 0) goto unordered;
         for (int wi = 0; wi < BLOCK / 64; wi++) {
             for (uint64_t x = bits[wi]; x; x &= x - 1) {
                 int j = wi * 64 + __builtin_ctzll(x);
@@ -381,20 +408,26 @@ static PyObject *best_sums(PyObject *self, PyObject *args) {
             bits[wi] = 0;
         }
     }
+    if (!read_all(&t, at)) goto unordered;
     if (k > 0) {
         found = pool_best(&pool);
         for (Py_ssize_t i = 0; i < found; i++) { out[i] = pool.e[i].doc; sc[i] = pool.e[i].sum; }
     }
 done:
     drop_terms(&t);
-    free(at); free(sum); free(pool.e); free(pool.scratch);
+    free(at); free(pool.e); free(pool.scratch);
     give(&norm); give(&scores); give(&matched);
     return PyLong_FromSsize_t(found);
+unordered:  /* (numpy's turn, nothing kept) */
+    memset(block_sums, 0, sizeof block_sums);
+    found = -1;
+    goto done;
 fail:
     if (error) PyErr_SetString(PyExc_ValueError, error);
     drop_terms(&t);
-    free(at); free(sum); free(pool.e); free(pool.scratch);
+    free(at); free(pool.e); free(pool.scratch);
     give(&norm); give(&scores); give(&matched);
+    memset(block_sums, 0, sizeof block_sums);
     return NULL;
 }
 
@@ -409,7 +442,7 @@ static PyObject *sums_at(PyObject *self, PyObject *args) {
     Terms t = {0};
     PyObject *result = NULL;
     if (take(norm_obj, &norm, 0, 'f') < 0 || take(at_obj, &at, 0, 'q') < 0 || take(out_obj, &out, 1, 'd') < 0
-        || load_terms(docs_list, tfs_list, weights_list, count(&norm, 4), &t) < 0)
+        || load_terms(docs_list, tfs_list, weights_list, count(&norm, 4), 1, &t) < 0)
         goto end;
     Py_ssize_t n = count(&at, 8);
     if (count(&out, 8) < n) {

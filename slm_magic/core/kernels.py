@@ -54,8 +54,8 @@ def best_sums(docs: Sequence[np.ndarray], tfs: Sequence[np.ndarray], weights: np
               k: int = 0, floor: float = -np.inf) -> tuple[np.ndarray, np.ndarray] | None:
     """The matches whose BM25 (`accumulate`'s sums, to the last bit) is at least `floor`, or
     with k > 0 the k best of them (a tie to the lower memory): (memories, int64, ascending; their
-    BM25). The kernel skips the postings that cannot lift a memory over the bar (MaxScore); None
-    where it cannot run (no compiler, postings out of order): the caller sums every match."""
+    BM25). The kernel sums every posting but writes out only the few kept; None where it cannot
+    run (no compiler, postings out of order): the caller sums every match."""
     if _kernels is None or norm.dtype != np.float32:
         return None
     room = k if k > 0 else min(norm.size, sum(d.size for d in docs))
