@@ -214,3 +214,53 @@ def test_the_few_sums_a_recall_reads_are_every_matchs_whatever_order_they_are_as
                     asked = np.array(rnd.sample(range(3001), 30))
                     assert few.bm25_of(asked).tolist() == whole.bm25_of(asked).tolist()
             assert few.has_matches == bool(docs.size)
+
+
+@pytest.mark.parametrize("numpy_loops", [False, True])
+def test_postings_read_part_by_part_sum_as_the_joined_postings(numpy_loops, monkeypatch):
+    """A term's postings lie in several segments and the tail; a question reads them there,
+    part by part, without joining them: every sum (to the last bit), the best few, the
+    coverage of each term and the TF-IDF dot products are those of the postings joined."""
+    import dataclasses
+    import random
+
+    from slm_magic.core import kernels
+    from slm_magic.index import sparse
+
+    if numpy_loops:
+        monkeypatch.setattr(kernels, "_kernels", None)
+    monkeypatch.setattr(sparse, "TAIL_SEAL_POSTINGS", 4096)  # (a small store in several segments)
+    monkeypatch.setattr(sparse, "MAX_MERGE_POSTINGS", 20_000)
+    rnd = random.Random(11)
+    words = [f"w{i}" for i in range(40)]
+
+    def note() -> str:
+        return " ".join(rnd.choices(words[: rnd.randint(4, 40)], k=rnd.randint(1, 10)))
+
+    with Memory(":memory:") as m:
+        for size in (9000, 300, 2500, 40):  # (segments of unlike sizes, left unmerged)
+            m.remember_many({"content": note()} for _ in range(size))
+        for _ in range(25):  # (the tail)
+            m.remember(note())
+        index = m.index
+        assert len(index.segments) > 1 and index.tail
+        several = 0
+        for _ in range(40):
+            counts = text.term_counts(" ".join(rnd.sample(words[:25], rnd.randint(1, 4))))
+            cs = index.channel_scores(list(counts), list(counts.values()), sum(counts.values()))
+            parts = np.ones(len(cs.term_docs), int) if cs.term_parts is None else cs.term_parts
+            several += int(parts.max(initial=1) > 1)
+            cut = np.cumsum(parts)[:-1]
+            joined = dataclasses.replace(
+                cs, term_docs=[np.concatenate(p) for p in np.split(np.array(cs.term_docs, dtype=object), cut)],
+                term_tfs=[np.concatenate(p) for p in np.split(np.array(cs.term_tfs, dtype=object), cut)],
+                term_weights=cs.term_weights[np.cumsum(parts) - parts], term_parts=None)
+            assert cs.matched_bm25.tobytes() == joined.matched_bm25.tobytes()
+            assert cs.matched.tolist() == joined.matched.tolist()
+            fresh = index.channel_scores(list(counts), list(counts.values()), sum(counts.values()))
+            for k in (1, 10, 200):
+                assert [a.tolist() for a in fresh.best_bm25(k)] == [a.tolist() for a in joined.best_bm25(k)]
+            asked = np.array(rnd.sample(range(index.docs.size + 1), 60))
+            assert [a.tolist() for a in cs.coverage(asked)] == [a.tolist() for a in joined.coverage(asked)]
+            assert cs.dot.tobytes() == joined.dot.tobytes()
+        assert several > 10
