@@ -52,6 +52,21 @@ def test_bad_input_is_rejected_and_nothing_is_written(mem):
     assert mem.count() == 1
 
 
+def test_a_bulk_write_leaves_what_it_wrote_in_one_segment_and_a_small_one_copies_little(mem, monkeypatch):
+    """A bulk write's segments merge at its end into as few as what it added allows, so a
+    question reads one part of each term; a small bulk write after it copies its own postings,
+    not the large segment before it."""
+    from slm_magic.index import sparse
+
+    monkeypatch.setattr(sparse, "TAIL_SEAL_POSTINGS", 2048)  # (segments as a big import leaves them)
+    monkeypatch.setattr(sparse, "MAX_MERGE_POSTINGS", 8192)
+    mem.remember_many(({"content": f"{c} (run {i})"} for i in range(300) for c in CORPUS), batch_size=200)
+    big = list(mem.index.segments)
+    assert len(big) == 1 and big[0].nnz > 2 * 8192
+    mem.remember_many({"content": f"{c} (again {i})"} for i in range(3) for c in CORPUS)
+    assert mem.index.segments[0] is big[0] and len(mem.index.segments) <= 2
+
+
 def test_a_write_does_not_rebuild_the_index(mem):
     mem.remember_many({"content": f"{c} (run {i})"} for i in range(700) for c in CORPUS)
     index, segments = mem.index, list(mem.index.segments)

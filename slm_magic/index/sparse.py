@@ -376,11 +376,18 @@ class SparseIndex:
             self.segments[-2:] = [merge([a, b], self.docs.alive, len(self.cols))]
 
     def merged_at_end(self):
-        """Many segments in a row (a bulk write): merged once, at the end (`merging`)."""
-        return merging.deferred(self, self._merge_tail)
+        """Many segments in a row (a bulk write): merged once, at the end (`merging`), into
+        segments as large as what the write added, if that is more than MAX_MERGE_POSTINGS: a
+        copy in proportion to the write (a million memories' postings in 0.5 s after a 35 s
+        import), after which a question reads one part of each term, not one per segment."""
+        before = self.postings_held()
+        return merging.deferred(self, lambda: self._merge_tail(max(MAX_MERGE_POSTINGS, self.postings_held() - before)))
 
-    def _merge_tail(self) -> None:
-        first, runs = merging.tail_runs([seg.nnz for seg in self.segments], self.frozen, MAX_MERGE_POSTINGS)
+    def postings_held(self) -> int:
+        return sum(seg.nnz for seg in self.segments) + self.tail_nnz
+
+    def _merge_tail(self, limit: int = MAX_MERGE_POSTINGS) -> None:
+        first, runs = merging.tail_runs([seg.nnz for seg in self.segments], self.frozen, limit)
         segs = self.segments
         self.segments[first:] = [merge([segs[i] for i in run], self.docs.alive, len(self.cols)) if len(run) > 1
                                  else segs[run[0]] for run in runs]
