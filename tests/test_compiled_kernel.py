@@ -159,8 +159,8 @@ def test_arrays_it_cannot_read_are_refused_not_read():
     with pytest.raises(TypeError, match="float64"):
         kernels._kernels.best(np.zeros(3, np.float32), np.arange(3), np.empty(2, np.int64))
     with pytest.raises(IndexError, match="outside"):
-        kernels._kernels.accumulate([np.array([3, 12], np.int32)], [np.ones(2, np.float32)], [1.0], f32,
-                                    np.empty(2, np.int64), np.empty(2))
+        kernels._kernels.best_sums([np.array([3, 12], np.int32)], [np.ones(2, np.float32)], [1.0], f32, 0, -np.inf,
+                                   np.empty(2, np.int64), np.empty(2))
     with pytest.raises(ValueError, match="differ"):
         kernels._kernels.best(np.zeros(3), np.arange(4), np.empty(2, np.int64))
 

@@ -182,75 +182,7 @@ static int read_all(const Terms *t, const Py_ssize_t *at) {
  * the GIL held, so no two use it at once. */
 static double block_sums[BLOCK];
 
-/* accumulate(docs, tfs, weights, norm, matched, scores) -> number of matches, or -1.
- * docs[i] (int32, ascending) and tfs[i] (float32) are one term's postings, weights[i] its
- * (qtf·idf)·(k1 + 1); each posting adds part_of to its memory's sum (norm float32), the terms in
- * the order given (numpy.bincount's over them joined). The memories a part other than 0
- * reached go to `matched` (int64) in ascending order, their sums to `scores` (float64).
- * -1, having kept nothing: a term's documents are not in ascending order (numpy's turn). */
-static PyObject *accumulate(PyObject *self, PyObject *args) {
-    PyObject *docs_list, *tfs_list, *weights_list, *norm_obj, *matched_obj, *scores_obj;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &docs_list, &tfs_list, &weights_list, &norm_obj, &matched_obj,
-                          &scores_obj))
-        return NULL;
-    Buf norm = {0}, scores = {0}, matched = {0};
-    Terms t = {0};
-    double *sum = block_sums;
-    Py_ssize_t *at = NULL, found = 0;
-    uint64_t bits[BLOCK / 64];
-    const char *error = NULL;
-    if (take(norm_obj, &norm, 0, 'f') < 0 || take(matched_obj, &matched, 1, 'q') < 0
-        || take(scores_obj, &scores, 1, 'd') < 0
-        || load_terms(docs_list, tfs_list, weights_list, count(&norm, 4), 0, &t) < 0)
-        goto fail;
-    if (!t.sorted) {  /* (numpy's turn) */
-        found = -1;
-        goto done;
-    }
-    at = calloc(t.n + 1, sizeof(Py_ssize_t));
-    if (!at) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    const float *K = norm.view.buf;
-    Py_ssize_t room = count(&matched, 8);
-    if (count(&scores, 8) < room) room = count(&scores, 8);
-    int64_t *out = matched.view.buf;
-    double *sc = scores.view.buf;
-    memset(bits, 0, sizeof bits);
-    for (int64_t base = t.first < 0 ? 0 : t.first - t.first % BLOCK; t.first >= 0 && base <= t.last; base += BLOCK) {
-        if (sum_block(&t, at, base, K, sum, bits) < 0) goto unordered;
-        for (int wi = 0; wi < BLOCK / 64; wi++) {
-            for (uint64_t x = bits[wi]; x; x &= x - 1) {
-                int j = wi * 64 + __builtin_ctzll(x);
-                if (found >= room) { error = "more matches than `matched` holds"; goto fail; }
-                out[found] = base + j;
-                sc[found++] = sum[j];
-                sum[j] = 0.0;  /* (the buffer is all zeros again for the next block) */
-            }
-            bits[wi] = 0;
-        }
-    }
-    if (!read_all(&t, at)) goto unordered;
-done:
-    drop_terms(&t);
-    free(at);
-    give(&norm); give(&scores); give(&matched);
-    return PyLong_FromSsize_t(found);
-unordered:  /* (numpy's turn, nothing kept) */
-    memset(block_sums, 0, sizeof block_sums);
-    found = -1;
-    goto done;
-fail:
-    if (error) PyErr_SetString(PyExc_ValueError, error);
-    drop_terms(&t);
-    free(at);
-    give(&norm); give(&scores); give(&matched);
-    memset(block_sums, 0, sizeof block_sums);
-    return NULL;
-}
-
-/* One memory's BM25 exactly as `accumulate` sums it: each term's parts (a binary search in
+/* One memory's BM25 exactly as the blocks sum it: each term's parts (a binary search in
  * its documents), in the terms' order, added to 0. */
 static double sum_at(const Terms *t, int32_t doc, const float *K) {
     double s = 0.0;
@@ -342,11 +274,15 @@ static Py_ssize_t pool_best(Pool *p) {
 }
 
 /* best_sums(docs, tfs, weights, norm, k, floor, matched, scores) -> number kept, or -1.
- * The matches whose BM25 (accumulate's sum, to the last bit) is at least `floor`; with k > 0,
- * only the k best of them (a tie to the lower document): into matched (int64, ascending) and
- * scores (float64). -1, having kept nothing: a term's documents out of order or a weight not a
- * number (numpy's turn). accumulate's sums, but a match below the bar (the floor, or the k-th best of a Pool) is
- * passed over in one comparison: the few kept are written, not every match. */
+ * docs[i] (int32, ascending) and tfs[i] (float32) are one term's postings (or one part of
+ * them), weights[i] its (qtf·idf)·(k1 + 1); each posting adds part_of to its memory's sum (norm
+ * float32), the parts in the order given, which is numpy.bincount's over them joined. The
+ * matches (a sum other than 0) whose sum is at least `floor`, or with k > 0 only the k best of
+ * them (a tie to the lower document): into matched (int64, ascending) and scores (float64).
+ * With k 0 and no floor, every match (what kernels.accumulate returns). A match below the bar
+ * (the floor, or the k-th best of a Pool) is passed over in one comparison: the few kept are
+ * written, not every match. -1, having kept nothing: a term's documents out of order or a
+ * weight not a number (numpy's turn). */
 static PyObject *best_sums(PyObject *self, PyObject *args) {
     PyObject *docs_list, *tfs_list, *weights_list, *norm_obj, *matched_obj, *scores_obj;
     Py_ssize_t k;
@@ -652,9 +588,8 @@ fail:
 }
 
 static PyMethodDef methods[] = {
-    {"accumulate", accumulate, METH_VARARGS, "Sum the postings' BM25 parts per memory; the matches first met."},
     {"best_sums", best_sums, METH_VARARGS, "The memories whose BM25 reaches a floor, or the k best (MaxScore)."},
-    {"sums_at", sums_at, METH_VARARGS, "The BM25 of some memories, each summed as accumulate sums it."},
+    {"sums_at", sums_at, METH_VARARGS, "The BM25 of some memories, each summed as the blocks sum it."},
     {"bounds", bounds, METH_VARARGS, "Each match's score bound (fusion._bounds)."},
     {"best", best, METH_VARARGS, "The positions of the highest values, ties to the lower id, best first."},
     {"gram_dots", gram_dots, METH_VARARGS, "The 3-gram channel's dot products of some memories with the query."},

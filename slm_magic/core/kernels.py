@@ -39,7 +39,7 @@ def accumulate(docs: Sequence[np.ndarray], tfs: Sequence[np.ndarray], weights: n
     if _kernels is not None and norm.dtype == np.float32:
         room = min(size, sum(d.size for d in docs))
         matched, scores = np.empty(room, dtype=np.int64), np.empty(room)
-        n = _kernels.accumulate(list(docs), list(tfs), [float(w) for w in weights], norm, matched, scores)
+        n = _kernels.best_sums(list(docs), list(tfs), [float(w) for w in weights], norm, 0, -np.inf, matched, scores)
         if n >= 0:
             return matched[:n], scores[:n]
     d = np.concatenate(docs).astype(np.intp)
