@@ -83,7 +83,13 @@ def test_the_best_sums_those_over_a_floor_and_any_memorys_sum_are_accumulates(by
         docs, tfs, weights, norm = postings(rng, n_docs, int(rng.integers(1, 7)))
         if trial % 4 == 1:
             tfs, norm = [np.ones_like(f) for f in tfs], np.ones_like(norm)
+        if trial % 6 == 5 and len(weights) > 1:  # (a term that adds 0: its memories that no other term holds are no match)
+            weights = weights.copy()
+            weights[0] = 0.0
         matched, sums = by_numpy(kernels.accumulate, docs, tfs, weights, norm, n_docs + 1)
+        assert (sums != 0).all()
+        whole = kernels.accumulate(docs, tfs, weights, norm, n_docs + 1)
+        assert whole[0].tolist() == matched.tolist() and whole[1].tobytes() == sums.tobytes()
         for k in (1, 10, 104, matched.size + 3):
             best = np.sort(kernels.best(sums, matched, k))
             got = kernels.best_sums(docs, tfs, weights, norm, k=k)

@@ -142,8 +142,9 @@ static inline double part_of(double w, float tf, float norm) {
 }
 
 /* One block's sums: every posting of a document in base..base + BLOCK − 1 (each term's from
- * at[p] on, at[p] left after them) adds part_of to sum[doc − base], the terms in their order;
- * a part other than 0 marks the document in `bits`. -1 where a term's documents turn out to be
+ * at[p] on, at[p] left after them) adds part_of to sum[doc − base], the terms in their order,
+ * and marks the document in `bits` (without a branch on the part: one that is 0 leaves a sum
+ * that best_sums passes over). -1 where a term's documents turn out to be
  * out of order (one below the one before it, or above its last): the block is then partly
  * summed, and the caller clears it. */
 static int sum_block(const Terms *t, Py_ssize_t *at, int64_t base, const float *K, double *sum, uint64_t *bits) {
@@ -159,10 +160,9 @@ static int sum_block(const Terms *t, Py_ssize_t *at, int64_t base, const float *
             int32_t doc = dv[i];
             if (doc < prev || doc > last) return -1;
             prev = doc;
-            double part = part_of(w, fv[i], K[doc]);
             int32_t j = doc - (int32_t)base;
-            sum[j] += part;
-            if (part != 0.0) bits[j >> 6] |= (uint64_t)1 << (j & 63);
+            sum[j] += part_of(w, fv[i], K[doc]);
+            bits[j >> 6] |= (uint64_t)1 << (j & 63);  /* (a sum left at 0 is passed over when read) */
         }
         at[p] = i;
     }
