@@ -55,16 +55,16 @@ def answers(result, by_content: bool = False) -> list[tuple[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import slm_magic
+    from benchmarks.synthetic import generate_memories, generate_queries, store_arguments, store_at
+    from benchmarks.timing import median_p95
+    from slm_magic.core import kernels
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", required=True, help="the commit to compare this checkout with")
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--questions", type=int, default=600)
-    ap.add_argument("--db", type=Path, default=None, help="the store (built there when missing)")
+    store_arguments(ap, questions=600)
     ap.add_argument("--imported", action="store_true", help="each version imports the notes itself (by words)")
     args = ap.parse_args(argv)
-    from benchmarks.synthetic import build_store, generate_memories, generate_queries
-    from slm_magic import Memory
-    from slm_magic.core import kernels
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -72,18 +72,16 @@ def main(argv: list[str] | None = None) -> int:
         corpus = list(generate_memories(args.n, seed=0))
         if args.imported:
             engines = {}
-            for k, package in (("base", base), ("this", sys.modules["slm_magic"])):
+            for k, package in (("base", base), ("this", slm_magic)):
                 engines[k] = package.Memory(str(tmp / f"{k}.duckdb"), semantic=False)
                 engines[k].remember_many(corpus)
                 engines[k].replica.wait_saved()  # (the save after the import, not beside the timed recalls)
         else:
-            db = args.db or tmp / "ab.duckdb"
-            if not db.exists():
-                build_store(db, args.n)
+            db = store_at(args.db, args.n, tmp / "ab.duckdb")
             copy = tmp / "base.duckdb"
             for f in db.parent.glob(db.name + "*"):
                 shutil.copy(f, copy.with_name(f.name.replace(db.name, copy.name)))
-            engines = {"base": base.Memory(str(copy)), "this": Memory(str(db))}
+            engines = {"base": base.Memory(str(copy)), "this": slm_magic.Memory(str(db))}
         queries = generate_queries(args.questions + 20, seed=1, corpus_sample=corpus)
         for q in queries[:20]:
             for mem in engines.values():
@@ -115,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(the loops {'compiled' if base_compiled else 'in numpy'} in {args.base}, "
           f"{'compiled' if kernels.COMPILED else 'in numpy'} in this checkout):")
     for k, name in (("base", args.base), ("this", "this checkout")):
-        off = statistics.median(lat[(k, "words")])
-        p95 = statistics.quantiles(lat[(k, "words")], n=20)[-1]
+        off, p95 = median_p95(lat[(k, "words")])
         if not lat[(k, "meaning")]:
             print(f"  {name}: - / {off:.3f} ms, p95 by words {p95:.3f} ms (each version's own import)")
             continue

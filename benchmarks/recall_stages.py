@@ -42,20 +42,16 @@ STAGES = [
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--questions", type=int, default=200)
-    ap.add_argument("--db", type=Path, default=None, help="the store (built there when missing)")
-    ap.add_argument("--words", action="store_true", help="the meaning channel off")
-    args = ap.parse_args(argv)
-    from benchmarks.synthetic import build_store, generate_memories, generate_queries
+    from benchmarks.synthetic import generate_memories, generate_queries, store_arguments, store_at
     from slm_magic import Memory
     from slm_magic.core import kernels
 
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    store_arguments(ap, questions=200)
+    ap.add_argument("--words", action="store_true", help="the meaning channel off")
+    args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        db = args.db or Path(tmp) / "stages.duckdb"
-        if not db.exists():
-            build_store(db, args.n)
+        db = store_at(args.db, args.n, Path(tmp) / "stages.duckdb")
         mem = Memory(str(db), semantic=not args.words)
         corpus = list(generate_memories(args.n, seed=0))
         queries = generate_queries(args.questions, seed=1, corpus_sample=corpus)

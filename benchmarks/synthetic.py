@@ -709,6 +709,25 @@ def generate_queries(
     return queries
 
 
+def store_arguments(ap, questions: int) -> None:
+    """--n, --questions and --db of a benchmark that asks a synthetic store (`store_at`)."""
+    from pathlib import Path
+
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--questions", type=int, default=questions)
+    ap.add_argument("--db", type=Path, default=None, help="the store (built there when missing)")
+
+
+def store_at(db, n: int, default):
+    """The store at `db` (else at `default`) of `n` notes, built there first when missing."""
+    from pathlib import Path
+
+    db = Path(db or default)
+    if not db.exists():
+        build_store(db, n)
+    return db
+
+
 def build_store(path, n: int, seed: int = 0) -> None:
     """A memory file at `path` holding `n` generated notes, every vector worked out and the
     index saved beside it: what a benchmark opens again and again."""

@@ -588,7 +588,7 @@ fail:
 }
 
 static PyMethodDef methods[] = {
-    {"best_sums", best_sums, METH_VARARGS, "The memories whose BM25 reaches a floor, or the k best (MaxScore)."},
+    {"best_sums", best_sums, METH_VARARGS, "The memories whose BM25 reaches a floor, or the k best; the rest never written out."},
     {"sums_at", sums_at, METH_VARARGS, "The BM25 of some memories, each summed as the blocks sum it."},
     {"bounds", bounds, METH_VARARGS, "Each match's score bound (fusion._bounds)."},
     {"best", best, METH_VARARGS, "The positions of the highest values, ties to the lower id, best first."},

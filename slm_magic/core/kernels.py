@@ -36,12 +36,9 @@ def accumulate(docs: Sequence[np.ndarray], tfs: Sequence[np.ndarray], weights: n
     and its `bm25_weight`, `norm` (float32) being each memory's length norm: (the memories with
     a score, int64, ascending; their scores). The kernel sums memories a block at a time, where
     every part's documents are in ascending order (else numpy does)."""
-    if _kernels is not None and norm.dtype == np.float32:
-        room = min(size, sum(d.size for d in docs))
-        matched, scores = np.empty(room, dtype=np.int64), np.empty(room)
-        n = _kernels.best_sums(list(docs), list(tfs), [float(w) for w in weights], norm, 0, -np.inf, matched, scores)
-        if n >= 0:
-            return matched[:n], scores[:n]
+    got = best_sums(docs, tfs, weights, norm)  # (no k, no floor: every match)
+    if got is not None:
+        return got
     d = np.concatenate(docs).astype(np.intp)
     f = np.concatenate(tfs)
     w = np.repeat(np.asarray(weights, dtype=np.float64), [a.size for a in docs])

@@ -29,9 +29,11 @@ def value_reader(column: pa.ChunkedArray) -> Callable[[int], object]:
     buffers: a scalar and its `as_py` cost about 1.3 us a value, a page of ten rows 0.2 ms.
     Strings, bools, integers, floats and naive microsecond timestamps are read directly; any
     other type, or a column in several pieces, as Arrow gives it."""
-    arr = column.chunk(0) if column.num_chunks == 1 else None
-    if arr is None or arr.null_count == len(arr):
-        return (lambda i: None) if arr is not None else (lambda i: column[i].as_py())
+    if column.num_chunks != 1:
+        return lambda i: column[i].as_py()
+    arr = column.chunk(0)
+    if arr.null_count == len(arr):
+        return lambda i: None
     n, t = len(arr), arr.type
     bufs = arr.buffers()
     if pa.types.is_string(t) or pa.types.is_large_string(t):

@@ -535,19 +535,19 @@ class ChannelScores:
     # pool. May be given as a function that works them out: only that channel reads them.
     _promising: np.ndarray | Callable[[], np.ndarray] | None = None
     words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
-    # Sums worked out so far: every match's, once read; the widest few asked for, with the BM25
-    # from which on it holds every match (each kept, so no sum is worked out twice).
+    # Sums worked out so far: every match's, once read; and the widest few asked for (docs,
+    # their BM25, the BM25 from which on they hold every match), so none is summed twice.
     _every: tuple | None = None
-    _some: tuple | None = None  # (docs, their BM25, k asked for or 0, the BM25 it is whole from)
+    _some: tuple | None = None
 
     @property
     def matched(self) -> np.ndarray:
         """Every word match (int64, ascending): the memories whose BM25 is not 0."""
-        return self._all()[0]
+        return self.every_match()[0]
 
     @property
     def matched_bm25(self) -> np.ndarray:
-        return self._all()[1]
+        return self.every_match()[1]
 
     @property
     def has_matches(self) -> bool:
@@ -556,18 +556,19 @@ class ChannelScores:
             return bool(self.term_docs)
         return bool(self.matched.size)
 
+    def every_match(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every word match and its BM25, summed once: what the few below are then read from."""
+        if self._every is None:
+            self._every = (kernels.accumulate(self.term_docs, self.term_tfs, self.term_weights, self.length_norm,
+                                              self.size) if self.term_docs else (np.empty(0, np.int64), np.empty(0)))
+        return self._every
+
     def best_bm25(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k matches with the most BM25 (a tie to the lower memory; all of them if fewer),
         ascending, and their BM25."""
-        if self._every is None and not self._holds_best(k):
-            got = kernels.best_sums(self.term_docs, self.term_tfs, self.term_weights, self.length_norm, k=k)
-            if got is None:
-                self._all()
-            elif got[0].size < k:  # (fewer than k: every match)
-                self._every = got
-            else:
-                self._keep(*got, k, float(np.nextafter(got[1].min(), np.inf)))
-        docs, raw = self._every if self._every is not None else self._some[:2]
+        if self._every is None and (self._some is None or np.count_nonzero(self._some[1] >= self._some[2]) < k):
+            self._sums(k=k)
+        docs, raw = self._every or self._some[:2]
         if k < docs.size:
             at = np.sort(kernels.best(raw, docs, k))
             return docs[at], raw[at]
@@ -575,51 +576,39 @@ class ChannelScores:
 
     def bm25_at_least(self, floor: float) -> tuple[np.ndarray, np.ndarray]:
         """Every match whose BM25 reaches `floor`, ascending, and their BM25."""
-        if self._every is None and (self._some is None or self._some[3] > floor):
-            got = kernels.best_sums(self.term_docs, self.term_tfs, self.term_weights, self.length_norm, floor=floor)
-            if got is None:
-                self._all()
-            else:
-                self._keep(*got, 0, floor)
-        docs, raw = self._every if self._every is not None else self._some[:2]
+        if self._every is None and (self._some is None or self._some[2] > floor):
+            self._sums(floor=floor)
+        docs, raw = self._every or self._some[:2]
         keep = raw >= floor
         return docs[keep], raw[keep]
+
+    def _sums(self, k: int = 0, floor: float = -np.inf) -> None:
+        """The kernel's best k, or those over the floor, kept if they reach lower than the ones
+        kept; every match summed where the kernel cannot, or k is more than there are."""
+        got = kernels.best_sums(self.term_docs, self.term_tfs, self.term_weights, self.length_norm, k=k, floor=floor)
+        if got is None or (k and got[0].size < k):
+            self._every = got or self.every_match()
+            return
+        whole_from = float(np.nextafter(got[1].min(), np.inf)) if k else floor  # (a tie at the k-th may be cut)
+        if self._some is None or whole_from <= self._some[2]:
+            self._some = (*got, whole_from)
 
     def bm25_of(self, docs: np.ndarray) -> np.ndarray:
         """The raw BM25 of each of `docs` (0 for a memory that matches no query word)."""
         docs = np.asarray(docs)
         if self._every is None and not self.term_docs:
             return np.zeros(docs.size)
-        known, raw = self._every if self._every is not None else (self._some or (np.empty(0, np.int64), np.empty(0)))[:2]
+        known, raw = self._every or (self._some or (np.empty(0, np.int64), np.empty(0)))[:2]
         out = np.zeros(docs.size)
         at, hit = locate(known, docs)
         out[hit] = raw[at]
         if self._every is None and not hit.all():  # (the others summed where they are)
             sums = kernels.sums_at(self.term_docs, self.term_tfs, self.term_weights, self.length_norm, docs[~hit])
             if sums is None:  # (the kernel cannot: every match summed)
-                self._all()
+                self.every_match()
                 return self.bm25_of(docs)
             out[~hit] = sums
         return out
-
-    def _holds_best(self, k: int) -> bool:
-        """Whether the sums kept hold the k best matches: k or more asked for, or every match
-        from a floor that k of them reach."""
-        if self._some is None:
-            return False
-        docs, _, asked, _ = self._some
-        return asked >= k if asked else docs.size >= k
-
-    def _all(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._every is None:
-            self._every = (kernels.accumulate(self.term_docs, self.term_tfs, self.term_weights, self.length_norm,
-                                              self.size) if self.term_docs else (np.empty(0, np.int64), np.empty(0)))
-        return self._every
-
-    def _keep(self, docs: np.ndarray, raw: np.ndarray, k: int, whole_from: float) -> None:
-        """A set of sums kept if it holds every match from a BM25 no higher than the one kept."""
-        if self._some is None or whole_from <= self._some[3]:
-            self._some = (docs, raw, k, whole_from)
 
     @property
     def dot(self) -> np.ndarray | None:

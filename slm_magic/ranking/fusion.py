@@ -166,8 +166,8 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
             return _raw_floor(theta, cs.idf_max, cfg, cmax, static)
 
         wide = max(4 * k + 64, cfg.word_probe(index.vectors.live))
-        if meaning:  # (its word probe reads every match's sum: summed once, here)
-            cs.matched  # noqa: B018
+        if meaning:  # (its word probe reads every match's sum: summed once, here, the few read from them)
+            cs.every_match()
         cand, raw = _can_reach(t, cs, k, floor_of, bound, lambda c, r: exact(c, r)[0], only_user, project, kind,
                                type_code)
         # (the meaning channel's word probe, worked out only if it runs)
