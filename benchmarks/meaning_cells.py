@@ -14,6 +14,8 @@ shipped, asked the questions of LoCoMo, LongMemEval and the paraphrase benchmark
 `--synthetic --n N`, the speed benchmark's notes and questions. `--shares 1/24:12,1/48` reads
 those shares of the cells (at least 12, at least the default) against every cell;
 `--word-probes 0,1024` also works out that many word matches' cosines exactly (0: none).
+`--db PATH` (with `--synthetic`): that store of the `--n` notes, built there when missing, is
+opened instead of remembering the notes in memory.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ def compare(col) -> tuple[float, float, float, int, int]:
     return same / n, nd_cells / n, nd_exact / n, n, cells
 
 
-def store_agreement(path: str | None, n: int, questions: int, shares: list[str], word_probes: list[int]) -> None:
+def store_agreement(path: str | None, n: int, questions: int, shares: list[str], word_probes: list[int],
+                    db: Path | None = None) -> None:
     """The cells against the exact search on a store of `n` real sentences (or, with no path,
     of the speed benchmark's synthetic notes and its questions), for each share of the cells read
     and each number of word matches beyond the pool whose cosines are worked out exactly
@@ -79,10 +82,16 @@ def store_agreement(path: str | None, n: int, questions: int, shares: list[str],
         rows = list(generate_memories(n, seed=0))
         asked = generate_queries(questions + 5, seed=1, corpus_sample=rows)[5:]  # (as speed.py asks them)
     t = time.perf_counter()
-    mem = Memory(":memory:")
-    mem.remember_many(rows)
+    if db is not None and not path:
+        from synthetic import store_at
+
+        mem = Memory(str(store_at(db, n, db)))
+    else:
+        mem = Memory(":memory:")
+        mem.remember_many(rows)
     vs = mem.index.vectors
-    print(f"{len(rows):,} {'sentences' if path else 'synthetic notes'} remembered in {time.perf_counter() - t:.0f} s: "
+    how = "opened" if db and not path else "remembered"
+    print(f"{len(rows):,} {'sentences' if path else 'synthetic notes'} {how} in {time.perf_counter() - t:.0f} s: "
           f"{vs.centroids.shape[0]} cells")
     vs.PROBE_SHARE = 1.0
     exact = [[m.fact_id for m in mem.recall(question, limit=10).memories] for question in asked]
@@ -118,6 +127,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=100_000, help="sentences remembered (with --sentences)")
     ap.add_argument("--synthetic", action="store_true", help="the speed benchmark's synthetic notes instead")
     ap.add_argument("--questions", type=int, default=600, help="questions asked (with --sentences or --synthetic)")
+    ap.add_argument("--db", type=Path, default=None, help="with --synthetic: the store of the --n notes (built when missing)")
     ap.add_argument("--shares", default=f"1/{round(1 / VectorStore.PROBE_SHARE)}",
                     help="shares of the cells read, comma-separated, each as 1/48 or 1/48:8 (at least 8)")
     ap.add_argument("--word-probes", default=None,
@@ -128,7 +138,7 @@ def main(argv=None) -> int:
 
         probes = ([int(x) for x in args.word_probes.split(",")] if args.word_probes
                   else [RankingConfig().meaning_word_probe])
-        store_agreement(args.sentences, args.n, args.questions, args.shares.split(","), probes)
+        store_agreement(args.sentences, args.n, args.questions, args.shares.split(","), probes, args.db)
         return 0
     import meaning_sweep
 

@@ -96,35 +96,40 @@ def test_a_recall_is_the_same_without_pruning_with_fields_sessions_meaning_and_t
     assert pruned == whole
 
 
-def test_the_best_bounds_found_from_a_few_are_the_best_of_every_match(clock):
-    """The meaning channel's word probe (the matches with the best bounds) worked out from the
-    matches with BM25 enough to reach a bar is the one every match's bound gives, ties and all."""
-    import slm_magic.ranking.fusion as fusion
+def test_the_word_probe_reads_the_best_by_bm25_beyond_the_pool_from_the_ranking_s_one_pass(clock, monkeypatch):
+    """The meaning channel's word probe (in a store big enough for it) is the `probe` word
+    matches with the most BM25 outside the pool, a tie to the lower memory, as every match's
+    sums rank them; and they come from the one pass over the postings that ranked the words."""
     from slm_magic.core import kernels
+    from slm_magic.ranking.meaning import _with_word_matches
 
     clock.now = datetime(2026, 6, 1)
     with Memory(":memory:", clock=clock) as m:
         m.remember_many(corpus(6000, seed=6))
-        index, cfg, rnd = m.index, m.config, random.Random(8)
-        now = clock.now.timestamp()
-        rscale = index.recency_scale(now, cfg.recency_half_life_days)
+        index, rnd, now = m.index, random.Random(8), clock.now.timestamp()
+        query = np.zeros(index.vectors.dims, np.float32)  # (cosine 0 with every memory: a cutoff of -1 takes all)
+        calls = []
+        real = kernels.best_sums
+        monkeypatch.setattr(kernels, "best_sums", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
         narrowed = 0
-        for _ in range(40):
+        for _ in range(30):
             q = " ".join(rnd.sample(VOCAB[:60], rnd.randint(1, 4)))
             counts = text.term_counts(q)
-            cs = index.channel_scores(list(counts), list(counts.values()), sum(counts.values()))
-            for after in (None, now - 30 * 86_400):
-                def bound(c, raw, cs=cs, after=after):
-                    return fusion._bounds(index, cs, cfg, c, raw, rscale, 0.0, cfg.ngram_weight, None, after)
-
-                def floor_of(theta, cs=cs):
-                    return fusion._raw_floor(theta, cs.idf_max, cfg, 0.0, index.best_static(cfg, rscale))
-
-                for wide in (20, 100, 300):
-                    # (a fresh question's sums: the few first, as a recall finds them; then every match's)
-                    few = index.channel_scores(list(counts), list(counts.values()), sum(counts.values()))
-                    got = fusion._best_by_bound(few, wide, floor_of, bound)
-                    every = cs.matched[kernels.best(bound(cs.matched, cs.matched_bm25), cs.matched, wide)]
-                    assert got.tolist() == every.tolist()
-                    narrowed += cs.matched.size > 4 * wide
-        assert narrowed >= 40  # (most questions had matches enough to narrow)
+            args = (list(counts), list(counts.values()), sum(counts.values()))
+            every = index.channel_scores(*args)
+            order = np.lexsort((every.matched, -every.matched_bm25))
+            for probe in (5, 60, 400, 1500):
+                cfg = m.config.model_copy(update={"meaning_word_probe": probe, "meaning_word_probe_from": 0})
+                calls.clear()
+                rank_index(index, index.channel_scores(*args), cfg, now=now, user=0, project=None, limit=50)
+                words_only = len(calls)
+                calls.clear()
+                cs = index.channel_scores(*args)
+                pool = rank_index(index, cs, cfg, now=now, user=0, project=None, limit=50, meaning=True).doc_ids
+                got, _ = _with_word_matches(index, cs, pool, query, -1.0, probe, np.empty(0, np.int64),
+                                            np.empty(0, np.float32))
+                beyond = every.matched[order][~np.isin(every.matched[order], pool)]
+                assert got.tolist() == sorted(beyond[:probe].tolist())
+                assert len(calls) <= words_only  # (no pass of its own)
+                narrowed += cs._every is None  # (the few summed, not every match)
+        assert narrowed >= 40  # (most questions had matches enough not to sum every one)

@@ -143,8 +143,8 @@ class RankingConfig(BaseModel):
     meaning_pool: int = Field(50, ge=0)
     # In a store of `meaning_word_probe_from` vectors or more (searched by cells, which miss more
     # the more there are), the word matches beyond that pool whose cosines are worked out
-    # exactly: the best this many by BM25 of the most promising (-1: every one), so that a word
-    # match close in meaning is found whichever cell holds it.
+    # exactly: the best this many by BM25 (-1: every one), so that a word match close in meaning
+    # is found whichever cell holds it.
     meaning_word_probe: int = Field(1024, ge=-1)
     meaning_word_probe_from: int = Field(500_000, ge=0)
     # Only real matches: a word match under `word_floor` relevance that holds under
@@ -157,7 +157,7 @@ class RankingConfig(BaseModel):
 
     def word_probe(self, vectors: int) -> int:
         """How many word matches beyond the meaning pool have their cosines worked out exactly
-        in a store of this many vectors (0: none; -1: every promising one)."""
+        in a store of this many vectors (0: none; -1: every one)."""
         return self.meaning_word_probe if vectors >= self.meaning_word_probe_from else 0
 
     @property

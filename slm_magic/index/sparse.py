@@ -530,10 +530,6 @@ class ChannelScores:
     idf_total: float = 0.0
     idf_max: float = 0.0   # BM25 idf of a term one memory has (see ranking.bm25_relevance)
     grams: tuple = (np.empty(0, np.int64), np.empty(0), 0.0)  # the query's gram hashes, weights, norm
-    # The word matches the ranking found most promising by their bound (a big store's; None:
-    # it scored every match): where the meaning channel looks for close word matches beyond its
-    # pool. May be given as a function that works them out: only that channel reads them.
-    _promising: np.ndarray | Callable[[], np.ndarray] | None = None
     words: dict = field(default_factory=dict)  # term hash -> query word (set by the caller; for features)
     # Sums worked out so far: every match's, once read; and the widest few asked for (docs,
     # their BM25, the BM25 from which on they hold every match), so none is summed twice.
@@ -563,11 +559,17 @@ class ChannelScores:
                                               self.size) if self.term_docs else (np.empty(0, np.int64), np.empty(0)))
         return self._every
 
+    def hold_best(self, k: int) -> None:
+        """The k best summed now unless held already: one pass over the postings then serves
+        every later ask for as many or fewer (a pass costs the same whatever k). The few held are
+        the best (a tie to the lower memory) of every match: any k of them as many are the best k."""
+        if self._every is None and (self._some is None or self._some[0].size < k):
+            self._sums(k=k)
+
     def best_bm25(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k matches with the most BM25 (a tie to the lower memory; all of them if fewer),
         ascending, and their BM25."""
-        if self._every is None and (self._some is None or np.count_nonzero(self._some[1] >= self._some[2]) < k):
-            self._sums(k=k)
+        self.hold_best(k)
         docs, raw = self._every or self._some[:2]
         if k < docs.size:
             at = np.sort(kernels.best(raw, docs, k))
@@ -615,16 +617,6 @@ class ChannelScores:
         if callable(self._dot):
             self._dot = self._dot()
         return self._dot
-
-    @property
-    def promising(self) -> np.ndarray | None:
-        if callable(self._promising):
-            self._promising = self._promising()
-        return self._promising
-
-    @promising.setter
-    def promising(self, value: np.ndarray | Callable[[], np.ndarray] | None) -> None:
-        self._promising = value
 
     def coverage(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per document: the share of the query's terms it contains, plain and idf-weighted.

@@ -21,7 +21,7 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
                meaning: bool = False) -> Ranked:
     """Rank the live memories of one user (and project) that match the query; with an age
     gate, also count the matching memories older than it (for the user to see). `meaning`:
-    the meaning channel will look among the most promising word matches (`cs.promising`)."""
+    the meaning channel will read the word matches with the most BM25 (its word probe)."""
     older = 0
     if updated_after is not None and cs.has_matches:  # (every match is summed for the count; the ranking reads those)
         t = index.docs
@@ -165,13 +165,13 @@ def _rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, no
         def floor_of(theta: float) -> float:
             return _raw_floor(theta, cs.idf_max, cfg, cmax, static)
 
-        wide = max(4 * k + 64, cfg.word_probe(index.vectors.live))
-        if meaning:  # (its word probe reads every match's sum: summed once, here, the few read from them)
+        probe = cfg.word_probe(index.vectors.live) if meaning else 0
+        if probe < 0:  # (the meaning channel's word probe reads every match)
             cs.every_match()
+        elif probe:  # (or the best by BM25 beyond the pool: summed in the pass that finds the bar's few)
+            cs.hold_best(max(probe + limit, 4 * k + 64))
         cand, raw = _can_reach(t, cs, k, floor_of, bound, lambda c, r: exact(c, r)[0], only_user, project, kind,
                                type_code)
-        # (the meaning channel's word probe, worked out only if it runs)
-        cs.promising = lambda: _best_by_bound(cs, wide, floor_of, bound)
     else:
         cand, raw = cs.matched, cs.matched_bm25
     keep = passes(t, cand, only_user, project, kind, type_code)
@@ -236,28 +236,6 @@ def _can_reach(t, cs: ChannelScores, k: int, floor_of, bound, exact_score, *filt
     near, raw = cs.bm25_at_least(floor_of(theta))
     reach = bound(near, raw) >= theta
     return near[reach], raw[reach]
-
-
-def _best_by_bound(cs: ChannelScores, wide: int, floor_of, bound) -> np.ndarray:
-    """The `wide` matches with the best bounds (best first, a tie to the lower doc id), bounds
-    worked out for few: the wide-th best bound among some matches with much BM25 (about
-    4·wide, found by a sample's quantile) is a bar the wide best all reach, and only the
-    matches with BM25 enough to reach it (`_raw_floor`) can be among them. Every match's sum
-    is read: the bar needs many matches, and finding the 4·wide best sums costs more than
-    summing them all."""
-    own, raw = cs.matched, cs.matched_bm25
-    if own.size > 16 * wide:
-        stride = max(1, wide // 8)
-        sample = raw[::stride]
-        above = max(1, (4 * wide) // stride)
-        some = np.flatnonzero(raw >= np.partition(sample, sample.size - above)[sample.size - above])
-        if some.size >= wide:
-            b = bound(own[some], raw[some])
-            bar = float(np.partition(b, b.size - wide)[b.size - wide])
-            if np.isfinite(bar):
-                near, near_raw = cs.bm25_at_least(floor_of(bar - 1e-12))
-                return near[kernels.best(bound(near, near_raw), near, wide)]
-    return own[kernels.best(bound(own, raw), own, wide)]
 
 
 def _raw_floor(theta: float, idf_max: float, cfg: RankingConfig, cmax: float, static: float) -> float:

@@ -96,14 +96,16 @@ def fuse_meaning(both: Ranked, cos: np.ndarray, mu: float, sd: float, need: floa
 
 def _with_word_matches(index: SparseIndex, cs: ChannelScores, pool: np.ndarray, query: np.ndarray, cutoff: float,
                        probe: int, pick: np.ndarray, near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The cells' nearest memories and the word matches beyond the pool (the best `probe` by
-    BM25 among those the ranking found most promising, every one for -1) whose exact cosine
-    reaches the cutoff, each once."""
-    own = cs.promising if cs.promising is not None else cs.matched
+    """The cells' nearest memories and the word matches beyond the pool (the `probe` with the
+    most BM25, a tie to the lower memory; every one for -1) whose exact cosine reaches the
+    cutoff, each once. (The best by BM25 come from the pass over the postings that ranked the
+    words: no match beyond them is summed.)"""
+    own, raw = cs.every_match() if probe < 0 else cs.best_bm25(probe + pool.size)
     if pool.size:
-        own = own[~locate(np.sort(pool), own)[1]]
+        out = ~locate(np.sort(pool), own)[1]
+        own, raw = own[out], raw[out]
     if 0 < probe < own.size:
-        own = own[kernels.best(cs.bm25_of(own), own, probe)]  # (ties to the lower doc id)
+        own = own[kernels.best(raw, own, probe)]
     cos = index.vectors.cosine(own, query)
     hit = cos >= cutoff
     if not hit.any():
