@@ -51,7 +51,15 @@ def base_package(rev: str, into: Path) -> str:
 
 def answers(result, by_content: bool = False) -> list[tuple[str, float]]:
     """Each memory (by id; by its text where two imports gave the same notes other ids) and its score."""
-    return [(m.fact.content if by_content else m.fact.fact_id, round(m.score.value, 9)) for m in result.memories]
+    return [(m.fact.content if by_content else m.fact.fact_id, m.score.value) for m in result.memories]
+
+
+def agree(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> tuple[bool, bool, float]:
+    """(the same memories and scores to nine decimals, the same memories in the same order, the
+    largest difference of a score where the memories are the same)."""
+    order = [m for m, _ in a] == [m for m, _ in b]
+    gap = max((abs(x - y) for (_, x), (_, y) in zip(a, b)), default=0.0) if order else 0.0
+    return order and all(round(x, 9) == round(y, 9) for (_, x), (_, y) in zip(a, b)), order, gap
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             for mem in engines.values():
                 mem.recall(q, limit=10)
         lat = {(k, way): [] for k in engines for way in ("meaning", "words")}
-        same = 0
+        same = ordered = 0
+        gap = 0.0
         for i, q in enumerate(queries[20:]):
             got = {}
             for k in (("base", "this") if i % 2 else ("this", "base")):
@@ -105,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                     lat[(k, "words")].append((time.perf_counter() - t0) * 1000)
                 finally:
                     mem.meaning = model
-            same += got["base"] == got["this"]
+            exact, in_order, most = agree(got["base"], got["this"])
+            same, ordered, gap = same + exact, ordered + in_order, max(gap, most)
         for mem in engines.values():
             mem.close()
     base_compiled = getattr(getattr(getattr(base, "core", None), "kernels", None), "COMPILED", False)
@@ -120,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         on = statistics.median(lat[(k, "meaning")])
         print(f"  {name}: {on:.3f} / {off:.3f} ms ({on / off:.2f}x, the channel {on - off:.3f} ms), "
               f"p95 by words {p95:.3f} ms")
-    print(f"same answers (memories and scores to nine decimals): {same} of {args.questions}")
+    print(f"same answers (memories and scores to nine decimals): {same} of {args.questions}; the same memories "
+          f"in the same order: {ordered}, their scores at most {gap:.1e} apart")
     return 0
 
 

@@ -229,3 +229,37 @@ def test_the_3gram_dot_products_are_numpys_to_the_last_bit(by_numpy):
     with pytest.raises(IndexError, match="outside"):
         kernels._kernels.gram_dots(np.array([n_docs]), store.start, store.stop, store.base_gram, store.base_w,
                                    store.gram_buf, store.w_buf, base_used, query_ids, query_w, np.empty(1))
+
+
+@compiled
+def test_the_meaning_channel_s_dot_products_are_numpys_to_the_last_bit(by_numpy, tmp_path):
+    """Rows by runs (a cell's rows, the newest) and by slot (memories asked for), rows of 256
+    numbers and of lengths with a tail past the last 32; rows in a read-only map (a saved
+    index's); close to BLAS's products, and out-of-range rows or a wrong shape refused."""
+    rng = np.random.default_rng(17)
+    for d in (256, 384, 37, 5):
+        data = rng.standard_normal((500, d)).astype(np.float32)
+        data /= np.linalg.norm(data, axis=1, keepdims=True)
+        query = data[3] + 0.1 * rng.standard_normal(d).astype(np.float32)
+        first = np.array([0, 40, 40, 300, 499], np.int64)
+        length = np.array([10, 0, 100, 150, 1], np.int64)
+        slots = rng.integers(0, 500, 60).astype(np.int64)
+        for args in ((first, length), (slots,), (np.empty(0, np.int64),)):
+            got = kernels.dots(data, query, *args)
+            ref = by_numpy(kernels.dots, data, query, *args)
+            assert got.dtype == np.float32 and got.tobytes() == ref.tobytes()
+        rows = np.concatenate([np.arange(a, a + n) for a, n in zip(first, length)])
+        assert np.allclose(kernels.dots(data, query, first, length), data[rows] @ query, atol=1e-5)
+    path = tmp_path / "rows.f32"
+    data.tofile(path)
+    mapped = np.memmap(path, dtype=np.float32, mode="r", shape=data.shape)
+    assert kernels.dots(mapped, query, slots).tobytes() == kernels.dots(data, query, slots).tobytes()
+    out = np.empty(1, np.float32)
+    with pytest.raises(IndexError, match="outside"):
+        kernels._kernels.dots(data, np.array([500], np.int64), None, query, out)
+    with pytest.raises(IndexError, match="outside"):
+        kernels._kernels.dots(data, np.array([490], np.int64), np.array([11], np.int64), query, out)
+    with pytest.raises(ValueError, match="two-dimensional float32"):
+        kernels._kernels.dots(data[:, :4].copy(), np.array([0], np.int64), None, query, out)
+    with pytest.raises(ValueError, match="fewer"):
+        kernels._kernels.dots(data, np.array([0, 1], np.int64), None, query, out)

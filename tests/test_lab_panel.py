@@ -131,7 +131,7 @@ def test_the_memory_panel(tmp_path):
         context = browser.new_context(viewport={"width": 1400, "height": 900})
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=srv.base)
         page = context.new_page()
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("pageerror", lambda e: errors.append(str(e)) if not _lab_closing(str(e)) else None)
         page.goto(f"{srv.base}/lab/workspaces/panel?reset&token={srv.token}")
         tab = page.locator(".jp-SideBar .lm-TabBar-tab[data-id='slm-memory-panel']")
         tab.click(timeout=90_000)
@@ -325,6 +325,13 @@ def test_the_memory_panel(tmp_path):
         page.screenshot(path=str(SHOTS / "lab-dark.png"))
         browser.close()
     assert errors == [], errors
+
+
+def _lab_closing(error: str) -> bool:
+    """JupyterLab's own rejection when a notebook closes while its kernel connection still waits
+    for a subshell it asked the kernel for (JupyterLab 4.6 with ipykernel 7): it comes or not by
+    the timing of `_close_all`, from JupyterLab's code, not the panel's."""
+    return error.startswith("Error: Canceled future for create_subshell_request message")
 
 
 def _close_all(page) -> None:

@@ -587,12 +587,110 @@ fail:
     return NULL;
 }
 
+/* Wide vectors where the CPU has them: a copy of the function for AVX2 and one for any x86-64,
+ * chosen when the module loads (GCC on Linux; elsewhere the one plain build). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define WIDE __attribute__((target_clones("avx2", "default")))
+#else
+#define WIDE
+#endif
+#if defined(__GNUC__)  /* (what a WIDE function calls is built into each of its copies) */
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define INLINE static inline
+#endif
+
+/* One row's dot product with the query in one fixed order: lane k % 32 of 32 float32 partial
+ * sums takes x[k]·q[k] in turn (a tail past the last 32 goes to lanes 0, 1, ...); lane l < 8
+ * then adds lanes l + 8, l + 16 and l + 24 as (l + (l + 8)) + ((l + 16) + (l + 24)), and those
+ * eight are added pairwise. (Four vector registers of partial sums: a cell's rows stream at
+ * the memory's speed, where one register waited on its own additions.) Wide or narrow, and
+ * numpy's loop in core/kernels.py, add in this order: a cosine is the same to the last bit
+ * wherever it is worked out. */
+INLINE float row_dot(const float *x, const float *q, Py_ssize_t d) {
+    float s[32] = {0};
+    Py_ssize_t k = 0;
+#if defined(__GNUC__)  /* (the same sums in four registers of eight: the lanes' order is the loop's below) */
+    typedef float v8 __attribute__((vector_size(32), aligned(4), may_alias));
+    v8 a = {0}, b = {0}, c = {0}, e = {0};
+    for (; k + 32 <= d; k += 32) {
+        a += *(const v8 *)(x + k) * *(const v8 *)(q + k);
+        b += *(const v8 *)(x + k + 8) * *(const v8 *)(q + k + 8);
+        c += *(const v8 *)(x + k + 16) * *(const v8 *)(q + k + 16);
+        e += *(const v8 *)(x + k + 24) * *(const v8 *)(q + k + 24);
+    }
+    memcpy(s, &a, sizeof a);
+    memcpy(s + 8, &b, sizeof b);
+    memcpy(s + 16, &c, sizeof c);
+    memcpy(s + 24, &e, sizeof e);
+#else
+    for (; k + 32 <= d; k += 32)
+        for (int l = 0; l < 32; l++) s[l] += x[k + l] * q[k + l];
+#endif
+    for (int l = 0; k < d; k++, l++) s[l] += x[k] * q[k];
+    for (int l = 0; l < 8; l++) s[l] = (s[l] + s[l + 8]) + (s[l + 16] + s[l + 24]);
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+WIDE static void runs_dots(const float *data, Py_ssize_t d, const int64_t *first, const int64_t *len,
+                           Py_ssize_t runs, const float *q, float *out) {
+    for (Py_ssize_t r = 0; r < runs; r++) {
+        const float *x = data + first[r] * d;
+        for (int64_t i = 0, n = len ? len[r] : 1; i < n; i++, x += d) *out++ = row_dot(x, q, d);
+    }
+}
+
+/* dots(data, first, len, query, out) -> None: the dot products with query (float32, d) of rows
+ * of data (float32, C-ordered rows of d, read-only is fine), run after run: rows first[r] ..
+ * first[r] + len[r] − 1 (int64; len None: one row each), into out (float32) in that order. The
+ * meaning channel's cosines: a cell's rows read straight through, or a few rows by slot,
+ * without copying them out first. */
+static PyObject *dots(PyObject *self, PyObject *args) {
+    PyObject *data_obj, *first_obj, *len_obj, *q_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOOOO", &data_obj, &first_obj, &len_obj, &q_obj, &out_obj)) return NULL;
+    Buf data = {0}, first = {0}, len = {0}, q = {0}, out = {0};
+    int has_len = len_obj != Py_None;
+    const char *error = NULL;
+    if (PyObject_GetBuffer(data_obj, &data.view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    data.held = 1;
+    if (take(first_obj, &first, 0, 'q') < 0 || (has_len && take(len_obj, &len, 0, 'q') < 0)
+        || take(q_obj, &q, 0, 'f') < 0 || take(out_obj, &out, 1, 'f') < 0)
+        goto fail;
+    const char *fmt = data.view.format ? data.view.format : "B";
+    Py_ssize_t d = count(&q, 4), runs = count(&first, 8);
+    if (data.view.ndim != 2 || (fmt[0] != 'f' && !(strchr("@=<", fmt[0]) && fmt[1] == 'f'))
+        || data.view.shape[1] != d) {
+        error = "data must be a two-dimensional float32 array with rows as long as the query";
+        goto fail;
+    }
+    if (has_len && count(&len, 8) != runs) { error = "first and len differ in length"; goto fail; }
+    const int64_t *f = first.view.buf, *l = has_len ? len.view.buf : NULL;
+    Py_ssize_t rows = data.view.shape[0], total = 0;
+    for (Py_ssize_t r = 0; r < runs; r++) {
+        int64_t n = l ? l[r] : 1;
+        if (f[r] < 0 || n < 0 || f[r] + n > rows) {
+            PyErr_SetString(PyExc_IndexError, "a row is outside the data");
+            goto fail;
+        }
+        total += n;
+    }
+    if (count(&out, 4) < total) { error = "out holds fewer than the rows asked for"; goto fail; }
+    runs_dots(data.view.buf, d, f, l, runs, q.view.buf, out.view.buf);
+    give(&data); give(&first); give(&len); give(&q); give(&out);
+    Py_RETURN_NONE;
+fail:
+    if (error) PyErr_SetString(PyExc_ValueError, error);
+    give(&data); give(&first); give(&len); give(&q); give(&out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"best_sums", best_sums, METH_VARARGS, "The memories whose BM25 reaches a floor, or the k best; the rest never written out."},
     {"sums_at", sums_at, METH_VARARGS, "The BM25 of some memories, each summed as the blocks sum it."},
     {"bounds", bounds, METH_VARARGS, "Each match's score bound (fusion._bounds)."},
     {"best", best, METH_VARARGS, "The positions of the highest values, ties to the lower id, best first."},
     {"gram_dots", gram_dots, METH_VARARGS, "The 3-gram channel's dot products of some memories with the query."},
+    {"dots", dots, METH_VARARGS, "Rows' dot products with a query (the meaning channel's cosines), in one fixed order."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,8 +1,9 @@
 """A recall's loops over every match, compiled (core/_kernels.c) where the package was
 built with a C compiler, else in numpy: the postings summed per memory (every match, or the
 best few and those over a floor, which only the kernel finds without writing every match
-out), each match's score bound, the best few by a value, the 3-gram channel's dot products. Both give the same sums
-and the same choice among ties to the last bit, and bounds within 1e-15 of each other
+out), each match's score bound, the best few by a value, the 3-gram channel's dot products,
+the meaning channel's cosines. Both give the same sums, cosines and choice among ties to the
+last bit, and bounds within 1e-15 of each other
 (tests/test_compiled_kernel.py); numpy needs a pass over every match, and often over every
 memory, for each step of a loop that the kernel does in one."""
 
@@ -124,6 +125,40 @@ def best(values: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
         some = np.flatnonzero(values >= np.partition(values, values.size - k)[values.size - k])
         return some[np.lexsort((ids[some], -values[some]))][:k]
     return np.lexsort((ids, -values))[:k]
+
+
+def dots(data: np.ndarray, query: np.ndarray, first: np.ndarray, length: np.ndarray | None = None) -> np.ndarray:
+    """The dot products with `query` (float32) of rows of `data` (float32, rows as long as the
+    query), float32, run after run: rows first[i] .. first[i] + length[i] − 1 (int64; `length`
+    None: one row each). Each is summed in one order, the kernel's and numpy's alike: lane
+    k % 32 of 32 partial sums takes x[k]·q[k] in turn, lane l < 8 then adds lanes l + 8, l + 16
+    and l + 24, and those eight are added pairwise; a cosine is then the same on every machine,
+    where BLAS picks its order by the CPU."""
+    query = np.ascontiguousarray(query, dtype=np.float32)
+    first = np.ascontiguousarray(first, dtype=np.int64)
+    length = None if length is None else np.ascontiguousarray(length, dtype=np.int64)
+    if _kernels is not None:
+        out = np.empty(int(first.size if length is None else length.sum()), np.float32)
+        _kernels.dots(data, first, length, query, out)
+        return out
+    if length is None:
+        return _row_dots(data[first], query)
+    # (the runs' rows copied into one array: a few numpy calls per row of 32 lanes, not per run)
+    runs = [data[a: a + n] for a, n in zip(first.tolist(), length.tolist())]
+    return _row_dots(np.concatenate(runs) if runs else data[:0], query)
+
+
+def _row_dots(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """`dots` of some rows, in numpy: the kernel's 32 lanes as 32 columns of the products,
+    each next 32 added in turn."""
+    n, d = rows.shape
+    prod = rows * query
+    s = np.zeros((n, 32), np.float32)
+    for k in range(0, d - d % 32, 32):
+        np.add(s, prod[:, k: k + 32], out=s)
+    s[:, : d % 32] += prod[:, d - d % 32:]
+    s = (s[:, :8] + s[:, 8:16]) + (s[:, 16:24] + s[:, 24:])
+    return ((s[:, 0] + s[:, 1]) + (s[:, 2] + s[:, 3])) + ((s[:, 4] + s[:, 5]) + (s[:, 6] + s[:, 7]))
 
 
 def gram_dots(docs: np.ndarray, store, query_ids: np.ndarray, query_w: np.ndarray) -> np.ndarray:

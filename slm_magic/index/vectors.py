@@ -9,18 +9,20 @@ question scans the newest rows and the cells whose centroids are nearest to it: 
 cells, at least 8 (RESULTS.md section 18 measures how often that changes a recall's top 10).
 Below EXACT vectors there are no cells and every row is read.
 
-A search is one contiguous float32 matrix-vector product per cell (BLAS): gathering rows by doc
-id instead costs ten times more. Rows are float32 for the same reason; the saved index maps
-them, so kernels on one file share the pages.
+A search reads each cell's rows straight through (core/kernels.dots: one pass, one fixed order
+of the sums, so a cosine is the same on every machine); the few rows asked for by memory are
+read in place, not copied out first. Rows are float32; the saved index maps them, so kernels
+on one file share the pages.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 
 import numpy as np
 import scipy.sparse as sp
+
+from ..core import kernels
 
 
 class VectorStore:
@@ -151,7 +153,7 @@ class VectorStore:
         s[inside] = self.slot[doc_ids[inside]]
         out = np.zeros(doc_ids.size)
         if (s >= 0).any():
-            out[s >= 0] = self.data[s[s >= 0]] @ query
+            out[s >= 0] = kernels.dots(self.data, query, s[s >= 0])
         return out
 
     def background(self, query: np.ndarray, alive: np.ndarray) -> tuple[int, float, float]:
@@ -175,25 +177,20 @@ class VectorStore:
 
     def nearest(self, query: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
         """Memories whose cosine with the query is at least `cutoff`, with those cosines: every
-        row when there are no cells, else the newest rows and the nearest cells'. (Each span's
-        product goes into one buffer: a question's rows are few, its spans' overheads are not.)"""
+        row when there are no cells, else the newest rows and the nearest cells'."""
         query = np.asarray(query, np.float32)
         k = self.centroids.shape[0]
-        spans = [(0, self.used)]
+        first, stop = np.array([0]), np.array([self.used])
         if k:
             probes = min(k, max(self.PROBE_MIN, int(np.ceil(k * self.PROBE_SHARE))))
-            cells = np.argpartition(-(self.centroids @ query), probes - 1)[:probes]
-            cells.sort()
-            spans = [*zip(self.starts[cells].tolist(), self.starts[cells + 1].tolist()), (self.packed, self.used)]
-        spans = [(a, b) for a, b in spans if b > a]  # (a handful: plain lists cost less than arrays)
-        place = list(itertools.accumulate((b - a for a, b in spans), initial=0))  # (each span's in the buffer)
-        cos = np.empty(place[-1], np.float32)
-        for (a, b), p in zip(spans, place):
-            np.matmul(self.data[a:b], query, out=cos[p: p + b - a])
+            cells = np.sort(np.argpartition(-(self.centroids @ query), probes - 1)[:probes])
+            first = np.append(self.starts[cells], self.packed)
+            stop = np.append(self.starts[cells + 1], self.used)
+        cos = kernels.dots(self.data, query, first, stop - first)
         hit = np.flatnonzero(cos >= cutoff)
-        first, place = np.array([a for a, _ in spans], np.int64), np.array(place, np.int64)
-        span = np.searchsorted(place, hit, side="right") - 1
-        docs = self.owner[first[span] + hit - place[span]]
+        place = np.cumsum(stop - first) - (stop - first)  # (where each run's cosines start)
+        run = np.searchsorted(place, hit, side="right") - 1
+        docs = self.owner[first[run] + hit - place[run]]
         live = docs >= 0
         return docs[live], cos[hit][live]
 
