@@ -263,3 +263,36 @@ def test_the_meaning_channel_s_dot_products_are_numpys_to_the_last_bit(by_numpy,
         kernels._kernels.dots(data[:, :4].copy(), np.array([0], np.int64), None, query, out)
     with pytest.raises(ValueError, match="fewer"):
         kernels._kernels.dots(data, np.array([0, 1], np.int64), None, query, out)
+
+
+@compiled
+def test_the_codes_bound_every_row_and_bad_arrays_are_refused():
+    """A row is passed over by its int8 codes only when its float32 cosine is below the cutoff,
+    for rows of 256 and of 37 numbers (a tail past the last 16), rows with a zero row among
+    them; and arrays of the wrong kind or rows outside the codes are refused."""
+    if not kernels.CODES:
+        pytest.skip("this CPU reads the float32 rows")
+    rng = np.random.default_rng(23)
+    for d in (256, 37):
+        x = rng.standard_normal((2_000, d)).astype(np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        x[11] = 0.0
+        coded = kernels.quantize(x)
+        for _ in range(20):
+            q = x[int(rng.integers(0, 2_000))] + 0.4 * rng.standard_normal(d).astype(np.float32)
+            q /= np.linalg.norm(q)
+            first, length = np.array([0, 700], np.int64), np.array([500, 1_300], np.int64)
+            cos = kernels.dots(x, q, first, length)
+            slots = np.concatenate([np.arange(0, 500), np.arange(700, 2_000)])
+            for cutoff in np.sort(cos)[[-1, -3, -30, -300]]:
+                got = set(kernels.near_codes(coded, q, first, length, float(cutoff)).tolist())
+                assert set(slots[cos >= cutoff].tolist()) <= got
+    codes, scale, a, b = coded
+    q8 = np.zeros(d, np.int8)
+    out = np.empty(10, np.int64)
+    with pytest.raises(IndexError, match="outside"):
+        kernels._kernels.near_codes(codes, scale, a, b, np.array([1_995]), np.array([10]), q8, 1.0, 0.0, 1.0, 0.0, out)
+    with pytest.raises(ValueError, match="as long"):
+        kernels._kernels.near_codes(codes, scale, a, b, np.array([0]), np.array([1]), q8[:5], 1.0, 0.0, 1.0, 0.0, out)
+    with pytest.raises(ValueError, match="int8 rows"):
+        kernels._kernels.quantize(x, np.empty((5, d), np.int16), scale, a, b)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from slm_magic import Memory
+from slm_magic.core import kernels
 from slm_magic.index.vectors import VectorStore
 
 from test_meaning import FINDINGS, OTHER_WORDS
@@ -132,6 +133,67 @@ def test_a_memory_with_cells_finds_other_words_keeps_its_cells_in_the_saved_inde
     assert not rows.any()  # the forgotten memory's vector is not in the saved file
     assert v3.live == third.index.n_live == 3_004
     third.close()
+
+
+codes = pytest.mark.skipif(not kernels.CODES, reason="this build or CPU reads the float32 rows, not int8 codes")
+
+
+@codes
+def test_the_cells_read_by_their_codes_find_exactly_what_their_float_rows_find(small_cells):
+    """The grouped rows' int8 codes only pass over rows that cannot reach the cutoff: the same
+    memories with the same cosines as reading every float32 row of the cells, at every cutoff,
+    with replaced, forgotten and newest rows about; and far fewer rows' floats read."""
+    x = clustered(9_000, dims=256, seed=4)
+    vs = VectorStore(256, "m")
+    vs.put(np.arange(8_000), x[:8_000])
+    vs.settle()
+    assert vs.coded is not None and vs.coded[0].shape == (vs.packed, 256)
+    vs.put(np.arange(8_000, 9_000), x[8_000:])  # (newest: read as float32 rows)
+    vs.put(np.array([5]), -x[5:6])
+    vs.drop(np.arange(10, 400))
+    coded, read, rows = vs.coded, [], 0
+    real = kernels.dots
+
+    def counted(data, query, first, length=None):
+        read.append(first.size if length is None else int(length.sum()))
+        return real(data, query, first, length)
+
+    checked = 0
+    for d in range(0, 9_000, 450):
+        vs.coded = None
+        near = np.sort(vs.nearest(x[d], 0.0)[1])[::-1]
+        # (cutoffs at rows' own cosines: the row at each is found only if the codes never round it away)
+        for cutoff in (0.2, 0.5, *near[[5, 20, 80, 200]].tolist()):
+            vs.coded = coded
+            read.clear()
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(kernels, "dots", counted)
+                got = vs.nearest(x[d], cutoff)
+            by_codes = sum(read)
+            vs.coded = None
+            want = vs.nearest(x[d], cutoff)
+            assert got[0].tolist() == want[0].tolist() and got[1].tobytes() == want[1].tobytes()
+            rows += by_codes
+            checked += want[0].size
+    assert checked > 1_000  # (many rows reached their cutoffs)
+    assert rows < 0.5 * 20 * 6 * vs.packed  # (the codes passed over most rows the cells hold)
+
+
+@codes
+def test_the_codes_are_saved_and_mapped_with_the_index(tmp_path, small_cells):
+    db = str(tmp_path / "m.duckdb")
+    with Memory(db) as first:
+        first.remember_many([{"content": f"note {i} about the weekly sales of region {i % 7} in shop {i % 91}"}
+                             for i in range(3_000)])
+        vs = first.index.vectors
+        assert vs.coded is not None and vs.coded[0].shape[0] == vs.packed
+        first.save_index()
+        before = [part.copy() for part in vs.coded]
+    with Memory(db) as second:
+        got = second.index.vectors.coded
+        assert second.replica.source == "saved index" and got is not None
+        assert all(np.array_equal(a, b) for a, b in zip(got, before))
+        assert not got[0].flags.owndata  # (mapped from the file, shared by every kernel on it)
 
 
 def stored(db: str) -> list[tuple]:

@@ -594,6 +594,10 @@ fail:
 #else
 #define WIDE
 #endif
+/* What a cosine worked out in float32 (`row_dot`, a unit row and question of up to a few
+ * thousand numbers) can differ from the exact product by, and more: the codes' bound adds it. */
+#define NEAR_MARGIN 1e-4
+
 #if defined(__GNUC__)  /* (what a WIDE function calls is built into each of its copies) */
 #define INLINE static inline __attribute__((always_inline))
 #else
@@ -684,6 +688,167 @@ fail:
     return NULL;
 }
 
+/* A row's int8 codes: each number over the row's scale (its largest magnitude / 127), rounded;
+ * what the codes leave out is bounded by `slack_a` (the row's norm plus the error's) and
+ * `slack_b` (the error's norm), both rounded up. */
+static void quantize_row(const float *x, Py_ssize_t d, int8_t *c, float *scale, float *slack_a, float *slack_b) {
+    float m = 0.0f;
+    for (Py_ssize_t k = 0; k < d; k++) m = fabsf(x[k]) > m ? fabsf(x[k]) : m;
+    double err = 0.0, norm = 0.0;
+    float s = m / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
+    for (Py_ssize_t k = 0; k < d; k++) {
+        float y = x[k] * inv;  /* (the codes need not be the nearest: the slacks measure the ones made) */
+        int v = (int)(y + (y >= 0.0f ? 0.5f : -0.5f));
+        c[k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        double e = (double)x[k] - (double)s * c[k];
+        err += e * e;
+        norm += (double)x[k] * x[k];
+    }
+    err = sqrt(err);
+    *scale = s;
+    *slack_a = nextafterf((float)(sqrt(norm) + err), INFINITY);
+    *slack_b = nextafterf((float)err, INFINITY);
+}
+
+/* quantize(data, codes, scale, slack_a, slack_b) -> None: the codes of the first rows of data
+ * (float32 rows of d), as many as codes (int8, rows of d) has, and each row's scale and slacks
+ * (float32). */
+static PyObject *quantize(PyObject *self, PyObject *args) {
+    PyObject *o[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    Buf data = {0}, codes = {0}, v[3];
+    memset(v, 0, sizeof v);
+    const char *error = NULL;
+    if (PyObject_GetBuffer(o[0], &data.view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    data.held = 1;
+    if (PyObject_GetBuffer(o[1], &codes.view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) goto fail;
+    codes.held = 1;
+    for (int i = 0; i < 3; i++)
+        if (take(o[2 + i], &v[i], 1, 'f') < 0) goto fail;
+    const char *fd = data.view.format ? data.view.format : "B", *fc = codes.view.format ? codes.view.format : "B";
+    if (data.view.ndim != 2 || codes.view.ndim != 2 || (fd[0] != 'f' && !(strchr("@=<", fd[0]) && fd[1] == 'f'))
+        || (fc[0] != 'b' && !(strchr("@=<", fc[0]) && fc[1] == 'b')) || codes.view.shape[1] != data.view.shape[1]
+        || codes.view.shape[0] > data.view.shape[0]) {
+        error = "data must be float32 rows and codes int8 rows as long, no more of them";
+        goto fail;
+    }
+    Py_ssize_t n = codes.view.shape[0], d = data.view.shape[1];
+    for (int i = 0; i < 3; i++)
+        if (count(&v[i], 4) < n) { error = "scale and slacks hold fewer than the rows"; goto fail; }
+    const float *x = data.view.buf;
+    int8_t *c = codes.view.buf;
+    float *sc = v[0].view.buf, *sa = v[1].view.buf, *sb = v[2].view.buf;
+    for (Py_ssize_t r = 0; r < n; r++) quantize_row(x + r * d, d, c + r * d, sc + r, sa + r, sb + r);
+    give(&data); give(&codes); for (int i = 0; i < 3; i++) give(&v[i]);
+    Py_RETURN_NONE;
+fail:
+    if (error) PyErr_SetString(PyExc_ValueError, error);
+    give(&data); give(&codes); for (int i = 0; i < 3; i++) give(&v[i]);
+    return NULL;
+}
+
+/* The codes are read only where the CPU multiplies and adds sixteen int8 pairs at a time (AVX2,
+ * GCC or clang on x86-64): elsewhere one at a time costs more than the float32 rows'
+ * bytes save, and the float32 rows are read instead (kernels.quantize gives no codes). */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define CODES 1
+__attribute__((target("avx2"))) static Py_ssize_t runs_near_avx2(
+        const int8_t *codes, const float *scale, const float *sa, const float *sb, Py_ssize_t d, const int64_t *first,
+        const int64_t *len, Py_ssize_t runs, const int8_t *q, double q_scale, double q_err, double q_norm,
+        double cutoff, int64_t *out) {
+    Py_ssize_t found = 0;
+    for (Py_ssize_t r = 0; r < runs; r++)
+        for (int64_t i = first[r], end = first[r] + len[r]; i < end; i++) {
+            const int8_t *c = codes + i * d;
+            __m256i acc = _mm256_setzero_si256();
+            Py_ssize_t k = 0;
+            for (; k + 16 <= d; k += 16) {
+                __m256i a = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(c + k)));
+                __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + k)));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+            }
+            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+            int32_t dot = _mm_cvtsi128_si32(h);
+            for (; k < d; k++) dot += (int32_t)c[k] * q[k];
+            double near = (double)scale[i] * q_scale * dot;
+            if (near + (double)sa[i] * q_err + (double)sb[i] * q_norm + NEAR_MARGIN >= cutoff) out[found++] = i;
+        }
+    return found;
+}
+
+static int codes_fast(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+#else
+static int codes_fast(void) { return 0; }
+#endif
+
+/* near_codes(codes, scale, slack_a, slack_b, first, len, q, q_scale, q_err, q_norm, cutoff, out)
+ * -> how many: the rows of runs first[r] .. first[r] + len[r] − 1 (int64) whose cosine with the
+ * question can reach the cutoff, by their codes (int8 rows of d; scale and slacks float32 by
+ * row) and the question's (q int8 of d, its scale, the norm of what its codes leave out and its
+ * own norm), into out (int64), in order. A row is left out only when its codes' product plus
+ * the most the codes leave out (Cauchy-Schwarz on both sides, and NEAR_MARGIN for the float32
+ * sum that works out the cosine itself) is below the cutoff: every row whose cosine reaches it
+ * is among them. */
+static PyObject *near_codes(PyObject *self, PyObject *args) {
+    PyObject *o[8], *out_obj;
+    double q_scale, q_err, q_norm, cutoff;
+    if (!PyArg_ParseTuple(args, "OOOOOOOddddO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &q_scale, &q_err,
+                          &q_norm, &cutoff, &out_obj))
+        return NULL;
+    Buf codes = {0}, b[6], out = {0};
+    memset(b, 0, sizeof b);
+    Py_ssize_t found = -1;
+    const char *error = NULL;
+    if (PyObject_GetBuffer(o[0], &codes.view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    codes.held = 1;
+    const char kinds[6] = {'f', 'f', 'f', 'q', 'q', 0};
+    for (int i = 0; i < 5; i++)
+        if (take(o[1 + i], &b[i], 0, kinds[i]) < 0) goto fail;
+    if (PyObject_GetBuffer(o[6], &b[5].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto fail;
+    b[5].held = 1;
+    if (take(out_obj, &out, 1, 'q') < 0) goto fail;
+    const char *fc = codes.view.format ? codes.view.format : "B", *fq = b[5].view.format ? b[5].view.format : "B";
+    Py_ssize_t rows = codes.view.ndim == 2 ? codes.view.shape[0] : -1, d = codes.view.ndim == 2 ? codes.view.shape[1] : -1;
+    if (rows < 0 || (fc[0] != 'b' && !(strchr("@=<", fc[0]) && fc[1] == 'b')) || b[5].view.ndim != 1
+        || (fq[0] != 'b' && !(strchr("@=<", fq[0]) && fq[1] == 'b')) || b[5].view.len != d) {
+        error = "codes must be int8 rows and the question's codes as long as one";
+        goto fail;
+    }
+    Py_ssize_t runs = count(&b[3], 8), total = 0;
+    if (count(&b[4], 8) != runs) { error = "first and len differ in length"; goto fail; }
+    for (int i = 0; i < 3; i++)
+        if (count(&b[i], 4) < rows) { error = "scale and slacks hold fewer than the rows"; goto fail; }
+    const int64_t *f = b[3].view.buf, *l = b[4].view.buf;
+    for (Py_ssize_t r = 0; r < runs; r++) {
+        if (f[r] < 0 || l[r] < 0 || f[r] + l[r] > rows) {
+            PyErr_SetString(PyExc_IndexError, "a row is outside the codes");
+            goto fail;
+        }
+        total += l[r];
+    }
+    if (count(&out, 8) < total) { error = "out holds fewer than the rows asked for"; goto fail; }
+#ifdef CODES
+    if (codes_fast()) {
+        found = runs_near_avx2(codes.view.buf, b[0].view.buf, b[1].view.buf, b[2].view.buf, d, f, l, runs,
+                               b[5].view.buf, q_scale, q_err, q_norm, cutoff, out.view.buf);
+        goto fail;
+    }
+#endif
+    error = "this CPU reads no codes (kernels.codes_fast is False)";
+fail:
+    if (error) PyErr_SetString(PyExc_ValueError, error);
+    give(&codes); give(&out); for (int i = 0; i < 6; i++) give(&b[i]);
+    return found < 0 ? NULL : PyLong_FromSsize_t(found);
+}
+
+static PyObject *py_codes_fast(PyObject *self, PyObject *unused) { return PyBool_FromLong(codes_fast()); }
+
 static PyMethodDef methods[] = {
     {"best_sums", best_sums, METH_VARARGS, "The memories whose BM25 reaches a floor, or the k best; the rest never written out."},
     {"sums_at", sums_at, METH_VARARGS, "The BM25 of some memories, each summed as the blocks sum it."},
@@ -691,6 +856,9 @@ static PyMethodDef methods[] = {
     {"best", best, METH_VARARGS, "The positions of the highest values, ties to the lower id, best first."},
     {"gram_dots", gram_dots, METH_VARARGS, "The 3-gram channel's dot products of some memories with the query."},
     {"dots", dots, METH_VARARGS, "Rows' dot products with a query (the meaning channel's cosines), in one fixed order."},
+    {"quantize", quantize, METH_VARARGS, "Rows' int8 codes, each row's scale and what the codes leave out."},
+    {"codes_fast", py_codes_fast, METH_NOARGS, "Whether this CPU reads int8 codes faster than float32 rows."},
+    {"near_codes", near_codes, METH_VARARGS, "The rows whose cosine can reach a cutoff, by their int8 codes."},
     {NULL, NULL, 0, NULL},
 };
 

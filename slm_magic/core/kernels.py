@@ -2,8 +2,8 @@
 built with a C compiler, else in numpy: the postings summed per memory (every match, or the
 best few and those over a floor, which only the kernel finds without writing every match
 out), each match's score bound, the best few by a value, the 3-gram channel's dot products,
-the meaning channel's cosines. Both give the same sums, cosines and choice among ties to the
-last bit, and bounds within 1e-15 of each other
+the meaning channel's cosines (and, compiled only, the rows whose int8 codes say their cosine
+can reach a cutoff). Both give the same sums, cosines and choice among ties to the last bit, and bounds within 1e-15 of each other
 (tests/test_compiled_kernel.py); numpy needs a pass over every match, and often over every
 memory, for each step of a loop that the kernel does in one."""
 
@@ -29,6 +29,9 @@ BOUND_SLACK = 1e-12
 
 #: Whether the compiled kernel runs: built, and not turned off (the benchmarks say which ran).
 COMPILED = _kernels is not None
+#: Whether the meaning channel's rows are also kept as int8 codes (`quantize`): the kernel reads
+#: them sixteen at a time on this CPU (AVX2); elsewhere the float32 rows are read.
+CODES = COMPILED and bool(_kernels.codes_fast())
 
 
 def accumulate(docs: Sequence[np.ndarray], tfs: Sequence[np.ndarray], weights: np.ndarray, norm: np.ndarray,
@@ -159,6 +162,41 @@ def _row_dots(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     s[:, : d % 32] += prod[:, d - d % 32:]
     s = (s[:, :8] + s[:, 8:16]) + (s[:, 16:24] + s[:, 24:])
     return ((s[:, 0] + s[:, 1]) + (s[:, 2] + s[:, 3])) + ((s[:, 4] + s[:, 5]) + (s[:, 6] + s[:, 7]))
+
+
+def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Each float32 row as int8 codes over its own scale (its largest magnitude / 127), with the
+    row's scale and two slacks that bound what the codes leave out (`near_codes`): (codes,
+    scale, slack_a, slack_b); None where they would not be read (`CODES`)."""
+    if not CODES:
+        return None
+    n, d = rows.shape
+    codes, scale = np.empty((n, d), np.int8), np.empty(n, np.float32)
+    slack_a, slack_b = np.empty(n, np.float32), np.empty(n, np.float32)
+    _kernels.quantize(np.ascontiguousarray(rows, dtype=np.float32), codes, scale, slack_a, slack_b)
+    return codes, scale, slack_a, slack_b
+
+
+def near_codes(coded: tuple, query: np.ndarray, first: np.ndarray, length: np.ndarray,
+               cutoff: float) -> np.ndarray | None:
+    """The rows of the runs (`dots`' first and length) whose cosine with `query` can reach
+    `cutoff`, by their codes (`quantize`'s four arrays): every row whose `dots` cosine reaches
+    it and some that fall short, ascending by run. A quarter of the bytes of the float32 rows;
+    the caller works out the few rows' cosines from those. None where the kernel does not run
+    or reads no codes on this CPU (the caller reads the float32 rows)."""
+    if _kernels is None or not CODES:
+        return None
+    q = np.asarray(query, dtype=np.float32)
+    top = float(np.abs(q).max()) if q.size else 0.0
+    q_scale = top / 127.0
+    q8 = np.clip(np.rint(q / q_scale), -127, 127).astype(np.int8) if top > 0 else np.zeros(q.size, np.int8)
+    q64 = q.astype(np.float64)
+    q_err = float(np.linalg.norm(q64 - q_scale * q8.astype(np.float64)))
+    first = np.ascontiguousarray(first, dtype=np.int64)
+    length = np.ascontiguousarray(length, dtype=np.int64)
+    out = np.empty(int(length.sum()), np.int64)
+    n = _kernels.near_codes(*coded, first, length, q8, q_scale, q_err, float(np.linalg.norm(q64)), float(cutoff), out)
+    return out[:n]
 
 
 def gram_dots(docs: np.ndarray, store, query_ids: np.ndarray, query_w: np.ndarray) -> np.ndarray:

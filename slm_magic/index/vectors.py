@@ -12,7 +12,10 @@ Below EXACT vectors there are no cells and every row is read.
 A search reads each cell's rows straight through (core/kernels.dots: one pass, one fixed order
 of the sums, so a cosine is the same on every machine); the few rows asked for by memory are
 read in place, not copied out first. Rows are float32; the saved index maps them, so kernels
-on one file share the pages.
+on one file share the pages. The grouped rows are also kept as int8 codes where the kernel
+reads them fast (AVX2): a question reads the codes, a quarter of the bytes, and the float32
+rows of only those whose codes say they can reach its cutoff (a bound, so the answer is the
+one every float32 row gives); the codes are saved and mapped with the rows.
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ class VectorStore:
         self.centroids = np.zeros((0, dims), dtype=np.float32)
         self.starts = np.zeros(1, dtype=np.int64)
         self.trained_at = 0  # vectors when the cells were trained
+        # The grouped rows as int8 codes (kernels.quantize: codes, scales, slacks): a question
+        # reads a quarter of the bytes and works out the cosines of the few rows whose codes say
+        # they can reach its cutoff (None: no cells, or no compiled kernel; the float32 rows).
+        self.coded: tuple | None = None
         self._held = 0
         self._sample: tuple | None = None  # (live count, doc ids, their rows' sum, their Gram matrix)
 
@@ -57,6 +64,8 @@ class VectorStore:
         out.data, out.slot, out.owner = a["vec.data"], a["vec.slot"], a["vec.owner"]
         out.centroids, out.starts = a["vec.centroids"], a["vec.starts"]
         out.used, out.packed, out.live, out.trained_at = (int(counts[k]) for k in ("used", "packed", "live", "trained_at"))
+        if "vec.codes" in a and a["vec.codes"].shape[0] == out.packed:  # (an index saved by a build with them)
+            out.coded = tuple(a[f"vec.{name}"] for name in ("codes", "code_scale", "code_a", "code_b"))
         return out
 
     @staticmethod
@@ -85,7 +94,7 @@ class VectorStore:
         forgotten memory has no slot and owns no row already: `drop`)."""
         return {"model": self.model, "dims": self.dims, "data": self.data, "used": self.used, "packed": self.packed,
                 "live": self.live, "owner": self.owner[: self.used].copy(), "slot": self.slot[:n].copy(),
-                "centroids": self.centroids, "starts": self.starts, "trained_at": self.trained_at}
+                "centroids": self.centroids, "starts": self.starts, "trained_at": self.trained_at, "coded": self.coded}
 
     def reset(self, dims: int, model: str | None) -> None:
         """Drop every vector (another model: its vectors are never compared with these)."""
@@ -186,6 +195,16 @@ class VectorStore:
             cells = np.sort(np.argpartition(-(self.centroids @ query), probes - 1)[:probes])
             first = np.append(self.starts[cells], self.packed)
             stop = np.append(self.starts[cells + 1], self.used)
+        few = None  # (the cells' rows by their codes, then the few that can reach the cutoff)
+        if k and self.coded is not None:
+            few = kernels.near_codes(self.coded, query, first[:-1], stop[:-1] - first[:-1], cutoff)
+        if few is not None:
+            slots = np.concatenate([few, np.arange(self.packed, self.used)])
+            cos = kernels.dots(self.data, query, slots)
+            hit = cos >= cutoff
+            docs = self.owner[slots[hit]]
+            live = docs >= 0
+            return docs[live], cos[hit][live]
         cos = kernels.dots(self.data, query, first, stop - first)
         hit = np.flatnonzero(cos >= cutoff)
         place = np.cumsum(stop - first) - (stop - first)  # (where each run's cosines start)
@@ -267,6 +286,7 @@ class VectorStore:
         self.slot[owner[: rows.size]] = np.arange(rows.size)
         self.data, self.owner, self.centroids, self.starts = data, owner, centroids, starts.astype(np.int64)
         self.used, self.packed = rows.size, rows.size if k else 0
+        self.coded = kernels.quantize(data[: rows.size]) if k else None
         self._sample = None
 
 
