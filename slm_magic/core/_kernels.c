@@ -809,39 +809,39 @@ static PyObject *near_codes(PyObject *self, PyObject *args) {
     codes.held = 1;
     const char kinds[6] = {'f', 'f', 'f', 'q', 'q', 0};
     for (int i = 0; i < 5; i++)
-        if (take(o[1 + i], &b[i], 0, kinds[i]) < 0) goto fail;
-    if (PyObject_GetBuffer(o[6], &b[5].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto fail;
+        if (take(o[1 + i], &b[i], 0, kinds[i]) < 0) goto done;
+    if (PyObject_GetBuffer(o[6], &b[5].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
     b[5].held = 1;
-    if (take(out_obj, &out, 1, 'q') < 0) goto fail;
+    if (take(out_obj, &out, 1, 'q') < 0) goto done;
     const char *fc = codes.view.format ? codes.view.format : "B", *fq = b[5].view.format ? b[5].view.format : "B";
     Py_ssize_t rows = codes.view.ndim == 2 ? codes.view.shape[0] : -1, d = codes.view.ndim == 2 ? codes.view.shape[1] : -1;
     if (rows < 0 || (fc[0] != 'b' && !(strchr("@=<", fc[0]) && fc[1] == 'b')) || b[5].view.ndim != 1
         || (fq[0] != 'b' && !(strchr("@=<", fq[0]) && fq[1] == 'b')) || b[5].view.len != d) {
         error = "codes must be int8 rows and the question's codes as long as one";
-        goto fail;
+        goto done;
     }
     Py_ssize_t runs = count(&b[3], 8), total = 0;
-    if (count(&b[4], 8) != runs) { error = "first and len differ in length"; goto fail; }
+    if (count(&b[4], 8) != runs) { error = "first and len differ in length"; goto done; }
     for (int i = 0; i < 3; i++)
-        if (count(&b[i], 4) < rows) { error = "scale and slacks hold fewer than the rows"; goto fail; }
+        if (count(&b[i], 4) < rows) { error = "scale and slacks hold fewer than the rows"; goto done; }
     const int64_t *f = b[3].view.buf, *l = b[4].view.buf;
     for (Py_ssize_t r = 0; r < runs; r++) {
         if (f[r] < 0 || l[r] < 0 || f[r] + l[r] > rows) {
             PyErr_SetString(PyExc_IndexError, "a row is outside the codes");
-            goto fail;
+            goto done;
         }
         total += l[r];
     }
-    if (count(&out, 8) < total) { error = "out holds fewer than the rows asked for"; goto fail; }
+    if (count(&out, 8) < total) { error = "out holds fewer than the rows asked for"; goto done; }
 #ifdef CODES
     if (codes_fast()) {
         found = runs_near_avx2(codes.view.buf, b[0].view.buf, b[1].view.buf, b[2].view.buf, d, f, l, runs,
                                b[5].view.buf, q_scale, q_err, q_norm, cutoff, out.view.buf);
-        goto fail;
+        goto done;
     }
 #endif
-    error = "this CPU reads no codes (kernels.codes_fast is False)";
-fail:
+    error = "this CPU reads no codes (kernels.CODES is False)";
+done:  /* (the rows found, or NULL with the exception set) */
     if (error) PyErr_SetString(PyExc_ValueError, error);
     give(&codes); give(&out); for (int i = 0; i < 6; i++) give(&b[i]);
     return found < 0 ? NULL : PyLong_FromSsize_t(found);
