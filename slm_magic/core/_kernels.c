@@ -21,28 +21,33 @@ typedef struct {
     int held;
 } Buf;
 
-/* A one-dimensional contiguous array of the kind `want` names: 'i' int32, 'q' int64, 'f'
- * float32, 'd' float64 (numpy's formats, with or without a byte-order mark). */
-static int take(PyObject *obj, Buf *b, int writable, char want) {
+/* A contiguous array of `ndim` dimensions (1, or 2: rows) of the kind `want` names: 'b' int8,
+ * 'i' int32, 'q' int64, 'f' float32, 'd' float64 (numpy's formats, with or without a
+ * byte-order mark). */
+static int take_dims(PyObject *obj, Buf *b, int writable, char want, int ndim) {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, &b->view, flags) < 0) return -1;
     b->held = 1;
     const char *fmt = b->view.format ? b->view.format : "B";
     char got = fmt[0] && strchr("@=<>!", fmt[0]) ? fmt[1] : fmt[0];
     Py_ssize_t size = b->view.itemsize;
-    int ok = b->view.ndim == 1
-             && ((want == 'd' && got == 'd') || (want == 'f' && got == 'f')
+    int ok = b->view.ndim == ndim
+             && ((want == 'd' && got == 'd') || (want == 'f' && got == 'f') || (want == 'b' && got == 'b')
                  || (want == 'i' && (got == 'i' || got == 'l') && size == 4)
                  || (want == 'q' && (got == 'q' || got == 'l') && size == 8));
     if (!ok) {
-        PyErr_Format(PyExc_TypeError, "expected a one-dimensional array of %s, got format '%s'",
-                     want == 'd' ? "float64" : want == 'f' ? "float32" : want == 'i' ? "int32" : "int64", fmt);
+        PyErr_Format(PyExc_TypeError, "expected a %s array of %s, got format '%s'",
+                     ndim == 1 ? "one-dimensional" : "two-dimensional",
+                     want == 'd' ? "float64" : want == 'f' ? "float32" : want == 'b' ? "int8"
+                     : want == 'i' ? "int32" : "int64", fmt);
         PyBuffer_Release(&b->view);
         b->held = 0;
         return -1;
     }
     return 0;
 }
+
+static int take(PyObject *obj, Buf *b, int writable, char want) { return take_dims(obj, b, writable, want, 1); }
 
 static void give(Buf *b) {
     if (b->held) PyBuffer_Release(&b->view);
@@ -644,6 +649,21 @@ WIDE static void runs_dots(const float *data, Py_ssize_t d, const int64_t *first
     }
 }
 
+/* How many rows the runs name (first[r] .. first[r] + len[r] − 1; len NULL: one row each), or
+ * -1 with an IndexError where one is outside the `rows` there are. */
+static Py_ssize_t rows_in_runs(const int64_t *first, const int64_t *len, Py_ssize_t runs, Py_ssize_t rows) {
+    Py_ssize_t total = 0;
+    for (Py_ssize_t r = 0; r < runs; r++) {
+        int64_t n = len ? len[r] : 1;
+        if (first[r] < 0 || n < 0 || first[r] + n > rows) {
+            PyErr_SetString(PyExc_IndexError, "a row is outside the array");
+            return -1;
+        }
+        total += n;
+    }
+    return total;
+}
+
 /* dots(data, first, len, query, out) -> None: the dot products with query (float32, d) of rows
  * of data (float32, C-ordered rows of d, read-only is fine), run after run: rows first[r] ..
  * first[r] + len[r] − 1 (int64; len None: one row each), into out (float32) in that order. The
@@ -655,29 +675,19 @@ static PyObject *dots(PyObject *self, PyObject *args) {
     Buf data = {0}, first = {0}, len = {0}, q = {0}, out = {0};
     int has_len = len_obj != Py_None;
     const char *error = NULL;
-    if (PyObject_GetBuffer(data_obj, &data.view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    data.held = 1;
-    if (take(first_obj, &first, 0, 'q') < 0 || (has_len && take(len_obj, &len, 0, 'q') < 0)
-        || take(q_obj, &q, 0, 'f') < 0 || take(out_obj, &out, 1, 'f') < 0)
+    if (take_dims(data_obj, &data, 0, 'f', 2) < 0 || take(first_obj, &first, 0, 'q') < 0
+        || (has_len && take(len_obj, &len, 0, 'q') < 0) || take(q_obj, &q, 0, 'f') < 0
+        || take(out_obj, &out, 1, 'f') < 0)
         goto fail;
-    const char *fmt = data.view.format ? data.view.format : "B";
     Py_ssize_t d = count(&q, 4), runs = count(&first, 8);
-    if (data.view.ndim != 2 || (fmt[0] != 'f' && !(strchr("@=<", fmt[0]) && fmt[1] == 'f'))
-        || data.view.shape[1] != d) {
+    if (data.view.shape[1] != d) {
         error = "data must be a two-dimensional float32 array with rows as long as the query";
         goto fail;
     }
     if (has_len && count(&len, 8) != runs) { error = "first and len differ in length"; goto fail; }
     const int64_t *f = first.view.buf, *l = has_len ? len.view.buf : NULL;
-    Py_ssize_t rows = data.view.shape[0], total = 0;
-    for (Py_ssize_t r = 0; r < runs; r++) {
-        int64_t n = l ? l[r] : 1;
-        if (f[r] < 0 || n < 0 || f[r] + n > rows) {
-            PyErr_SetString(PyExc_IndexError, "a row is outside the data");
-            goto fail;
-        }
-        total += n;
-    }
+    Py_ssize_t total = rows_in_runs(f, l, runs, data.view.shape[0]);
+    if (total < 0) goto fail;
     if (count(&out, 4) < total) { error = "out holds fewer than the rows asked for"; goto fail; }
     runs_dots(data.view.buf, d, f, l, runs, q.view.buf, out.view.buf);
     give(&data); give(&first); give(&len); give(&q); give(&out);
@@ -719,17 +729,11 @@ static PyObject *quantize(PyObject *self, PyObject *args) {
     Buf data = {0}, codes = {0}, v[3];
     memset(v, 0, sizeof v);
     const char *error = NULL;
-    if (PyObject_GetBuffer(o[0], &data.view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    data.held = 1;
-    if (PyObject_GetBuffer(o[1], &codes.view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) goto fail;
-    codes.held = 1;
+    if (take_dims(o[0], &data, 0, 'f', 2) < 0 || take_dims(o[1], &codes, 1, 'b', 2) < 0) goto fail;
     for (int i = 0; i < 3; i++)
         if (take(o[2 + i], &v[i], 1, 'f') < 0) goto fail;
-    const char *fd = data.view.format ? data.view.format : "B", *fc = codes.view.format ? codes.view.format : "B";
-    if (data.view.ndim != 2 || codes.view.ndim != 2 || (fd[0] != 'f' && !(strchr("@=<", fd[0]) && fd[1] == 'f'))
-        || (fc[0] != 'b' && !(strchr("@=<", fc[0]) && fc[1] == 'b')) || codes.view.shape[1] != data.view.shape[1]
-        || codes.view.shape[0] > data.view.shape[0]) {
-        error = "data must be float32 rows and codes int8 rows as long, no more of them";
+    if (codes.view.shape[1] != data.view.shape[1] || codes.view.shape[0] > data.view.shape[0]) {
+        error = "codes must be rows as long as the data's, no more of them";
         goto fail;
     }
     Py_ssize_t n = codes.view.shape[0], d = data.view.shape[1];
@@ -779,9 +783,13 @@ __attribute__((target("avx2"))) static Py_ssize_t runs_near_avx2(
     return found;
 }
 
-static int codes_fast(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
+static int codes_fast(void) {  /* (asked once: each recall's call reads the answer) */
+    static int fast = -1;
+    if (fast < 0) {
+        __builtin_cpu_init();
+        fast = __builtin_cpu_supports("avx2") != 0;
+    }
+    return fast;
 }
 #else
 static int codes_fast(void) { return 0; }
@@ -791,7 +799,7 @@ static int codes_fast(void) { return 0; }
  * -> how many: the rows of runs first[r] .. first[r] + len[r] − 1 (int64) whose cosine with the
  * question can reach the cutoff, by their codes (int8 rows of d; scale and slacks float32 by
  * row) and the question's (q int8 of d, its scale, the norm of what its codes leave out and its
- * own norm), into out (int64), in order. A row is left out only when its codes' product plus
+ * own norm or more: `quantize`'s scale, slack_b and slack_a of it), into out (int64), in order. A row is left out only when its codes' product plus
  * the most the codes leave out (Cauchy-Schwarz on both sides, and NEAR_MARGIN for the float32
  * sum that works out the cosine itself) is below the cutoff: every row whose cosine reaches it
  * is among them. */
@@ -805,33 +813,19 @@ static PyObject *near_codes(PyObject *self, PyObject *args) {
     memset(b, 0, sizeof b);
     Py_ssize_t found = -1;
     const char *error = NULL;
-    if (PyObject_GetBuffer(o[0], &codes.view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    codes.held = 1;
-    const char kinds[6] = {'f', 'f', 'f', 'q', 'q', 0};
-    for (int i = 0; i < 5; i++)
+    if (take_dims(o[0], &codes, 0, 'b', 2) < 0) return NULL;
+    const char kinds[6] = {'f', 'f', 'f', 'q', 'q', 'b'};
+    for (int i = 0; i < 6; i++)
         if (take(o[1 + i], &b[i], 0, kinds[i]) < 0) goto done;
-    if (PyObject_GetBuffer(o[6], &b[5].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
-    b[5].held = 1;
     if (take(out_obj, &out, 1, 'q') < 0) goto done;
-    const char *fc = codes.view.format ? codes.view.format : "B", *fq = b[5].view.format ? b[5].view.format : "B";
-    Py_ssize_t rows = codes.view.ndim == 2 ? codes.view.shape[0] : -1, d = codes.view.ndim == 2 ? codes.view.shape[1] : -1;
-    if (rows < 0 || (fc[0] != 'b' && !(strchr("@=<", fc[0]) && fc[1] == 'b')) || b[5].view.ndim != 1
-        || (fq[0] != 'b' && !(strchr("@=<", fq[0]) && fq[1] == 'b')) || b[5].view.len != d) {
-        error = "codes must be int8 rows and the question's codes as long as one";
-        goto done;
-    }
-    Py_ssize_t runs = count(&b[3], 8), total = 0;
+    Py_ssize_t rows = codes.view.shape[0], d = codes.view.shape[1], runs = count(&b[3], 8);
+    if (b[5].view.len != d) { error = "the question's codes must be as long as a row's"; goto done; }
     if (count(&b[4], 8) != runs) { error = "first and len differ in length"; goto done; }
     for (int i = 0; i < 3; i++)
         if (count(&b[i], 4) < rows) { error = "scale and slacks hold fewer than the rows"; goto done; }
     const int64_t *f = b[3].view.buf, *l = b[4].view.buf;
-    for (Py_ssize_t r = 0; r < runs; r++) {
-        if (f[r] < 0 || l[r] < 0 || f[r] + l[r] > rows) {
-            PyErr_SetString(PyExc_IndexError, "a row is outside the codes");
-            goto done;
-        }
-        total += l[r];
-    }
+    Py_ssize_t total = rows_in_runs(f, l, runs, rows);
+    if (total < 0) goto done;
     if (count(&out, 8) < total) { error = "out holds fewer than the rows asked for"; goto done; }
 #ifdef CODES
     if (codes_fast()) {

@@ -3,8 +3,8 @@ built with a C compiler, else in numpy: the postings summed per memory (every ma
 best few and those over a floor, which only the kernel finds without writing every match
 out), each match's score bound, the best few by a value, the 3-gram channel's dot products,
 the meaning channel's cosines (and, compiled only, the rows whose int8 codes say their cosine
-can reach a cutoff). Both give the same sums, cosines and choice among ties to the last bit, and bounds within 1e-15 of each other
-(tests/test_compiled_kernel.py); numpy needs a pass over every match, and often over every
+can reach a cutoff). Both give the same sums, cosines and choice among ties to the last bit,
+and bounds within 1e-15 of each other (tests/test_compiled_kernel.py); numpy needs a pass over every match, and often over every
 memory, for each step of a loop that the kernel does in one."""
 
 from __future__ import annotations
@@ -186,16 +186,12 @@ def near_codes(coded: tuple, query: np.ndarray, first: np.ndarray, length: np.nd
     or reads no codes on this CPU (the caller reads the float32 rows)."""
     if _kernels is None or not CODES:
         return None
-    q = np.asarray(query, dtype=np.float32)
-    top = float(np.abs(q).max()) if q.size else 0.0
-    q_scale = top / 127.0
-    q8 = np.clip(np.rint(q / q_scale), -127, 127).astype(np.int8) if top > 0 else np.zeros(q.size, np.int8)
-    q64 = q.astype(np.float64)
-    q_err = float(np.linalg.norm(q64 - q_scale * q8.astype(np.float64)))
+    q8, q_scale, q_norm, q_err = quantize(np.asarray(query, dtype=np.float32)[None, :])  # (the rows' own rule)
     first = np.ascontiguousarray(first, dtype=np.int64)
     length = np.ascontiguousarray(length, dtype=np.int64)
     out = np.empty(int(length.sum()), np.int64)
-    n = _kernels.near_codes(*coded, first, length, q8, q_scale, q_err, float(np.linalg.norm(q64)), float(cutoff), out)
+    n = _kernels.near_codes(*coded, first, length, q8[0], float(q_scale[0]), float(q_err[0]), float(q_norm[0]),
+                            float(cutoff), out)
     return out[:n]
 
 

@@ -222,7 +222,7 @@ def _blobs(snap: Snapshot) -> tuple[dict[str, _Blob], dict]:
                                   _vector_pieces(vs["data"], owner, room))
         if vs["coded"] is not None:  # (the grouped rows' int8 codes, mapped as the rows are)
             for name, part in zip(("codes", "code_scale", "code_a", "code_b"), vs["coded"]):
-                blobs[f"vec.{name}"] = _array(part[: vs["packed"]])
+                blobs[f"vec.{name}"] = _array(part)
         vec.update(vec_used=used, vec_packed=vs["packed"], vec_live=vs["live"], vec_trained_at=vs["trained_at"])
     counts = {"size": n, "capacity": cap, "n_live": snap.n_live, "total_len": snap.total_len,
               "codes": snap.codes, "rows_chunks": len(chunks), **vec}
