@@ -1,6 +1,7 @@
 """The compiled kernel (core/_kernels.c) gives numpy's numbers to the last bit and the same
 choice among ties, loop by loop and for whole recalls, and refuses arrays it cannot read."""
 
+import multiprocessing
 import os
 import random
 from datetime import datetime
@@ -266,6 +267,61 @@ def test_the_meaning_channel_s_dot_products_are_numpys_to_the_last_bit(by_numpy,
 
 
 @compiled
+def test_the_codes_product_is_numpy_s_integer_product():
+    """With no slack, a row is kept exactly when its codes' integer product with the question's
+    (times both scales) reaches the cutoff, as numpy works it out: for rows of 256, 48 and 37
+    numbers (32 at a time, then 16, then one by one), codes of ±127 included."""
+    if not kernels.CODES:
+        pytest.skip("this CPU reads the float32 rows")
+    rng = np.random.default_rng(29)
+    for d in (256, 48, 37):
+        codes = rng.integers(-127, 128, (600, d)).astype(np.int8)
+        codes[:5] = 127
+        codes[5:10] = -127
+        q8 = rng.integers(-127, 128, d).astype(np.int8)
+        q8[:3] = -127
+        scale, none = np.full(600, 0.01, np.float32), np.zeros(600, np.float32)
+        dot = codes.astype(np.int64) @ q8.astype(np.int64)
+        near = scale.astype(np.float64) * 0.02 * dot
+        first, length = np.array([0], np.int64), np.array([600], np.int64)
+        for cutoff in np.quantile(near, [0.0, 0.3, 0.9, 0.99]) + 0.5e-4:  # (between two products)
+            out = np.empty(600, np.int64)
+            n = kernels._kernels.near_codes(codes, scale, none, none, first, length, q8, 0.02, 0.0, 0.0,
+                                            float(cutoff), out, False)
+            assert out[:n].tolist() == np.flatnonzero(near + 1e-4 >= cutoff).tolist()
+
+
+def _pending_in_child(coded, q, first, length, cutoff, want, results) -> None:
+    results.put(kernels.near_codes(coded, q, first, length, cutoff, later=True)().tolist() == want)
+
+
+@compiled
+def test_pending_searches_overlap_and_survive_a_fork():
+    """Two pending searches at once (the second read by its caller: the worker holds one) give
+    what a search read at once gives; a process forked after the worker started has no worker
+    and starts its own (a child that waited on the parent's would never end)."""
+    if not kernels.CODES:
+        pytest.skip("this CPU reads the float32 rows")
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((3_000, 64)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    coded = kernels.quantize(x)
+    first, length = np.array([0, 1_000], np.int64), np.array([800, 2_000], np.int64)
+    want = [kernels.near_codes(coded, x[i], first, length, 0.3).tolist() for i in (5, 9)]
+    one = kernels.near_codes(coded, x[5], first, length, 0.3, later=True)
+    two = kernels.near_codes(coded, x[9], first, length, 0.3, later=True)
+    assert [two().tolist(), one().tolist()] == want[::-1]
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    child = ctx.Process(target=_pending_in_child, args=(coded, x[9], first, length, 0.3, want[1], results))
+    child.start()
+    child.join(timeout=120)  # (a bound on a hang, not a wait for an event that has one)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0 and results.get(timeout=5) is True
+
+
+@compiled
 def test_the_codes_bound_every_row_and_bad_arrays_are_refused():
     """A row is passed over by its int8 codes only when its float32 cosine is below the cutoff,
     for rows of 256 and of 37 numbers (a tail past the last 16), rows with a zero row among
@@ -285,14 +341,23 @@ def test_the_codes_bound_every_row_and_bad_arrays_are_refused():
             cos = kernels.dots(x, q, first, length)
             slots = np.concatenate([np.arange(0, 500), np.arange(700, 2_000)])
             for cutoff in np.sort(cos)[[-1, -3, -30, -300]]:
-                got = set(kernels.near_codes(coded, q, first, length, float(cutoff)).tolist())
-                assert set(slots[cos >= cutoff].tolist()) <= got
+                now = kernels.near_codes(coded, q, first, length, float(cutoff))
+                assert set(slots[cos >= cutoff].tolist()) <= set(now.tolist())
+                later = kernels.near_codes(coded, q, first, length, float(cutoff), later=True)
+                assert later().tolist() == now.tolist()  # (read by a thread of its own: the same rows)
     codes, scale, a, b = coded
     q8 = np.zeros(d, np.int8)
     out = np.empty(10, np.int64)
     with pytest.raises(IndexError, match="outside"):
-        kernels._kernels.near_codes(codes, scale, a, b, np.array([1_995]), np.array([10]), q8, 1.0, 0.0, 1.0, 0.0, out)
+        kernels._kernels.near_codes(codes, scale, a, b, np.array([1_995]), np.array([10]), q8, 1.0, 0.0, 1.0, 0.0, out, False)
     with pytest.raises(ValueError, match="as long"):
-        kernels._kernels.near_codes(codes, scale, a, b, np.array([0]), np.array([1]), q8[:5], 1.0, 0.0, 1.0, 0.0, out)
+        kernels._kernels.near_codes(codes, scale, a, b, np.array([0]), np.array([1]), q8[:5], 1.0, 0.0, 1.0, 0.0, out, False)
+    pending = kernels._kernels.near_codes(codes, scale, a, b, np.array([0]), np.array([10]), q8, 1.0, 0.0, 1.0, 0.0,
+                                          out, True)
+    assert kernels._kernels.near_wait(pending) == 10  # (a cutoff of 0 with slacks: every row may reach it)
+    with pytest.raises(ValueError, match="incorrect name"):  # (a pending search gives its rows once)
+        kernels._kernels.near_wait(pending)
+    kernels._kernels.near_codes(codes, scale, a, b, np.array([0]), np.array([10]), q8, 1.0, 0.0, 1.0, 0.0, out, True)
+    # (a pending search dropped unasked: its thread joined, its arrays given back)
     with pytest.raises(TypeError, match="int8"):  # (a wrong kind of array: TypeError, as every loop here says)
         kernels._kernels.quantize(x, np.empty((5, d), np.int16), scale, a, b)

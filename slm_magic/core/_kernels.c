@@ -756,17 +756,27 @@ fail:
  * bytes save, and the float32 rows are read instead (kernels.quantize gives no codes). */
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
+#include <pthread.h>
 #define CODES 1
+#define NEAR_THREAD 1
 __attribute__((target("avx2"))) static Py_ssize_t runs_near_avx2(
         const int8_t *codes, const float *scale, const float *sa, const float *sb, Py_ssize_t d, const int64_t *first,
         const int64_t *len, Py_ssize_t runs, const int8_t *q, double q_scale, double q_err, double q_norm,
         double cutoff, int64_t *out) {
     Py_ssize_t found = 0;
+    const __m256i ones = _mm256_set1_epi16(1);
     for (Py_ssize_t r = 0; r < runs; r++)
         for (int64_t i = first[r], end = first[r] + len[r]; i < end; i++) {
             const int8_t *c = codes + i * d;
             __m256i acc = _mm256_setzero_si256();
             Py_ssize_t k = 0;
+            /* 32 at a time: |q| (unsigned) times the row's codes with q's signs, in pairs of 16
+             * bits (at most 2·127·127, the codes are within ±127: no saturation), then in 32 */
+            for (; k + 32 <= d; k += 32) {
+                __m256i qk = _mm256_loadu_si256((const __m256i *)(q + k));
+                __m256i ck = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(c + k)), qk);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(qk), ck), ones));
+            }
             for (; k + 16 <= d; k += 16) {
                 __m256i a = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(c + k)));
                 __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + k)));
@@ -795,50 +805,165 @@ static int codes_fast(void) {  /* (asked once: each recall's call reads the answ
 static int codes_fast(void) { return 0; }
 #endif
 
-/* near_codes(codes, scale, slack_a, slack_b, first, len, q, q_scale, q_err, q_norm, cutoff, out)
+/* One call of near_codes: its arrays held until the rows are found. */
+typedef struct {
+    Buf codes, b[6], out;
+    double q_scale, q_err, q_norm, cutoff;
+    Py_ssize_t found;
+    int pending;  /* (handed to the worker: waited for before the arrays are given back) */
+    int done;
+} Near;
+
+static void near_find(Near *j) {
+#ifdef CODES
+    Py_ssize_t d = j->codes.view.shape[1], runs = count(&j->b[3], 8);
+    j->found = runs_near_avx2(j->codes.view.buf, j->b[0].view.buf, j->b[1].view.buf, j->b[2].view.buf, d,
+                              j->b[3].view.buf, j->b[4].view.buf, runs, j->b[5].view.buf, j->q_scale, j->q_err,
+                              j->q_norm, j->cutoff, j->out.view.buf);
+#endif
+}
+
+#ifdef NEAR_THREAD
+/* One worker thread, started at the first pending search and then asleep between searches:
+ * handing it a search costs the caller a wake-up, where a thread of its own cost ~50 us to
+ * start. One search at a time: a second caller (another thread's recall) reads its own rows. */
+static pthread_mutex_t near_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t near_wake = PTHREAD_COND_INITIALIZER, near_found = PTHREAD_COND_INITIALIZER;
+static Near *near_job = NULL;  /* (handed over, not yet taken) */
+static int near_up = 0, near_busy = 0;
+
+static void *near_worker(void *unused) {
+    pthread_mutex_lock(&near_lock);
+    for (;;) {
+        while (!near_job) pthread_cond_wait(&near_wake, &near_lock);
+        Near *j = near_job;
+        near_job = NULL;
+        pthread_mutex_unlock(&near_lock);
+        near_find(j);
+        pthread_mutex_lock(&near_lock);
+        j->done = 1;
+        pthread_cond_broadcast(&near_found);
+    }
+    return NULL;
+}
+
+static void near_forked(void) {  /* (a forked child has no worker: it starts its own) */
+    pthread_mutex_init(&near_lock, NULL);
+    pthread_cond_init(&near_wake, NULL);
+    pthread_cond_init(&near_found, NULL);
+    near_job = NULL;
+    near_up = near_busy = 0;
+}
+
+static int near_hand_over(Near *j) {  /* 1: the worker reads it; 0: the caller must */
+    int handed = 0;
+    pthread_mutex_lock(&near_lock);
+    if (!near_up) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, near_worker, NULL) == 0) {
+            pthread_detach(t);
+            near_up = 1;
+        }
+    }
+    if (near_up && !near_busy) {
+        near_busy = handed = j->pending = 1;
+        near_job = j;
+        pthread_cond_signal(&near_wake);
+    }
+    pthread_mutex_unlock(&near_lock);
+    return handed;
+}
+#endif
+
+/* The rows found (the worker waited for, without the GIL), its arrays given back; the call freed. */
+static Py_ssize_t near_end(Near *j) {
+#ifdef NEAR_THREAD
+    if (j->pending) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&near_lock);
+        while (!j->done) pthread_cond_wait(&near_found, &near_lock);
+        near_busy = 0;
+        pthread_mutex_unlock(&near_lock);
+        Py_END_ALLOW_THREADS
+        j->pending = 0;
+    }
+#endif
+    Py_ssize_t found = j->found;
+    give(&j->codes); give(&j->out); for (int i = 0; i < 6; i++) give(&j->b[i]);
+    PyMem_Free(j);
+    return found;
+}
+
+static void near_dropped(PyObject *capsule) {  /* (a pending search never asked for its rows) */
+    Near *j = PyCapsule_GetPointer(capsule, "slm_magic.near");
+    if (j) near_end(j);
+}
+
+/* near_codes(codes, scale, slack_a, slack_b, first, len, q, q_scale, q_err, q_norm, cutoff, out, later)
  * -> how many: the rows of runs first[r] .. first[r] + len[r] − 1 (int64) whose cosine with the
  * question can reach the cutoff, by their codes (int8 rows of d; scale and slacks float32 by
  * row) and the question's (q int8 of d, its scale, the norm of what its codes leave out and its
  * own norm or more: `quantize`'s scale, slack_b and slack_a of it), into out (int64), in order. A row is left out only when its codes' product plus
  * the most the codes leave out (Cauchy-Schwarz on both sides, and NEAR_MARGIN for the float32
  * sum that works out the cosine itself) is below the cutoff: every row whose cosine reaches it
- * is among them. */
+ * is among them. With `later` true, a pending search instead: the worker thread reads the
+ * rows while the caller goes on (the words ranked meanwhile), and near_wait(pending) gives how
+ * many; the arrays are held until then. Without the GIL either way. */
 static PyObject *near_codes(PyObject *self, PyObject *args) {
     PyObject *o[8], *out_obj;
     double q_scale, q_err, q_norm, cutoff;
-    if (!PyArg_ParseTuple(args, "OOOOOOOddddO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &q_scale, &q_err,
-                          &q_norm, &cutoff, &out_obj))
+    int later;
+    if (!PyArg_ParseTuple(args, "OOOOOOOddddOp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &q_scale, &q_err,
+                          &q_norm, &cutoff, &out_obj, &later))
         return NULL;
-    Buf codes = {0}, b[6], out = {0};
-    memset(b, 0, sizeof b);
-    Py_ssize_t found = -1;
+    Near *j = PyMem_Calloc(1, sizeof(Near));
+    if (!j) return PyErr_NoMemory();
+    j->q_scale = q_scale; j->q_err = q_err; j->q_norm = q_norm; j->cutoff = cutoff;
     const char *error = NULL;
-    if (take_dims(o[0], &codes, 0, 'b', 2) < 0) return NULL;
+    if (take_dims(o[0], &j->codes, 0, 'b', 2) < 0) goto fail;
     const char kinds[6] = {'f', 'f', 'f', 'q', 'q', 'b'};
     for (int i = 0; i < 6; i++)
-        if (take(o[1 + i], &b[i], 0, kinds[i]) < 0) goto done;
-    if (take(out_obj, &out, 1, 'q') < 0) goto done;
-    Py_ssize_t rows = codes.view.shape[0], d = codes.view.shape[1], runs = count(&b[3], 8);
-    if (b[5].view.len != d) { error = "the question's codes must be as long as a row's"; goto done; }
-    if (count(&b[4], 8) != runs) { error = "first and len differ in length"; goto done; }
+        if (take(o[1 + i], &j->b[i], 0, kinds[i]) < 0) goto fail;
+    if (take(out_obj, &j->out, 1, 'q') < 0) goto fail;
+    Py_ssize_t rows = j->codes.view.shape[0], d = j->codes.view.shape[1], runs = count(&j->b[3], 8);
+    if (j->b[5].view.len != d) { error = "the question's codes must be as long as a row's"; goto fail; }
+    if (count(&j->b[4], 8) != runs) { error = "first and len differ in length"; goto fail; }
     for (int i = 0; i < 3; i++)
-        if (count(&b[i], 4) < rows) { error = "scale and slacks hold fewer than the rows"; goto done; }
-    const int64_t *f = b[3].view.buf, *l = b[4].view.buf;
-    Py_ssize_t total = rows_in_runs(f, l, runs, rows);
-    if (total < 0) goto done;
-    if (count(&out, 8) < total) { error = "out holds fewer than the rows asked for"; goto done; }
-#ifdef CODES
-    if (codes_fast()) {
-        found = runs_near_avx2(codes.view.buf, b[0].view.buf, b[1].view.buf, b[2].view.buf, d, f, l, runs,
-                               b[5].view.buf, q_scale, q_err, q_norm, cutoff, out.view.buf);
-        goto done;
+        if (count(&j->b[i], 4) < rows) { error = "scale and slacks hold fewer than the rows"; goto fail; }
+    Py_ssize_t total = rows_in_runs(j->b[3].view.buf, j->b[4].view.buf, runs, rows);
+    if (total < 0) goto fail;
+    if (count(&j->out, 8) < total) { error = "out holds fewer than the rows asked for"; goto fail; }
+    if (!codes_fast()) { error = "this CPU reads no codes (kernels.CODES is False)"; goto fail; }
+#ifdef NEAR_THREAD
+    if (later && total > 0 && near_hand_over(j)) {
+        PyObject *pending = PyCapsule_New(j, "slm_magic.near", near_dropped);
+        if (!pending) near_end(j);
+        return pending;
     }
 #endif
-    error = "this CPU reads no codes (kernels.CODES is False)";
-done:  /* (the rows found, or NULL with the exception set) */
+    Py_BEGIN_ALLOW_THREADS
+    near_find(j);
+    Py_END_ALLOW_THREADS
+    if (later) {  /* (found already: the pending search only gives the count) */
+        PyObject *pending = PyCapsule_New(j, "slm_magic.near", near_dropped);
+        if (!pending) near_end(j);
+        return pending;
+    }
+    return PyLong_FromSsize_t(near_end(j));
+fail:
     if (error) PyErr_SetString(PyExc_ValueError, error);
-    give(&codes); give(&out); for (int i = 0; i < 6; i++) give(&b[i]);
-    return found < 0 ? NULL : PyLong_FromSsize_t(found);
+    near_end(j);
+    return NULL;
+}
+
+/* near_wait(pending) -> how many rows near_codes found into its out (once). */
+static PyObject *near_wait(PyObject *self, PyObject *pending) {
+    Near *j = PyCapsule_GetPointer(pending, "slm_magic.near");
+    if (!j) return NULL;
+    PyCapsule_SetDestructor(pending, NULL);
+    PyCapsule_SetPointer(pending, (void *)pending);  /* (spent: a second wait is refused) */
+    PyCapsule_SetName(pending, "slm_magic.near (spent)");
+    return PyLong_FromSsize_t(near_end(j));
 }
 
 static PyObject *py_codes_fast(PyObject *self, PyObject *unused) { return PyBool_FromLong(codes_fast()); }
@@ -853,6 +978,7 @@ static PyMethodDef methods[] = {
     {"quantize", quantize, METH_VARARGS, "Rows' int8 codes, each row's scale and what the codes leave out."},
     {"codes_fast", py_codes_fast, METH_NOARGS, "Whether this CPU reads int8 codes faster than float32 rows."},
     {"near_codes", near_codes, METH_VARARGS, "The rows whose cosine can reach a cutoff, by their int8 codes."},
+    {"near_wait", near_wait, METH_O, "How many rows a pending near_codes found, once its thread is done."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -860,4 +986,9 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, .m_name = "_kernels", .m_doc = NULL, .m_size = -1, .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernels(void) {
+#ifdef NEAR_THREAD
+    pthread_atfork(NULL, NULL, near_forked);
+#endif
+    return PyModule_Create(&module);
+}

@@ -10,7 +10,7 @@ memory, for each step of a loop that the kernel does in one."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -177,22 +177,26 @@ def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return codes, scale, slack_a, slack_b
 
 
-def near_codes(coded: tuple, query: np.ndarray, first: np.ndarray, length: np.ndarray,
-               cutoff: float) -> np.ndarray | None:
+def near_codes(coded: tuple, query: np.ndarray, first: np.ndarray, length: np.ndarray, cutoff: float, *,
+               later: bool = False) -> np.ndarray | Callable[[], np.ndarray] | None:
     """The rows of the runs (`dots`' first and length) whose cosine with `query` can reach
     `cutoff`, by their codes (`quantize`'s four arrays): every row whose `dots` cosine reaches
     it and some that fall short, ascending by run. A quarter of the bytes of the float32 rows;
-    the caller works out the few rows' cosines from those. None where the kernel does not run
-    or reads no codes on this CPU (the caller reads the float32 rows)."""
+    the caller works out the few rows' cosines from those. With `later`, a function that gives
+    them: a thread of the kernel's own reads the codes meanwhile (its arrays held until then).
+    None where the kernel does not run or reads no codes on this CPU (the caller reads the
+    float32 rows)."""
     if _kernels is None or not CODES:
         return None
     q8, q_scale, q_norm, q_err = quantize(np.asarray(query, dtype=np.float32)[None, :])  # (the rows' own rule)
     first = np.ascontiguousarray(first, dtype=np.int64)
     length = np.ascontiguousarray(length, dtype=np.int64)
     out = np.empty(int(length.sum()), np.int64)
-    n = _kernels.near_codes(*coded, first, length, q8[0], float(q_scale[0]), float(q_err[0]), float(q_norm[0]),
-                            float(cutoff), out)
-    return out[:n]
+    got = _kernels.near_codes(*coded, first, length, q8[0], float(q_scale[0]), float(q_err[0]), float(q_norm[0]),
+                              float(cutoff), out, later)
+    if later:
+        return lambda: out[:_kernels.near_wait(got)]
+    return out[:got]
 
 
 def gram_dots(docs: np.ndarray, store, query_ids: np.ndarray, query_w: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ from ..core.temporal import day_key, temporal_terms
 from ..errors import InvalidInput, StoreError, type_name
 from ..index.live import LiveIndex
 from ..ranking.fusion import days_first, rank_days, rank_index, rank_related
-from ..ranking.meaning import with_meaning
+from ..ranking.meaning import search_meaning, with_meaning
 from ..ranking.ranked import Ranked, WorkingSet
 from ..ranking.reranker import CANDIDATES
 from ..results.models import RecallResult, ScoredMemory
@@ -170,15 +170,17 @@ class Recall:
         ws = WorkingSet(self.working_sets.of(session_id), cfg) if session_id else None
         learner = self.learning.learner(q.user) if limit > 0 else None
         wanted = max(limit, CANDIDATES) if learner else limit
-        cs = None
+        cs = search = None
+        if q.vector is not None and (project_code is None or project_code >= 0):  # (its cells read meanwhile)
+            search = search_meaning(index, q.vector, cfg, admit=q.admit)
         if q.terms and (project_code is None or project_code >= 0):
             cs = index.channel_scores(q.terms, q.qtf, q.qlen, text.query_grams(q.text))
             cs.words = q.words
             ranked = rank_index(index, cs, cfg, now=q.now, working_set=ws, **filters, meaning=q.vector is not None,
                                 limit=max(wanted, cfg.meaning_pool) if q.vector is not None else wanted)
-        if q.vector is not None and (project_code is None or project_code >= 0):
-            ranked = with_meaning(index, cs, ranked, q.vector, cfg, now=q.now, limit=wanted, working_set=ws, **filters,
-                                  strict=q.strict and not q.days, admit=q.admit)
+        if search is not None:
+            ranked = with_meaning(index, cs, ranked, search, cfg, now=q.now, limit=wanted, working_set=ws, **filters,
+                                  strict=q.strict and not q.days)
         if cs is not None:
             if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
                 ranked = learner.rerank(ranked, cs, index, limit)

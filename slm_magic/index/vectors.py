@@ -21,11 +21,14 @@ one every float32 row gives); the codes are saved and mapped with the rows.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..core import kernels
+
+_ALL = np.zeros(1, np.int64)  # (`dots`' one run from the first row)
 
 
 class VectorStore:
@@ -182,36 +185,51 @@ class VectorStore:
             self._sample = (self.live, docs, rows.sum(axis=0), (rows.T @ rows).astype(np.float32))
         _, docs, total, gram = self._sample
         q = np.asarray(query, np.float32)
-        return docs.size, float(total @ q), float(q @ (gram @ q))
+        # (products of rows by the kernel's one order, in this thread: BLAS woke its threads for these)
+        return docs.size, float(total @ q), float(q @ kernels.dots(gram, q, _ALL, np.array([gram.shape[0]])))
 
     def nearest(self, query: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
         """Memories whose cosine with the query is at least `cutoff`, with those cosines: every
         row when there are no cells, else the newest rows and the nearest cells'."""
+        return self.nearest_later(query, cutoff)()
+
+    def nearest_later(self, query: np.ndarray, cutoff: float) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+        """`nearest`, as a function that gives it: where the cells are read by their codes, a
+        thread of the kernel's own reads them meanwhile (the words are ranked in the time). The
+        rows are the ones of now: nothing may write a vector until it is asked (a recall holds
+        the store's lock)."""
         query = np.asarray(query, np.float32)
         k = self.centroids.shape[0]
         first, stop = np.array([0]), np.array([self.used])
         if k:
             probes = min(k, max(self.PROBE_MIN, int(np.ceil(k * self.PROBE_SHARE))))
-            cells = np.sort(np.argpartition(-(self.centroids @ query), probes - 1)[:probes])
+            near = kernels.dots(self.centroids, query, _ALL, np.array([k]))
+            cells = np.sort(np.argpartition(-near, probes - 1)[:probes])
             first = np.append(self.starts[cells], self.packed)
             stop = np.append(self.starts[cells + 1], self.used)
+        data, owner = self.data, self.owner
         few = None  # (the cells' rows by their codes, then the few that can reach the cutoff)
         if k and self.coded is not None:
-            few = kernels.near_codes(self.coded, query, first[:-1], stop[:-1] - first[:-1], cutoff)
+            few = kernels.near_codes(self.coded, query, first[:-1], stop[:-1] - first[:-1], cutoff, later=True)
         if few is not None:
-            slots = np.concatenate([few, np.arange(self.packed, self.used)])
-            cos = kernels.dots(self.data, query, slots)
-            hit = cos >= cutoff
-            docs = self.owner[slots[hit]]
-            live = docs >= 0
-            return docs[live], cos[hit][live]
-        cos = kernels.dots(self.data, query, first, stop - first)
+            newest = np.arange(self.packed, self.used)
+
+            def found() -> tuple[np.ndarray, np.ndarray]:
+                slots = np.concatenate([few(), newest])
+                cos = kernels.dots(data, query, slots)
+                hit = cos >= cutoff
+                docs = owner[slots[hit]]
+                live = docs >= 0
+                return docs[live], cos[hit][live]
+            return found
+        cos = kernels.dots(data, query, first, stop - first)
         hit = np.flatnonzero(cos >= cutoff)
         place = np.cumsum(stop - first) - (stop - first)  # (where each run's cosines start)
         run = np.searchsorted(place, hit, side="right") - 1
-        docs = self.owner[first[run] + hit - place[run]]
+        docs = owner[first[run] + hit - place[run]]
         live = docs >= 0
-        return docs[live], cos[hit][live]
+        docs, cos = docs[live], cos[hit][live]
+        return lambda: (docs, cos)
 
     # --- the cells --------------------------------------------------------------------------------
     @contextlib.contextmanager

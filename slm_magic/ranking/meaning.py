@@ -5,6 +5,7 @@ question but stand out by meaning admitted after the word matches they do not ou
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,29 +24,48 @@ def closeness(index: SparseIndex, query: np.ndarray, cfg: RankingConfig) -> tupl
     return spread(*index.vectors.background(query, index.docs.alive), cfg)
 
 
-def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, query: np.ndarray,
+@dataclass
+class MeaningSearch:
+    """What the meaning channel works out from the question alone, begun before the words are
+    ranked: how close the question is to the store (`closeness`), what standing out takes
+    (`admission`) and, unless nothing may come by meaning alone, the cells' nearest memories,
+    read meanwhile by a thread of the kernel's own where the cells have codes."""
+
+    query: np.ndarray
+    mu: float
+    sd: float
+    need: float
+    cutoff: float
+    nearest: Callable[[], tuple[np.ndarray, np.ndarray]] | None
+
+
+def search_meaning(index: SparseIndex, query: np.ndarray, cfg: RankingConfig, *, admit: bool = True) -> MeaningSearch:
+    """The meaning channel begun (`MeaningSearch`); `with_meaning` ends it."""
+    mu, sd = closeness(index, query, cfg)
+    need, cutoff = admission(cfg, mu, sd, index.vectors.live)
+    return MeaningSearch(query, mu, sd, need, cutoff, index.vectors.nearest_later(query, cutoff) if admit else None)
+
+
+def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, search: MeaningSearch,
                  cfg: RankingConfig, *, now: float, user: int, project: int | None, limit: int,
                  working_set: WorkingSet | None = None, updated_after: float | None = None,
-                 kind: int | None = None, type_code: int | None = None, strict: bool = True,
-                 admit: bool = True) -> Ranked:
+                 kind: int | None = None, type_code: int | None = None, strict: bool = True) -> Ranked:
     """The word matches `words` (ranked by the lexical channels) with the meaning part fused
     into their relevance as a noisy-or, 1 − (1 − lexical)(1 − meaning_weight · part), a stray
     one dropped (RankingConfig.word_floor; not with `strict` False: a question naming a day
-    matches that day's summaries by the day), and (unless `admit` is False: the question names
-    identifiers that memories hold) the memories that share no word with the
+    matches that day's summaries by the day), and (unless the search began without its nearest:
+    the question names identifiers that memories hold) the memories that share no word with the
     question but stand out by meaning (RankingConfig.meaning_admit), scored the same way with
     a lexical part of 0. The age gate reads the fused relevance. A meaning-only match never
     stands above a word match that is more relevant or scores as high. The best `limit`."""
-    t = index.docs
-    mu, sd = closeness(index, query, cfg)
-    need, cutoff = admission(cfg, mu, sd, index.vectors.live)
+    t, query = index.docs, search.query
     pick = np.empty(0, np.int64)
-    if admit:
+    if search.nearest is not None:
         only_user = user if len(index.codes["user"]) > 1 or user < 0 else None
-        pick, near = index.vectors.nearest(query, cutoff)
+        pick, near = search.nearest()
         probe = cfg.word_probe(index.vectors.live)
         if probe and cs is not None and cs.has_matches and index.vectors.centroids.shape[0]:
-            pick, near = _with_word_matches(index, cs, words.doc_ids, query, cutoff, probe, pick, near)
+            pick, near = _with_word_matches(index, cs, words.doc_ids, query, search.cutoff, probe, pick, near)
         pick = _closest_eligible(t, pick[np.lexsort((pick, -near))], words.doc_ids, cfg.meaning_top,
                                  only_user, project, kind, type_code)
     both = words
@@ -58,8 +78,9 @@ def with_meaning(index: SparseIndex, cs: ChannelScores | None, words: Ranked, qu
         return both
     docs = both.doc_ids
     coverage = (lambda rows: cs.coverage(docs[rows])[1]) if cs is not None and cs.term_docs else None
-    return fuse_meaning(both, index.vectors.cosine(docs, query), mu, sd, need, cfg, strict=strict,
-                        coverage=coverage, updated=t.updated[docs], updated_after=updated_after, limit=limit)
+    return fuse_meaning(both, index.vectors.cosine(docs, query), search.mu, search.sd, search.need, cfg,
+                        strict=strict, coverage=coverage, updated=t.updated[docs], updated_after=updated_after,
+                        limit=limit)
 
 
 def fuse_meaning(both: Ranked, cos: np.ndarray, mu: float, sd: float, need: float, cfg: RankingConfig, *,
