@@ -291,15 +291,21 @@ def test_the_codes_product_is_numpy_s_integer_product():
             assert out[:n].tolist() == np.flatnonzero(near + 1e-4 >= cutoff).tolist()
 
 
-def _pending_in_child(coded, q, first, length, cutoff, want, results) -> None:
-    results.put(kernels.near_codes(coded, q, first, length, cutoff, later=True)().tolist() == want)
+def _after_fork(search, parents, want, results) -> None:
+    """In a forked child: the parent's pending search and two of the child's own, interleaved."""
+    b = search()
+    a_rows = parents().tolist()
+    c = search()
+    results.put([a_rows, c().tolist(), b().tolist()] == [want] * 3)
 
 
 @compiled
 def test_pending_searches_overlap_and_survive_a_fork():
     """Two pending searches at once (the second read by its caller: the worker holds one) give
-    what a search read at once gives; a process forked after the worker started has no worker
-    and starts its own (a child that waited on the parent's would never end)."""
+    what a search read at once gives; a process forked while the parent's search is under way
+    (or done and not yet asked for) has no worker: the child reads that search itself, starts a
+    worker of its own, and its searches give the same rows (a child that waited on the
+    parent's worker, or lost a search handed over, would never end)."""
     if not kernels.CODES:
         pytest.skip("this CPU reads the float32 rows")
     rng = np.random.default_rng(31)
@@ -311,10 +317,19 @@ def test_pending_searches_overlap_and_survive_a_fork():
     one = kernels.near_codes(coded, x[5], first, length, 0.3, later=True)
     two = kernels.near_codes(coded, x[9], first, length, 0.3, later=True)
     assert [two().tolist(), one().tolist()] == want[::-1]
+    many = np.tile(coded[0], (500, 1))  # (1,500,000 rows: a search long enough to be under way at the fork)
+    coded_many = (many, *(np.tile(a, 500) for a in coded[1:]))
+    whole = (np.array([0], np.int64), np.array([1_500_000], np.int64))
+    every = kernels.near_codes(coded_many, x[9], *whole, 0.3).tolist()
+
+    def search():
+        return kernels.near_codes(coded_many, x[9], *whole, 0.3, later=True)
     ctx = multiprocessing.get_context("fork")
     results = ctx.Queue()
-    child = ctx.Process(target=_pending_in_child, args=(coded, x[9], first, length, 0.3, want[1], results))
+    parents = search()
+    child = ctx.Process(target=_after_fork, args=(search, parents, every, results))
     child.start()
+    assert parents().tolist() == every
     child.join(timeout=120)  # (a bound on a hang, not a wait for an event that has one)
     if child.is_alive():
         child.kill()

@@ -771,7 +771,8 @@ __attribute__((target("avx2"))) static Py_ssize_t runs_near_avx2(
             __m256i acc = _mm256_setzero_si256();
             Py_ssize_t k = 0;
             /* 32 at a time: |q| (unsigned) times the row's codes with q's signs, in pairs of 16
-             * bits (at most 2·127·127, the codes are within ±127: no saturation), then in 32 */
+             * bits (at most 2·127·127: `quantize` keeps codes within ±127, and a saved index's
+             * codes are its checksums' to vouch for; a −128 would keep its sign), then in 32 */
             for (; k + 32 <= d; k += 32) {
                 __m256i qk = _mm256_loadu_si256((const __m256i *)(q + k));
                 __m256i ck = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(c + k)), qk);
@@ -812,6 +813,7 @@ typedef struct {
     Py_ssize_t found;
     int pending;  /* (handed to the worker: waited for before the arrays are given back) */
     int done;
+    int redo;  /* (in flight when the process forked: read by its caller) */
 } Near;
 
 static void near_find(Near *j) {
@@ -831,6 +833,7 @@ static pthread_mutex_t near_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t near_wake = PTHREAD_COND_INITIALIZER, near_found = PTHREAD_COND_INITIALIZER;
 static Near *near_job = NULL;  /* (handed over, not yet taken) */
 static int near_up = 0, near_busy = 0;
+static Near *near_current = NULL;  /* (handed over, not yet done) */
 
 static void *near_worker(void *unused) {
     pthread_mutex_lock(&near_lock);
@@ -842,13 +845,22 @@ static void *near_worker(void *unused) {
         near_find(j);
         pthread_mutex_lock(&near_lock);
         j->done = 1;
+        near_busy = 0;
+        near_current = NULL;
         pthread_cond_broadcast(&near_found);
     }
     return NULL;
 }
 
-static void near_forked(void) {  /* (a forked child has no worker: it starts its own) */
-    pthread_mutex_init(&near_lock, NULL);
+/* A fork takes the lock first (no one holds it while waiting for anything), so the child's copy
+ * is its own to let go; the child has no worker: a search handed over and not yet done is read
+ * by its caller, and the child starts a worker of its own. */
+static void near_prepare(void) { pthread_mutex_lock(&near_lock); }
+static void near_parent(void) { pthread_mutex_unlock(&near_lock); }
+static void near_forked(void) {
+    if (near_current) { near_current->pending = 0; near_current->redo = 1; }
+    near_current = NULL;
+    pthread_mutex_unlock(&near_lock);
     pthread_cond_init(&near_wake, NULL);
     pthread_cond_init(&near_found, NULL);
     near_job = NULL;
@@ -867,6 +879,7 @@ static int near_hand_over(Near *j) {  /* 1: the worker reads it; 0: the caller m
     }
     if (near_up && !near_busy) {
         near_busy = handed = j->pending = 1;
+        near_current = j;
         near_job = j;
         pthread_cond_signal(&near_wake);
     }
@@ -882,10 +895,15 @@ static Py_ssize_t near_end(Near *j) {
         Py_BEGIN_ALLOW_THREADS
         pthread_mutex_lock(&near_lock);
         while (!j->done) pthread_cond_wait(&near_found, &near_lock);
-        near_busy = 0;
         pthread_mutex_unlock(&near_lock);
         Py_END_ALLOW_THREADS
         j->pending = 0;
+    }
+    if (j->redo) {
+        j->redo = 0;
+        Py_BEGIN_ALLOW_THREADS
+        near_find(j);
+        Py_END_ALLOW_THREADS
     }
 #endif
     Py_ssize_t found = j->found;
@@ -988,7 +1006,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__kernels(void) {
 #ifdef NEAR_THREAD
-    pthread_atfork(NULL, NULL, near_forked);
+    pthread_atfork(near_prepare, near_parent, near_forked);
 #endif
     return PyModule_Create(&module);
 }
