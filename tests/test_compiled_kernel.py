@@ -202,7 +202,8 @@ def test_recalls_are_the_same_with_the_kernel_and_with_numpy(clock, monkeypatch)
 @compiled
 def test_the_3gram_dot_products_are_numpys_to_the_last_bit(by_numpy):
     """Memories whose entries lie in the saved index's arrays, in the grown ones, across both
-    or none; a query's grams some memories hold and some none does."""
+    or none; a query's grams some memories hold and some none does, and ids 65,536 apart (the
+    kernel's first test of an id reads it modulo 2^16)."""
     from slm_magic.index.ngrams import GramStore
 
     rng = np.random.default_rng(13)
@@ -217,11 +218,12 @@ def test_the_3gram_dot_products_are_numpys_to_the_last_bit(by_numpy):
         keep = store.stop <= base_used + grown_used
         store.start, store.stop = np.where(keep, store.start, 0), np.where(keep, store.stop, 0)
         store.base_used = base_used
-        store.base_gram = rng.integers(0, 500, base_used).astype(np.int32)
+        store.base_gram = (rng.integers(0, 500, base_used) + (1 << 16) * rng.integers(0, 3, base_used)).astype(np.int32)
         store.base_w = rng.uniform(0.5, 3, base_used).astype(np.float32)
-        store.gram_buf = rng.integers(0, 500, grown_used).astype(np.int32)
+        store.gram_buf = (rng.integers(0, 500, grown_used) + (1 << 16) * rng.integers(0, 3, grown_used)).astype(np.int32)
         store.w_buf = rng.uniform(0.5, 3, grown_used).astype(np.float32)
-        query_ids = np.unique(rng.integers(0, 520, int(rng.integers(1, 60)))).astype(np.int64)
+        asked = int(rng.integers(1, 60))
+        query_ids = np.unique(rng.integers(0, 520, asked) + (1 << 16) * rng.integers(0, 3, asked)).astype(np.int64)
         query_w = rng.uniform(0.1, 4, query_ids.size)
         docs = rng.integers(0, n_docs, int(rng.integers(0, 50))).astype(np.int64)
         got = kernels.gram_dots(docs, store, query_ids, query_w)

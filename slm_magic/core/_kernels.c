@@ -567,15 +567,31 @@ static PyObject *gram_dots(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "the arrays' lengths do not fit together");
         goto fail;
     }
+    /* (a bit per id modulo 2^16 that some query id has: most entries' ids are none of the
+     * question's, and the bit says so without the binary search) */
+    uint64_t some[1024];
+    memset(some, 0, sizeof some);
+    for (Py_ssize_t k = 0; k < nq; k++) some[(qid[k] & 0xFFFF) >> 6] |= 1ULL << (qid[k] & 63);
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t d = docs[i];
         if (d < 0 || d >= nd || start[d] < 0 || stop[d] > base_used + n1 || start[d] > stop[d]) {
             PyErr_SetString(PyExc_IndexError, "a memory or its entries are outside the arrays");
             goto fail;
         }
+        /* (the memories' entries lie far apart: ask for those of the next few while these are
+         * summed, so their misses overlap) */
+        if (i + 8 < n && docs[i + 8] >= 0 && docs[i + 8] < nd) {
+            __builtin_prefetch(start + docs[i + 8]);
+            __builtin_prefetch(stop + docs[i + 8]);
+        }
+        if (i + 2 < n && docs[i + 2] >= 0 && docs[i + 2] < nd) {
+            int64_t a = start[docs[i + 2]];
+            if (a >= 0 && a < base_used) { __builtin_prefetch(g0 + a); __builtin_prefetch(w0 + a); }
+        }
         double sum = 0.0;
         for (int64_t j = start[d]; j < stop[d]; j++) {
             int64_t g = j < base_used ? g0[j] : g1[j - base_used];
+            if (!(some[(g & 0xFFFF) >> 6] >> (g & 63) & 1)) continue;
             Py_ssize_t lo = 0, hi = nq;  /* (the first query id not below g) */
             while (lo < hi) {
                 Py_ssize_t mid = (lo + hi) / 2;
