@@ -2,6 +2,7 @@
 
     python benchmarks/speed.py [--sizes 10000,100000,1000000] [--methods slm_magic,bm25s,...]
                                [--queries 200] [--json OUT] [--engine-opts '{"...": ...}']
+                               [--beside bm25s_numba]
 
 Every (size, method) pair runs in its own fresh subprocess, so peak RSS
 belongs to that method alone and no import, cache or JIT warms another's run.
@@ -20,6 +21,10 @@ Measured per row:
   * cold     - engine only: in a fresh process, Memory(path) on the closed DuckDB file
                plus the first recall (the OS page cache is warm: this is not a cold disk);
   * RSS      - peak resident set size of the child (ru_maxrss).
+  * beside   - with --beside B: B built on the same notes in the engine's process (after its
+               memory is read) and each question asked of the engine with its meaning channel,
+               by words alone and of B, one after the other: ratios free of the minutes between
+               the table's processes.
 """
 
 from __future__ import annotations
@@ -214,6 +219,10 @@ def run_child(args: argparse.Namespace) -> dict:
         if args.child == ENGINE and mem.index is not None:  # (after the remembers: both engines time them alike)
             out.update(_cells_agreement(mem, queries[args.warmup: args.warmup + out["queries_timed"]]))
             out.update(_meaning_cost(mem, queries[args.warmup: args.warmup + out["queries_timed"]]))
+            if args.beside:  # (its index would count in this engine's memory: the peak is read first)
+                _end_index_phase(out)
+                out.update(_beside_baseline(mem, args.beside, [m["content"] for m in corpus],
+                                            queries[args.warmup: args.warmup + out["queries_timed"]]))
         t0 = time.perf_counter()
         mem.close()
         out["close_s"] = time.perf_counter() - t0
@@ -235,7 +244,8 @@ def run_child(args: argparse.Namespace) -> dict:
         out.update(_time_recalls(lambda q: method.search(q, TOP_K),
                                  queries, args.warmup, args.recall_budget))
     out["import_rate"] = args.size / out["import_s"] if out["import_s"] > 0 else float("inf")
-    _end_index_phase(out)
+    if "peak_rss_mb" not in out:
+        _end_index_phase(out)
     return out
 
 
@@ -274,6 +284,35 @@ def _meaning_cost(mem, queries: list[str]) -> dict:
         finally:
             mem.meaning = model
     return {"paired_meaning_p50_ms": statistics.median(lat_on), "paired_words_p50_ms": statistics.median(lat_off)}
+
+
+def _beside_baseline(mem, name: str, texts: list[str], queries: list[str]) -> dict:
+    """The engine, with its meaning channel and by words alone, and a baseline built on the same
+    notes in this process, each question asked of the three one after the other (each first in
+    turn): ratios that every question's moment of the machine weighs alike, where the table's
+    come from processes run minutes apart."""
+    baseline = load_baselines()[name]()
+    baseline.index(texts)
+    model, lat = mem.meaning, {"meaning": [], "words": [], "baseline": []}
+
+    def words(q):
+        mem.meaning = None
+        try:
+            return mem.recall(q, limit=TOP_K)
+        finally:
+            mem.meaning = model
+    asks = [("meaning", lambda q: mem.recall(q, limit=TOP_K)), ("words", words),
+            ("baseline", lambda q: baseline.search(q, TOP_K))]
+    for q in queries[:5]:
+        for _, ask in asks:
+            ask(q)
+    for i, q in enumerate(queries):
+        for key, ask in asks[i % 3:] + asks[: i % 3]:
+            t0 = time.perf_counter()
+            ask(q)
+            lat[key].append((time.perf_counter() - t0) * 1000)
+    return {"beside": name, **{f"beside_{k}_p50_ms": statistics.median(v) for k, v in lat.items()},
+            **{f"beside_{k}_p95_ms": _pct(v, 95) for k, v in lat.items()}}
 
 
 def run_cold(args: argparse.Namespace) -> dict:
@@ -330,7 +369,8 @@ def run_one(size: int, method: str, args: argparse.Namespace) -> dict:
             common += ["--engine-opts", args.engine_opts]
         row = _spawn(
             ["--child", method, *common, "--queries", str(args.queries), "--warmup", str(args.warmup),
-             "--remembers", str(args.remembers), "--recall-budget", str(args.recall_budget)],
+             "--remembers", str(args.remembers), "--recall-budget", str(args.recall_budget),
+             *(["--beside", args.beside] if args.beside and method == ENGINE else [])],
             tmp / "run.json", args.timeout,
         )
         if method in ENGINES and "error" not in row:
@@ -400,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=3600, help="seconds before a child is killed")
     ap.add_argument("--recall-budget", type=float, default=120,
                     help="stop timing recalls after this many seconds (slow baselines at 1M)")
+    ap.add_argument("--beside", default=None, metavar="BASELINE",
+                    help="also build BASELINE (e.g. bm25s_numba) in the engine's own process and time it there "
+                         "beside the engine, question by question")
     # Internal: how the parent starts children.
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--cold", action="store_true", help=argparse.SUPPRESS)
@@ -418,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.engine_opts:
         json.loads(args.engine_opts)  # fail now, not in every child
     baselines = load_baselines()
+    if args.beside and args.beside not in baselines:
+        ap.error(f"unknown baseline {args.beside!r} for --beside; known: {list(baselines)}")
     methods = args.methods.split(",") if args.methods else [ENGINE, *baselines]
     unknown = [m for m in methods if m not in ENGINES and m not in baselines]
     if unknown:
@@ -459,6 +504,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Meaning cells at {r['n']:,}: {r['vec_cells']:,} cells; the top {TOP_K} with the nearest cells read is "
                   f"the exact search's for {r['cells_same_top10']:.1%} of the timed questions "
                   f"(overlap {r['cells_overlap_top10']:.2%}).")
+        if "beside" in r:
+            print(f"Beside {r['beside']} at {r['n']:,}, built on the same notes in the engine's process, each question "
+                  f"asked of the three in turn: p50 with the meaning channel {r['beside_meaning_p50_ms']:.2f} ms "
+                  f"({r['beside_meaning_p50_ms'] / r['beside_baseline_p50_ms']:.2f}x), by words "
+                  f"{r['beside_words_p50_ms']:.2f} ms ({r['beside_words_p50_ms'] / r['beside_baseline_p50_ms']:.2f}x), "
+                  f"{r['beside']} {r['beside_baseline_p50_ms']:.3f} ms; p95 by words {r['beside_words_p95_ms']:.2f} "
+                  f"against {r['beside_baseline_p95_ms']:.2f} ms "
+                  f"({r['beside_words_p95_ms'] / r['beside_baseline_p95_ms']:.2f}x).")
         if "paired_meaning_p50_ms" in r:
             print(f"Meaning channel at {r['n']:,}, the same store and questions, each asked with it and then without "
                   f"it: recall p50 {r['paired_meaning_p50_ms']:.2f} against {r['paired_words_p50_ms']:.2f} ms "
