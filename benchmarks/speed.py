@@ -95,6 +95,10 @@ def _start_index_phase(out: dict) -> None:
 
 
 def _end_index_phase(out: dict) -> None:
+    """The index phase's peak and delta RSS, read once (a baseline built beside the engine ends
+    the engine's phase early)."""
+    if "peak_rss_mb" in out:
+        return
     phase_peak = _peak_rss_mb()
     out["peak_rss_mb"] = max(phase_peak, out["pre_index_peak_rss_mb"])
     out["delta_rss_mb"] = phase_peak - out["base_rss_mb"]
@@ -244,8 +248,7 @@ def run_child(args: argparse.Namespace) -> dict:
         out.update(_time_recalls(lambda q: method.search(q, TOP_K),
                                  queries, args.warmup, args.recall_budget))
     out["import_rate"] = args.size / out["import_s"] if out["import_s"] > 0 else float("inf")
-    if "peak_rss_mb" not in out:
-        _end_index_phase(out)
+    _end_index_phase(out)
     return out
 
 
@@ -271,19 +274,24 @@ def _meaning_cost(mem, queries: list[str]) -> dict:
     """What the meaning channel adds to a recall on the same store: each question asked with the
     channel and then without it (the model set aside for that one recall), one after the other,
     so that both halves of the ratio see the same machine at the same moment."""
-    model, lat_on, lat_off = mem.meaning, [], []
+    lat_on, lat_off = [], []
     for q in queries:
         t0 = time.perf_counter()
         mem.recall(q, limit=TOP_K)
         lat_on.append((time.perf_counter() - t0) * 1000)
-        mem.meaning = None
-        try:
-            t0 = time.perf_counter()
-            mem.recall(q, limit=TOP_K)
-            lat_off.append((time.perf_counter() - t0) * 1000)
-        finally:
-            mem.meaning = model
+        t0 = time.perf_counter()
+        _by_words(mem, q)
+        lat_off.append((time.perf_counter() - t0) * 1000)
     return {"paired_meaning_p50_ms": statistics.median(lat_on), "paired_words_p50_ms": statistics.median(lat_off)}
+
+
+def _by_words(mem, q: str):
+    """A recall with the meaning channel set aside for it alone (the model kept)."""
+    model, mem.meaning = mem.meaning, None
+    try:
+        return mem.recall(q, limit=TOP_K)
+    finally:
+        mem.meaning = model
 
 
 def _beside_baseline(mem, name: str, texts: list[str], queries: list[str]) -> dict:
@@ -293,15 +301,8 @@ def _beside_baseline(mem, name: str, texts: list[str], queries: list[str]) -> di
     come from processes run minutes apart."""
     baseline = load_baselines()[name]()
     baseline.index(texts)
-    model, lat = mem.meaning, {"meaning": [], "words": [], "baseline": []}
-
-    def words(q):
-        mem.meaning = None
-        try:
-            return mem.recall(q, limit=TOP_K)
-        finally:
-            mem.meaning = model
-    asks = [("meaning", lambda q: mem.recall(q, limit=TOP_K)), ("words", words),
+    lat = {"meaning": [], "words": [], "baseline": []}
+    asks = [("meaning", lambda q: mem.recall(q, limit=TOP_K)), ("words", lambda q: _by_words(mem, q)),
             ("baseline", lambda q: baseline.search(q, TOP_K))]
     for q in queries[:5]:
         for _, ask in asks:

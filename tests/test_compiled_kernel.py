@@ -272,7 +272,7 @@ def test_the_meaning_channel_s_dot_products_are_numpys_to_the_last_bit(by_numpy,
 def test_the_codes_product_is_numpy_s_integer_product():
     """With no slack, a row is kept exactly when its codes' integer product with the question's
     (times both scales) reaches the cutoff, as numpy works it out: for rows of 256, 48 and 37
-    numbers (32 at a time, then 16, then one by one), codes of ±127 included."""
+    numbers (32 at a time, then one by one), codes of ±127 included."""
     if not kernels.CODES:
         pytest.skip("this CPU reads the float32 rows")
     rng = np.random.default_rng(29)
@@ -341,7 +341,7 @@ def test_pending_searches_overlap_and_survive_a_fork():
 @compiled
 def test_the_codes_bound_every_row_and_bad_arrays_are_refused():
     """A row is passed over by its int8 codes only when its float32 cosine is below the cutoff,
-    for rows of 256 and of 37 numbers (a tail past the last 16), rows with a zero row among
+    for rows of 256 and of 37 numbers (a tail past the last 32), rows with a zero row among
     them; and arrays of the wrong kind or rows outside the codes are refused."""
     if not kernels.CODES:
         pytest.skip("this CPU reads the float32 rows")

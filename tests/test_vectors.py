@@ -154,8 +154,8 @@ def test_the_cells_read_by_their_codes_find_exactly_what_their_float_rows_find(s
     coded, read, rows = vs.coded, [], 0
     real = kernels.dots
 
-    def counted(data, query, first, length=None):
-        read.append(first.size if length is None else int(length.sum()))
+    def counted(data, query, first=None, length=None):
+        read.append(data.shape[0] if first is None else first.size if length is None else int(length.sum()))
         return real(data, query, first, length)
 
     checked = 0

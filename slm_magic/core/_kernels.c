@@ -767,7 +767,7 @@ fail:
     return NULL;
 }
 
-/* The codes are read only where the CPU multiplies and adds sixteen int8 pairs at a time (AVX2,
+/* The codes are read only where the CPU multiplies and adds 32 int8 pairs at a time (AVX2,
  * GCC or clang on x86-64): elsewhere one at a time costs more than the float32 rows'
  * bytes save, and the float32 rows are read instead (kernels.quantize gives no codes). */
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -788,16 +788,12 @@ __attribute__((target("avx2"))) static Py_ssize_t runs_near_avx2(
             Py_ssize_t k = 0;
             /* 32 at a time: |q| (unsigned) times the row's codes with q's signs, in pairs of 16
              * bits (at most 2·127·127: `quantize` keeps codes within ±127, and a saved index's
-             * codes are its checksums' to vouch for; a −128 would keep its sign), then in 32 */
+             * codes are its checksums' to vouch for; a −128 would keep its sign), then in 32;
+             * a tail past the last 32 one pair at a time */
             for (; k + 32 <= d; k += 32) {
                 __m256i qk = _mm256_loadu_si256((const __m256i *)(q + k));
                 __m256i ck = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(c + k)), qk);
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(qk), ck), ones));
-            }
-            for (; k + 16 <= d; k += 16) {
-                __m256i a = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(c + k)));
-                __m256i b = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + k)));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
             }
             __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
             h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
@@ -848,8 +844,8 @@ static void near_find(Near *j) {
 static pthread_mutex_t near_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t near_wake = PTHREAD_COND_INITIALIZER, near_found = PTHREAD_COND_INITIALIZER;
 static Near *near_job = NULL;  /* (handed over, not yet taken) */
-static int near_up = 0, near_busy = 0;
-static Near *near_current = NULL;  /* (handed over, not yet done) */
+static Near *near_current = NULL;  /* (handed over, not yet done: the worker is busy) */
+static int near_up = 0;
 
 static void *near_worker(void *unused) {
     pthread_mutex_lock(&near_lock);
@@ -861,7 +857,6 @@ static void *near_worker(void *unused) {
         near_find(j);
         pthread_mutex_lock(&near_lock);
         j->done = 1;
-        near_busy = 0;
         near_current = NULL;
         pthread_cond_broadcast(&near_found);
     }
@@ -880,7 +875,7 @@ static void near_forked(void) {
     pthread_cond_init(&near_wake, NULL);
     pthread_cond_init(&near_found, NULL);
     near_job = NULL;
-    near_up = near_busy = 0;
+    near_up = 0;
 }
 
 static int near_hand_over(Near *j) {  /* 1: the worker reads it; 0: the caller must */
@@ -893,8 +888,8 @@ static int near_hand_over(Near *j) {  /* 1: the worker reads it; 0: the caller m
             near_up = 1;
         }
     }
-    if (near_up && !near_busy) {
-        near_busy = handed = j->pending = 1;
+    if (near_up && !near_current) {
+        handed = j->pending = 1;
         near_current = j;
         near_job = j;
         pthread_cond_signal(&near_wake);
@@ -968,22 +963,19 @@ static PyObject *near_codes(PyObject *self, PyObject *args) {
     if (total < 0) goto fail;
     if (count(&j->out, 8) < total) { error = "out holds fewer than the rows asked for"; goto fail; }
     if (!codes_fast()) { error = "this CPU reads no codes (kernels.CODES is False)"; goto fail; }
+    int handed = 0;
 #ifdef NEAR_THREAD
-    if (later && total > 0 && near_hand_over(j)) {
-        PyObject *pending = PyCapsule_New(j, "slm_magic.near", near_dropped);
-        if (!pending) near_end(j);
-        return pending;
-    }
+    handed = later && total > 0 && near_hand_over(j);
 #endif
-    Py_BEGIN_ALLOW_THREADS
-    near_find(j);
-    Py_END_ALLOW_THREADS
-    if (later) {  /* (found already: the pending search only gives the count) */
-        PyObject *pending = PyCapsule_New(j, "slm_magic.near", near_dropped);
-        if (!pending) near_end(j);
-        return pending;
+    if (!handed) {  /* (read here: a pending search then only gives the count) */
+        Py_BEGIN_ALLOW_THREADS
+        near_find(j);
+        Py_END_ALLOW_THREADS
     }
-    return PyLong_FromSsize_t(near_end(j));
+    if (!later) return PyLong_FromSsize_t(near_end(j));
+    PyObject *pending = PyCapsule_New(j, "slm_magic.near", near_dropped);
+    if (!pending) near_end(j);
+    return pending;
 fail:
     if (error) PyErr_SetString(PyExc_ValueError, error);
     near_end(j);

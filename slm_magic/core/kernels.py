@@ -30,7 +30,7 @@ BOUND_SLACK = 1e-12
 #: Whether the compiled kernel runs: built, and not turned off (the benchmarks say which ran).
 COMPILED = _kernels is not None
 #: Whether the meaning channel's rows are also kept as int8 codes (`quantize`): the kernel reads
-#: them sixteen at a time on this CPU (AVX2); elsewhere the float32 rows are read.
+#: them 32 at a time on this CPU (AVX2); elsewhere the float32 rows are read.
 CODES = COMPILED and bool(_kernels.codes_fast())
 
 
@@ -130,14 +130,18 @@ def best(values: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
     return np.lexsort((ids, -values))[:k]
 
 
-def dots(data: np.ndarray, query: np.ndarray, first: np.ndarray, length: np.ndarray | None = None) -> np.ndarray:
+def dots(data: np.ndarray, query: np.ndarray, first: np.ndarray | None = None,
+         length: np.ndarray | None = None) -> np.ndarray:
     """The dot products with `query` (float32) of rows of `data` (float32, rows as long as the
     query), float32, run after run: rows first[i] .. first[i] + length[i] − 1 (int64; `length`
-    None: one row each). Each is summed in one order, the kernel's and numpy's alike: lane
-    k % 32 of 32 partial sums takes x[k]·q[k] in turn, lane l < 8 then adds lanes l + 8, l + 16
-    and l + 24, and those eight are added pairwise; a cosine is then the same on every machine,
-    where BLAS picks its order by the CPU."""
+    None: one row each; `first` None: every row, in this thread where BLAS would wake its own).
+    Each is summed in one order, the kernel's and numpy's alike: lane k % 32 of 32 partial sums
+    takes x[k]·q[k] in turn, lane l < 8 then adds lanes l + 8, l + 16 and l + 24, and those
+    eight are added pairwise; a cosine is then the same on every machine, where BLAS picks its
+    order by the CPU."""
     query = np.ascontiguousarray(query, dtype=np.float32)
+    if first is None:
+        first, length = np.zeros(1, np.int64), np.array([data.shape[0]], np.int64)
     first = np.ascontiguousarray(first, dtype=np.int64)
     length = None if length is None else np.ascontiguousarray(length, dtype=np.int64)
     if _kernels is not None:
@@ -186,7 +190,7 @@ def near_codes(coded: tuple, query: np.ndarray, first: np.ndarray, length: np.nd
     them: a thread of the kernel's own reads the codes meanwhile (its arrays held until then).
     None where the kernel does not run or reads no codes on this CPU (the caller reads the
     float32 rows)."""
-    if _kernels is None or not CODES:
+    if not CODES:
         return None
     q8, q_scale, q_norm, q_err = quantize(np.asarray(query, dtype=np.float32)[None, :])  # (the rows' own rule)
     first = np.ascontiguousarray(first, dtype=np.int64)

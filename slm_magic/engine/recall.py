@@ -171,9 +171,10 @@ class Recall:
         learner = self.learning.learner(q.user) if limit > 0 else None
         wanted = max(limit, CANDIDATES) if learner else limit
         cs = search = None
-        if q.vector is not None and (project_code is None or project_code >= 0):  # (its cells read meanwhile)
+        known_project = project_code is None or project_code >= 0  # (a project no memory has: nothing to rank)
+        if q.vector is not None and known_project:  # (its cells read meanwhile)
             search = search_meaning(index, q.vector, cfg, admit=q.admit)
-        if q.terms and (project_code is None or project_code >= 0):
+        if q.terms and known_project:
             cs = index.channel_scores(q.terms, q.qtf, q.qlen, text.query_grams(q.text))
             cs.words = q.words
             ranked = rank_index(index, cs, cfg, now=q.now, working_set=ws, **filters, meaning=q.vector is not None,

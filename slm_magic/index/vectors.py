@@ -28,8 +28,6 @@ import scipy.sparse as sp
 
 from ..core import kernels
 
-_ALL = np.zeros(1, np.int64)  # (`dots`' one run from the first row)
-
 
 class VectorStore:
     """Unit vectors by doc id; `model` names what made them (None: no vectors yet)."""
@@ -185,51 +183,55 @@ class VectorStore:
             self._sample = (self.live, docs, rows.sum(axis=0), (rows.T @ rows).astype(np.float32))
         _, docs, total, gram = self._sample
         q = np.asarray(query, np.float32)
-        # (products of rows by the kernel's one order, in this thread: BLAS woke its threads for these)
-        return docs.size, float(total @ q), float(q @ kernels.dots(gram, q, _ALL, np.array([gram.shape[0]])))
+        return docs.size, float(total @ q), float(q @ kernels.dots(gram, q))
 
     def nearest(self, query: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
         """Memories whose cosine with the query is at least `cutoff`, with those cosines: every
         row when there are no cells, else the newest rows and the nearest cells'."""
-        return self.nearest_later(query, cutoff)()
+        return self._search(query, cutoff, later=False)()
 
     def nearest_later(self, query: np.ndarray, cutoff: float) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
         """`nearest`, as a function that gives it: where the cells are read by their codes, a
         thread of the kernel's own reads them meanwhile (the words are ranked in the time). The
         rows are the ones of now: nothing may write a vector until it is asked (a recall holds
         the store's lock)."""
+        return self._search(query, cutoff, later=True)
+
+    def _search(self, query: np.ndarray, cutoff: float, later: bool) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+        """Both: the cells' codes read by the kernel's worker (`later`) or here."""
         query = np.asarray(query, np.float32)
         k = self.centroids.shape[0]
         first, stop = np.array([0]), np.array([self.used])
         if k:
             probes = min(k, max(self.PROBE_MIN, int(np.ceil(k * self.PROBE_SHARE))))
-            near = kernels.dots(self.centroids, query, _ALL, np.array([k]))
-            cells = np.sort(np.argpartition(-near, probes - 1)[:probes])
+            cells = np.sort(np.argpartition(-kernels.dots(self.centroids, query), probes - 1)[:probes])
             first = np.append(self.starts[cells], self.packed)
             stop = np.append(self.starts[cells + 1], self.used)
         data, owner = self.data, self.owner
+
+        def owned(slots: np.ndarray, cos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """The memories of the rows that reached the cutoff (a dropped row has none)."""
+            docs = owner[slots]
+            live = docs >= 0
+            return docs[live], cos[live]
         few = None  # (the cells' rows by their codes, then the few that can reach the cutoff)
         if k and self.coded is not None:
-            few = kernels.near_codes(self.coded, query, first[:-1], stop[:-1] - first[:-1], cutoff, later=True)
+            few = kernels.near_codes(self.coded, query, first[:-1], stop[:-1] - first[:-1], cutoff, later=later)
         if few is not None:
             newest = np.arange(self.packed, self.used)
 
             def found() -> tuple[np.ndarray, np.ndarray]:
-                slots = np.concatenate([few(), newest])
+                slots = np.concatenate([few() if later else few, newest])
                 cos = kernels.dots(data, query, slots)
                 hit = cos >= cutoff
-                docs = owner[slots[hit]]
-                live = docs >= 0
-                return docs[live], cos[hit][live]
+                return owned(slots[hit], cos[hit])
             return found
         cos = kernels.dots(data, query, first, stop - first)
         hit = np.flatnonzero(cos >= cutoff)
         place = np.cumsum(stop - first) - (stop - first)  # (where each run's cosines start)
         run = np.searchsorted(place, hit, side="right") - 1
-        docs = owner[first[run] + hit - place[run]]
-        live = docs >= 0
-        docs, cos = docs[live], cos[hit][live]
-        return lambda: (docs, cos)
+        got = owned(first[run] + hit - place[run], cos[hit])
+        return lambda: got
 
     # --- the cells --------------------------------------------------------------------------------
     @contextlib.contextmanager
