@@ -378,3 +378,51 @@ def test_the_codes_bound_every_row_and_bad_arrays_are_refused():
     # (a pending search dropped unasked: its thread joined, its arrays given back)
     with pytest.raises(TypeError, match="int8"):  # (a wrong kind of array: TypeError, as every loop here says)
         kernels._kernels.quantize(x, np.empty((5, d), np.int16), scale, a, b)
+
+
+@compiled
+def test_a_page_of_rows_is_read_as_arrow_gives_each_value(by_numpy):
+    """The kernel's row reader (index/rows.page_reader) gives every value as Arrow's `as_py`
+    does: strings (empty, non-ASCII, null), large strings, bools, integers, floats, naive
+    timestamps before 1970 and at the ends of the calendar, lists of strings (empty, null, with a
+    null string), a column of nulls; from a table sliced off its buffers' start; and refuses a
+    row it does not hold, or buffers its offsets overrun."""
+    import pyarrow as pa
+
+    from slm_magic.index.rows import column_spec, page_reader
+
+    n = 50
+    rng = random.Random(7)
+    words = ["", "naïve", "日本語", "holdout", "a" * 300, None]
+    ts = [datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59, 999_999), datetime(1969, 12, 31, 23, 59, 59, 1),
+          datetime(1970, 1, 1), datetime(2026, 2, 28, 12, 30, 5, 123_456), None]
+    table = pa.table({
+        "s": pa.array([rng.choice(words) for _ in range(n)], pa.string()),
+        "big": pa.array([rng.choice(words) for _ in range(n)], pa.large_string()),
+        "b": pa.array([rng.choice([True, False, None]) for _ in range(n)], pa.bool_()),
+        "i32": pa.array([rng.choice([0, -2**31, 2**31 - 1, None]) for _ in range(n)], pa.int32()),
+        "i64": pa.array([rng.choice([0, -2**63, 2**63 - 1, None]) for _ in range(n)], pa.int64()),
+        "f": pa.array([rng.choice([0.1, -1e300, float("inf"), None]) for _ in range(n)], pa.float64()),
+        "t": pa.array([rng.choice(ts) for _ in range(n)], pa.timestamp("us")),
+        "tags": pa.array([rng.choice([[], None, ["a", None], ["ü", "", "x" * 40]]) for _ in range(n)],
+                         pa.list_(pa.string())),
+        "none": pa.nulls(n),
+        "i16": pa.array(list(range(n)), pa.int16()),  # (a type the kernel leaves to value_reader)
+    })
+    names = table.column_names
+    for part in (table.combine_chunks(), table.slice(7, 30).combine_chunks(), table.slice(13, 20)):
+        rows = list(range(part.num_rows))
+        want = part.to_pylist()
+        assert page_reader(part, names)(rows) == want
+        assert page_reader(part, names[:-1])(rows[::-1]) == [{k: r[k] for k in names[:-1]} for r in want[::-1]]
+        assert by_numpy(page_reader, part, names)(rows) == want
+    assert column_spec(table.column("i16").chunk(0)) is None
+    read = page_reader(table, names[:-1])
+    for bad in (n, -1):
+        with pytest.raises(IndexError, match="row"):
+            read([0, bad])
+    spec = column_spec(pa.array(["abc", "def"]))  # (then its second string said to end past its data)
+    lying = kernels.row_reader(["s"], [(*spec[:5], np.array([0, 3, 99], np.int32).tobytes(), b"abcdef", None, None)])
+    assert lying([0]) == [{"s": "abc"}]
+    with pytest.raises(ValueError, match="outside"):
+        lying([1])

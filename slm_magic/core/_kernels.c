@@ -1,8 +1,8 @@
 /* The loops of a recall that numpy can only do in several passes over every match: the
  * postings' BM25 parts summed per memory (every match's, or only the best few or those over a
  * floor, without writing out the rest; or a few memories' own), each match's score bound, the
- * best few matches by a value; and the 3-gram channel's dot products (a dozen numpy calls for
- * a pool of twenty).
+ * best few matches by a value; the 3-gram channel's dot products (a dozen numpy calls for
+ * a pool of twenty); and the page of rows a recall shows, read from their Arrow columns.
  * Each computes what core/scoring.py's formulas compute, operation for operation in the same
  * order (built with -ffp-contract=off: no fused multiply-add): the sums and the choice of the
  * best are numpy's to the last bit, the bounds to 1e-15 (their exp is the C library's; see
@@ -11,6 +11,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <datetime.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -994,6 +995,220 @@ static PyObject *near_wait(PyObject *self, PyObject *pending) {
 
 static PyObject *py_codes_fast(PyObject *self, PyObject *unused) { return PyBool_FromLong(codes_fast()); }
 
+/* ---- The rows a recall shows: a page of memories read from their Arrow columns. ----
+ * In Python each value cost about half a microsecond (a slice, two offsets, a decode), a page
+ * of ten rows of eighteen columns 150-200 us. The columns are described once per chunk
+ * (`row_reader`, from index/rows.page_reader), their buffers held by the reader; every read
+ * is checked against its buffer's length. What is left of a page's time is mostly the misses
+ * of its scattered rows (reading them ahead did not shorten it). */
+
+enum { COL_NULL, COL_STR32, COL_STR64, COL_BOOL, COL_I32, COL_I64, COL_F64, COL_TS_US, COL_LIST_STR32 };
+
+typedef struct {
+    int kind;
+    Py_ssize_t length, offset, child_offset;
+    Buf valid, a, b, c, d;  /* validity; then by kind: offsets and data, the bits, the numbers; a list's
+                             * offsets, its strings' validity, offsets and data */
+} Column;
+
+typedef struct {
+    Py_ssize_t n;
+    PyObject *names;  /* (a tuple of str, one per column) */
+    Column cols[];
+} RowReader;
+
+static void row_reader_free(PyObject *capsule) {
+    RowReader *r = PyCapsule_GetPointer(capsule, "slm_magic.rows");
+    if (!r) return;
+    for (Py_ssize_t i = 0; i < r->n; i++) {
+        Column *c = &r->cols[i];
+        give(&c->valid); give(&c->a); give(&c->b); give(&c->c); give(&c->d);
+    }
+    Py_XDECREF(r->names);
+    PyMem_Free(r);
+}
+
+static int take_bytes(PyObject *obj, Buf *b) {  /* (None: no buffer, every value valid) */
+    if (obj == Py_None) return 0;
+    if (PyObject_GetBuffer(obj, &b->view, PyBUF_SIMPLE) < 0) return -1;
+    b->held = 1;
+    return 0;
+}
+
+/* row_reader(names, specs) -> a reader: each spec (kind, length, offset, child offset,
+ * validity, a, b, c, d), the buffers as Arrow lays out that kind of column (None: absent). */
+static PyObject *row_reader(PyObject *self, PyObject *args) {
+    PyObject *names, *specs;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyTuple_Type, &names, &PyList_Type, &specs)) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (PyList_GET_SIZE(specs) != n) {
+        PyErr_SetString(PyExc_ValueError, "one spec per name");
+        return NULL;
+    }
+    RowReader *r = PyMem_Calloc(1, sizeof(RowReader) + n * sizeof(Column));
+    if (!r) return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(r, "slm_magic.rows", row_reader_free);
+    if (!capsule) { PyMem_Free(r); return NULL; }
+    Py_INCREF(names);
+    r->names = names;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Column *c = &r->cols[i];
+        PyObject *bufs[5];
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(specs, i), "innnOOOOO", &c->kind, &c->length, &c->offset,
+                              &c->child_offset, &bufs[0], &bufs[1], &bufs[2], &bufs[3], &bufs[4])) goto fail;
+        r->n = i + 1;
+        if (c->kind < COL_NULL || c->kind > COL_LIST_STR32 || c->length < 0 || c->offset < 0 || c->child_offset < 0) {
+            PyErr_SetString(PyExc_ValueError, "a column's kind, length or offset is out of range");
+            goto fail;
+        }
+        Buf *into[5] = {&c->valid, &c->a, &c->b, &c->c, &c->d};
+        for (int k = 0; k < 5; k++)
+            if (take_bytes(bufs[k], into[k]) < 0) goto fail;
+    }
+    return capsule;
+fail:
+    Py_DECREF(capsule);
+    return NULL;
+}
+
+static inline int fits(const Buf *b, Py_ssize_t end) { return b->held && end >= 0 && end <= b->view.len; }
+
+static inline int bit_set(const Buf *b, Py_ssize_t j, int *out) {  /* -1: out of the buffer */
+    if (!fits(b, (j >> 3) + 1)) return -1;
+    *out = (((const uint8_t *)b->view.buf)[j >> 3] >> (j & 7)) & 1;
+    return 0;
+}
+
+static PyObject *out_of_buffer(void) {
+    PyErr_SetString(PyExc_ValueError, "a row's value lies outside its column's buffers");
+    return NULL;
+}
+
+static PyObject *string_at(const Buf *offsets, const Buf *data, Py_ssize_t j, int wide) {
+    int64_t s, e;
+    if (wide) {
+        if (!fits(offsets, (j + 2) * 8)) return out_of_buffer();
+        s = ((const int64_t *)offsets->view.buf)[j]; e = ((const int64_t *)offsets->view.buf)[j + 1];
+    } else {
+        if (!fits(offsets, (j + 2) * 4)) return out_of_buffer();
+        s = ((const int32_t *)offsets->view.buf)[j]; e = ((const int32_t *)offsets->view.buf)[j + 1];
+    }
+    if (s < 0 || e < s || (e > 0 && !fits(data, e))) return out_of_buffer();
+    return PyUnicode_DecodeUTF8(e > s ? (const char *)data->view.buf + s : "", e - s, "strict");
+}
+
+/* Days since 1970-01-01 as a civil date (proleptic Gregorian; H. Hinnant's algorithm). */
+static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+static PyObject *timestamp_us(int64_t us) {  /* (naive, as 1970-01-01 + timedelta(microseconds=us)) */
+    int64_t day = us / 86400000000LL, rem = us % 86400000000LL;
+    if (rem < 0) { rem += 86400000000LL; day -= 1; }
+    int64_t y;
+    int m, d;
+    civil_from_days(day, &y, &m, &d);
+    if (y < 1 || y > 9999) {
+        PyErr_SetString(PyExc_OverflowError, "a timestamp outside the years 1-9999");
+        return NULL;
+    }
+    int64_t s = rem / 1000000;
+    return PyDateTime_FromDateAndTime((int)y, m, d, (int)(s / 3600), (int)(s / 60 % 60), (int)(s % 60),
+                                      (int)(rem % 1000000));
+}
+
+static PyObject *value_at(const Column *c, Py_ssize_t i) {
+    Py_ssize_t j = c->offset + i;
+    if (c->kind == COL_NULL) Py_RETURN_NONE;
+    if (c->valid.held) {
+        int ok;
+        if (bit_set(&c->valid, j, &ok) < 0) return out_of_buffer();
+        if (!ok) Py_RETURN_NONE;
+    }
+    switch (c->kind) {
+    case COL_STR32:
+    case COL_STR64:
+        return string_at(&c->a, &c->b, j, c->kind == COL_STR64);
+    case COL_BOOL: {
+        int bit;
+        if (bit_set(&c->a, j, &bit) < 0) return out_of_buffer();
+        return PyBool_FromLong(bit);
+    }
+    case COL_I32:
+        if (!fits(&c->a, (j + 1) * 4)) return out_of_buffer();
+        return PyLong_FromLong(((const int32_t *)c->a.view.buf)[j]);
+    case COL_I64:
+        if (!fits(&c->a, (j + 1) * 8)) return out_of_buffer();
+        return PyLong_FromLongLong(((const int64_t *)c->a.view.buf)[j]);
+    case COL_F64:
+        if (!fits(&c->a, (j + 1) * 8)) return out_of_buffer();
+        return PyFloat_FromDouble(((const double *)c->a.view.buf)[j]);
+    case COL_TS_US:
+        if (!fits(&c->a, (j + 1) * 8)) return out_of_buffer();
+        return timestamp_us(((const int64_t *)c->a.view.buf)[j]);
+    default: {  /* COL_LIST_STR32: a list of strings (None for a null one) */
+        if (!fits(&c->a, (j + 2) * 4)) return out_of_buffer();
+        int32_t s = ((const int32_t *)c->a.view.buf)[j], e = ((const int32_t *)c->a.view.buf)[j + 1];
+        if (s < 0 || e < s) return out_of_buffer();
+        PyObject *list = PyList_New(e - s);
+        if (!list) return NULL;
+        for (int32_t k = s; k < e; k++) {
+            Py_ssize_t kk = c->child_offset + k;
+            PyObject *v;
+            int ok = 1;
+            if (c->b.held && bit_set(&c->b, kk, &ok) < 0) v = out_of_buffer();
+            else if (!ok) { v = Py_None; Py_INCREF(v); }
+            else v = string_at(&c->c, &c->d, kk, 0);
+            if (!v) { Py_DECREF(list); return NULL; }
+            PyList_SET_ITEM(list, k - s, v);
+        }
+        return list;
+    }
+    }
+}
+
+/* read_rows(reader, rows) -> one dict of the columns' values (by their names) per row. */
+static PyObject *read_rows(PyObject *self, PyObject *args) {
+    PyObject *capsule, *rows;
+    if (!PyArg_ParseTuple(args, "OO!", &capsule, &PyList_Type, &rows)) return NULL;
+    RowReader *r = PyCapsule_GetPointer(capsule, "slm_magic.rows");
+    if (!r) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(rows, i));
+        if (at == -1 && PyErr_Occurred()) goto fail;
+        PyObject *row = PyDict_New();
+        if (!row) goto fail;
+        PyList_SET_ITEM(out, i, row);
+        for (Py_ssize_t k = 0; k < r->n; k++) {
+            const Column *c = &r->cols[k];
+            if (at < 0 || at >= c->length) {
+                PyErr_Format(PyExc_IndexError, "row %zd of a column of %zd", at, c->length);
+                goto fail;
+            }
+            PyObject *v = value_at(c, at);
+            if (!v) goto fail;
+            int bad = PyDict_SetItem(row, PyTuple_GET_ITEM(r->names, k), v);
+            Py_DECREF(v);
+            if (bad < 0) goto fail;
+        }
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"best_sums", best_sums, METH_VARARGS, "The memories whose BM25 reaches a floor, or the k best; the rest never written out."},
     {"sums_at", sums_at, METH_VARARGS, "The BM25 of some memories, each summed as the blocks sum it."},
@@ -1005,6 +1220,8 @@ static PyMethodDef methods[] = {
     {"codes_fast", py_codes_fast, METH_NOARGS, "Whether this CPU reads int8 codes faster than float32 rows."},
     {"near_codes", near_codes, METH_VARARGS, "The rows whose cosine can reach a cutoff, by their int8 codes."},
     {"near_wait", near_wait, METH_O, "How many rows a pending near_codes found, once its thread is done."},
+    {"row_reader", row_reader, METH_VARARGS, "A reader of rows of some Arrow columns, their buffers held."},
+    {"read_rows", read_rows, METH_VARARGS, "Some rows' values, a dict per row, read by a row_reader."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1013,6 +1230,8 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__kernels(void) {
+    PyDateTime_IMPORT;
+    if (!PyDateTimeAPI) return NULL;
 #ifdef NEAR_THREAD
     pthread_atfork(near_prepare, near_parent, near_forked);
 #endif

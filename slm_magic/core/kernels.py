@@ -3,8 +3,9 @@ built with a C compiler, else in numpy: the postings summed per memory (every ma
 best few and those over a floor, which only the kernel finds without writing every match
 out), each match's score bound, the best few by a value, the 3-gram channel's dot products,
 the meaning channel's cosines (and, compiled only, the rows whose int8 codes say their cosine
-can reach a cutoff). Both give the same sums, cosines and choice among ties to the last bit,
-and bounds within 1e-15 of each other (tests/test_compiled_kernel.py); numpy needs a pass over every match, and often over every
+can reach a cutoff, and the values of the page of rows a recall shows). Both give the same
+sums, cosines and choice among ties to the last bit, and bounds within 1e-15 of each other
+(tests/test_compiled_kernel.py); numpy needs a pass over every match, and often over every
 memory, for each step of a loop that the kernel does in one."""
 
 from __future__ import annotations
@@ -201,6 +202,16 @@ def near_codes(coded: tuple, query: np.ndarray, first: np.ndarray, length: np.nd
     if later:
         return lambda: out[:_kernels.near_wait(got)]
     return out[:got]
+
+
+def row_reader(names: Sequence[str], specs: list[tuple]) -> Callable[[list[int]], list[dict]] | None:
+    """A reader of rows of some Arrow columns, one spec per name (index/rows.column_spec): a
+    list of rows -> a dict of each row's values by `names`, each as the column's `as_py` gives
+    it; the buffers are held while the reader lives. None where the kernel does not run."""
+    if _kernels is None:
+        return None
+    reader = _kernels.row_reader(tuple(names), specs)
+    return lambda rows: _kernels.read_rows(reader, rows)
 
 
 def gram_dots(docs: np.ndarray, store, query_ids: np.ndarray, query_w: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@
 A recall ranks in microseconds but DuckDB needs milliseconds to fetch ten rows by id, so the
 rows a recall shows are kept here: compact Arrow chunks (no Python object per value), merged
 geometrically as they grow, plus the few memories written one by one since the last chunk.
+A page's values are read from the chunks' buffers by the compiled kernel where it runs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import pyarrow as pa
 
-from ..core import merging
+from ..core import kernels, merging
 from ..results.models import Fact
 from ..storage.columns import FACT_COLUMNS
 
@@ -61,6 +62,42 @@ def value_reader(column: pa.ChunkedArray) -> Callable[[int], object]:
     return lambda i: get(i) if valid.item(i) else None
 
 
+# The kernel's kinds of column (core/_kernels.c, COL_*)
+_NULL, _STR32, _STR64, _BOOL, _I32, _I64, _F64, _TS_US, _LIST_STR32 = range(9)
+
+
+def column_spec(arr: pa.Array) -> tuple | None:
+    """One column as the kernel's row reader takes it (kind, length, offset, child offset and
+    its buffers as Arrow lays them out); None for a type it does not read (`value_reader` does)."""
+    n, t, bufs = len(arr), arr.type, arr.buffers()
+    if arr.null_count == n:
+        return (_NULL, n, 0, 0, None, None, None, None, None)
+    valid = bufs[0] if arr.null_count else None
+    kind = (_STR32 if pa.types.is_string(t) else _STR64 if pa.types.is_large_string(t)
+            else _BOOL if pa.types.is_boolean(t) else _I32 if t == pa.int32() else _I64 if t == pa.int64()
+            else _F64 if t == pa.float64() else _TS_US if pa.types.is_timestamp(t) and t.tz is None and t.unit == "us"
+            else _LIST_STR32 if pa.types.is_list(t) and pa.types.is_string(t.value_type) else None)
+    if kind is None:
+        return None
+    if kind == _LIST_STR32:  # (a list's offsets, then its strings' validity, offsets and data)
+        return (kind, n, arr.offset, arr.values.offset, valid, *bufs[1:5])
+    return (kind, n, arr.offset, 0, valid, *bufs[1:3], *[None] * (4 - len(bufs[1:3])))
+
+
+def page_reader(table: pa.Table, names: Sequence[str]) -> Callable[[list[int]], list[dict]]:
+    """Rows of a one-chunk table -> a dict of each row's values by `names`: the kernel's reader
+    where it runs and reads every column, else `value_reader`'s, value by value."""
+    arrays = [table.column(name).chunks for name in names]
+    if all(len(a) == 1 for a in arrays):
+        specs = [column_spec(a[0]) for a in arrays]
+        if None not in specs:
+            read = kernels.row_reader(names, specs)
+            if read is not None:
+                return read
+    columns = [(name, value_reader(table.column(name))) for name in names]
+    return lambda rows: [{name: read(at) for name, read in columns} for at in rows]
+
+
 def fact_of(row: Sequence) -> Fact:
     """A Fact from one row of FACT_COLUMNS, as the store returns it."""
     values = dict(zip(FACT_COLUMNS, row))
@@ -85,9 +122,9 @@ class FactRows:
         self.pending: dict[int, Fact] = {}
         self.frozen = 0  # leading chunks never merged (a saved index's mapped rows)
         self.deferring = False  # a bulk write: chunks merged once, at its end
-        # Per chunk, a reader of each column, made once; emptied whenever a chunk is placed, so
-        # it never holds one merged away.
-        self._columns: dict[int, list[tuple[str, Callable[[int], object]]]] = {}
+        # Per chunk, a reader of its rows (`page_reader`), made once; emptied whenever a chunk is
+        # placed, so it never holds one merged away.
+        self._readers: dict[int, Callable[[list[int]], list[dict]]] = {}
 
     def _ensure(self, n: int) -> None:
         if n > self.chunk_of.size:
@@ -140,7 +177,7 @@ class FactRows:
 
     def _place(self, c: int) -> None:
         """Point the memories of chunk `c` at their rows in it."""
-        self._columns.clear()
+        self._readers.clear()
         doc_ids = self.chunks[c].column("doc_id").to_numpy().astype(np.int64)
         self.chunk_of[doc_ids] = c
         self.offset_of[doc_ids] = np.arange(doc_ids.size, dtype=np.int32)
@@ -154,15 +191,12 @@ class FactRows:
             elif d < self.chunk_of.size and self.chunk_of[d] >= 0:
                 by_chunk.setdefault(int(self.chunk_of[d]), []).append(d)
         for c, ds in by_chunk.items():
-            # (value by value: a take of the page and its to_pylist cost about 85 us a chunk
+            # (row by row: a take of the page and its to_pylist cost about 85 us a chunk
             # whatever the rows, and a page of ten spans every chunk of a big store)
-            columns = self._columns.get(c)
-            if columns is None:
-                table = self.chunks[c]
-                columns = self._columns[c] = [(name, value_reader(table.column(name))) for name in FACT_COLUMNS]
-            for d in ds:
-                at = int(self.offset_of[d])
-                row = {name: read(at) for name, read in columns}
+            read = self._readers.get(c)
+            if read is None:
+                read = self._readers[c] = page_reader(self.chunks[c], FACT_COLUMNS)
+            for d, row in zip(ds, read(self.offset_of[ds].tolist())):
                 row["tags"] = tuple(row["tags"] or ())
                 out[d] = Fact(**row)
         return out
