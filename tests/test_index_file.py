@@ -19,6 +19,8 @@ import pytest
 from slm_magic import Memory
 from slm_magic.index import index_file
 from slm_magic.index.replica import IndexReplica
+from slm_magic.index.rows import column_spec
+from slm_magic.storage.columns import FACT_COLUMNS
 
 WORDS = ("churn cohort retention join duplicate users revenue forecast client invoice schema table "
          "pipeline feature dropped leakage holdout sample weekly monthly region pricing discount "
@@ -155,6 +157,10 @@ def test_rows_shown_are_the_stored_memories_field_by_field(db_path, clock):
             assert fact == m.readable(fact.fact_id)
         assert sum(f.title is not None for f in shown.values()) == 101
         assert {f.cell for f in shown.values()} == {None, *range(7)}
+        # (the compiled kernel reads every column of every chunk: none left to value_reader)
+        assert len(m.rows.chunks) == 2
+        assert all(column_spec(chunk.column(name).chunk(0)) is not None
+                   for chunk in m.rows.chunks for name in FACT_COLUMNS)
 
 
 def test_writes_after_the_save_are_caught_up_on_open(db_path, clock):
