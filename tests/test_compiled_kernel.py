@@ -426,3 +426,8 @@ def test_a_page_of_rows_is_read_as_arrow_gives_each_value(by_numpy):
     assert lying([0]) == [{"s": "abc"}]
     with pytest.raises(ValueError, match="outside"):
         lying([1])
+    spec = column_spec(pa.array([["a"], ["b", "c"]]))  # (its second list said to end far past its strings)
+    lying = kernels.row_reader(["l"], [(*spec[:5], np.array([0, 1, 10**9], np.int32).tobytes(), *spec[6:])])
+    assert lying([0]) == [{"l": ["a"]}]
+    with pytest.raises(ValueError, match="outside"):
+        lying([1])

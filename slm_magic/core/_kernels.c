@@ -1157,7 +1157,7 @@ static PyObject *value_at(const Column *c, Py_ssize_t i) {
     default: {  /* COL_LIST_STR32: a list of strings (None for a null one) */
         if (!fits(&c->a, (j + 2) * 4)) return out_of_buffer();
         int32_t s = ((const int32_t *)c->a.view.buf)[j], e = ((const int32_t *)c->a.view.buf)[j + 1];
-        if (s < 0 || e < s) return out_of_buffer();
+        if (s < 0 || e < s || !fits(&c->c, (c->child_offset + (Py_ssize_t)e + 1) * 4)) return out_of_buffer();
         PyObject *list = PyList_New(e - s);
         if (!list) return NULL;
         for (int32_t k = s; k < e; k++) {
