@@ -122,6 +122,63 @@ def test_the_best_sums_those_over_a_floor_and_any_memorys_sum_are_accumulates(by
     assert got[0].tolist() == matched.tolist() and got[1].tobytes() == sums.tobytes()
 
 
+def _halves_and_one_pass(docs, tfs, weights, norm, k, floor, room):
+    """best_sums' (matches, their sums' bytes), the pass shared with the worker where it may be
+    and never shared: the two the same."""
+    out = []
+    for split in (True, False):
+        matched, sums = np.empty(room, np.int64), np.empty(room)
+        n = kernels._kernels.best_sums(list(docs), list(tfs), [float(w) for w in weights], norm, k, floor, matched,
+                                       sums, split)
+        out.append((matched[:n].tolist(), sums[:n].tobytes()))
+    assert out[0] == out[1]
+    return out[0]
+
+
+@compiled
+def test_a_pass_shared_with_the_worker_gives_one_pass_s_sums_and_choice(by_numpy):
+    """A pass of many postings is summed in two halves (this thread's blocks and the worker's,
+    or both here while the worker reads a search): the same sums, the same k best with ties to
+    the lower memory across the halves' seam (every tf and norm one: everything ties), the same
+    matches over a floor, as one pass and as numpy; postings out of order just past the seam
+    are still caught."""
+    rng = np.random.default_rng(41)
+    n_docs = 300_000
+    docs, tfs, weights, norm = postings(rng, n_docs, 4)
+    assert sum(d.size for d in docs) >= 65_536  # (what the kernel shares with its worker)
+    ties = ([np.ones_like(f) for f in tfs], np.ones_like(norm))
+    for tf, nm in ((tfs, norm), ties):
+        matched, sums = by_numpy(kernels.accumulate, docs, tf, weights, nm, n_docs + 1)
+        for k in (1, 144, 5_000):
+            best = np.sort(kernels.best(sums, matched, k))
+            assert _halves_and_one_pass(docs, tf, weights, nm, k, -np.inf, k) == (matched[best].tolist(),
+                                                                                 sums[best].tobytes())
+        for q in (0.0, 0.9):
+            floor = float(np.quantile(sums, q))
+            assert _halves_and_one_pass(docs, tf, weights, nm, 0, floor, matched.size) == (
+                matched[sums >= floor].tolist(), sums[sums >= floor].tobytes())
+    if kernels.CODES:  # (the worker busy with a search of the meaning channel's: this thread sums both halves)
+        x = rng.standard_normal((1_000, 64)).astype(np.float32)
+        coded = kernels.quantize(x)
+        many = (np.tile(coded[0], (600, 1)), *(np.tile(a, 600) for a in coded[1:]))
+        pending = kernels.near_codes(many, x[3], np.array([0], np.int64), np.array([600_000], np.int64), 0.5,
+                                     later=True)
+        got = kernels.best_sums(docs, tfs, weights, norm, k=144)
+        pending()
+        matched, sums = by_numpy(kernels.accumulate, docs, tfs, weights, norm, n_docs + 1)
+        best = np.sort(kernels.best(sums, matched, 144))
+        assert got[0].tolist() == matched[best].tolist() and got[1].tobytes() == sums[best].tobytes()
+    for at in (150_000, 160_000, 299_000):  # (a posting moved just past the middle, and near the end)
+        d0 = docs[0].copy()
+        i = int(np.searchsorted(d0, at))
+        d0[i], d0[i + 1] = d0[i + 1], d0[i]
+        assert kernels.best_sums([d0, *docs[1:]], tfs, weights, norm, k=3) is None
+        assert kernels.best_sums([d0, *docs[1:]], tfs, weights, norm, floor=1.0) is None
+    matched, sums = by_numpy(kernels.accumulate, docs, tfs, weights, norm, n_docs + 1)
+    got = kernels.best_sums(docs, tfs, weights, norm, floor=0.0)  # (nothing of a stopped call left in a buffer)
+    assert got[0].tolist() == matched.tolist() and got[1].tobytes() == sums.tobytes()
+
+
 @compiled
 def test_score_bounds_are_numpys_within_a_unit_of_1e_15(by_numpy):
     rng = np.random.default_rng(3)

@@ -3,6 +3,7 @@
  * floor, without writing out the rest; or a few memories' own), each match's score bound, the
  * best few matches by a value; the 3-gram channel's dot products (a dozen numpy calls for
  * a pool of twenty); and the page of rows a recall shows, read from their Arrow columns.
+ * A long pass over the postings is shared with a worker thread of the kernel's (`best_sums`).
  * Each computes what core/scoring.py's formulas compute, operation for operation in the same
  * order (built with -ffp-contract=off: no fused multiply-add): the sums and the choice of the
  * best are numpy's to the last bit, the bounds to 1e-15 (their exp is the C library's; see
@@ -279,6 +280,105 @@ static Py_ssize_t pool_best(Pool *p) {
     return kept;
 }
 
+/* One thread's share of a pass: blocks from..to − 1 summed into `sum` (its own buffer, zeros
+ * between calls) and drained into its pool (k > 0) or its list (every sum at the floor or over
+ * it, ascending). `status`: 0; -1 a term's documents out of order; -2 no memory; -3 more matches
+ * than the list holds. */
+typedef struct {
+    Pool pool;
+    int64_t *out;
+    double *sc;
+    Py_ssize_t found, room;
+    Py_ssize_t *at;
+    double *sum;
+    int status;
+} Part;
+
+static void sum_blocks(const Terms *t, const float *K, Part *p, int64_t from, int64_t to) {
+    uint64_t bits[BLOCK / 64];
+    memset(bits, 0, sizeof bits);
+    double *sum = p->sum;
+    for (int64_t base = from; base < to; base += BLOCK) {
+        if (sum_block(t, p->at, base, K, sum, bits) < 0) {
+            memset(sum, 0, BLOCK * sizeof(double));
+            p->status = -1;
+            return;
+        }
+        for (int wi = 0; wi < BLOCK / 64; wi++) {
+            for (uint64_t x = bits[wi]; x; x &= x - 1) {
+                int j = wi * 64 + __builtin_ctzll(x);
+                double s = sum[j];
+                sum[j] = 0.0;
+                if (s < p->pool.bar || s == 0.0 || p->status) continue;  /* (most matches end here) */
+                if (p->pool.k > 0) {
+                    if (pool_add(&p->pool, base + j, s) < 0) p->status = -2;
+                } else if (p->found >= p->room) {
+                    p->status = -3;
+                } else {
+                    p->out[p->found] = base + j;
+                    p->sc[p->found++] = s;
+                }
+            }
+            bits[wi] = 0;
+        }
+    }
+}
+
+/* The first posting of a term at `doc` or after (its documents ascending). */
+static Py_ssize_t first_at(const Terms *t, Py_ssize_t p, int64_t doc) {
+    Py_ssize_t lo = 0, hi = t->len[p];
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (t->dv[p][mid] < doc) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* A pass of many postings is shared with the kernel's worker thread (when it is idle): this
+ * thread sums the blocks below a split, the worker those from it on, each in its own buffer,
+ * and their matches are joined in document order, so the sums and the choice among ties are
+ * those of one pass. A worker that has not started when this thread is done is not waited
+ * for: this thread sums its blocks too. */
+#define SPLIT_MIN 65536  /* (postings: fewer cost less than handing half of them over) */
+static double worker_sums[BLOCK];  /* (the other half's buffer: one pass at a time is shared, its caller
+                                    * holding the GIL until the worker is done with it) */
+typedef struct {
+    const Terms *t;
+    const float *K;
+    Part *part;
+    int64_t from, to;
+    int started, done;
+} Split;
+static int split_possible(void);        /* whether the kernel has a worker thread on this build */
+static int split_hand_over(Split *sp);  /* 1: the worker will sum it, or has; 0: it is the caller's */
+static int split_taken(Split *sp);      /* 1: the worker took it (and is done now); 0: it never will */
+
+/* The block boundary from which on about half the postings lie (none: -1). */
+static int64_t split_at(const Terms *t, int64_t start, int64_t end, Py_ssize_t total) {
+    int64_t lo = start / BLOCK + 1, hi = end / BLOCK - 1;  /* (each side at least one block) */
+    if (lo > hi) return -1;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        Py_ssize_t below = 0;
+        for (Py_ssize_t p = 0; p < t->n; p++) below += first_at(t, p, mid * BLOCK);
+        if (2 * below < total) lo = mid + 1; else hi = mid;
+    }
+    return lo * BLOCK;
+}
+
+static int part_init(Part *p, Py_ssize_t n_terms, Py_ssize_t k, double floor_, double *sum) {
+    p->pool.k = k;
+    p->pool.cap = 4 * k + 64;
+    p->pool.bar = floor_;
+    p->pool.e = malloc(p->pool.cap * sizeof(Held));
+    p->pool.scratch = malloc(p->pool.cap * sizeof(double));
+    p->at = calloc(n_terms + 1, sizeof(Py_ssize_t));
+    p->sum = sum;
+    return p->pool.e && p->pool.scratch && p->at ? 0 : -1;
+}
+
+static void part_free(Part *p) { free(p->pool.e); free(p->pool.scratch); free(p->at); }
+
 /* best_sums(docs, tfs, weights, norm, k, floor, matched, scores) -> number kept, or -1.
  * docs[i] (int32, ascending) and tfs[i] (float32) are one term's postings (or one part of
  * them), weights[i] its (qtf·idf)·(k1 + 1); each posting adds part_of to its memory's sum (norm
@@ -288,20 +388,21 @@ static Py_ssize_t pool_best(Pool *p) {
  * With k 0 and no floor, every match (what kernels.accumulate returns). A match below the bar
  * (the floor, or the k-th best of a Pool) is passed over in one comparison: the few kept are
  * written, not every match. -1, having kept nothing: a term's documents out of order or a
- * weight not a number (numpy's turn). */
+ * weight not a number (numpy's turn). With `split` false, never shared with the worker. */
 static PyObject *best_sums(PyObject *self, PyObject *args) {
     PyObject *docs_list, *tfs_list, *weights_list, *norm_obj, *matched_obj, *scores_obj;
     Py_ssize_t k;
     double floor_;
-    if (!PyArg_ParseTuple(args, "OOOOndOO", &docs_list, &tfs_list, &weights_list, &norm_obj, &k, &floor_,
-                          &matched_obj, &scores_obj))
+    int may_split = 1;
+    if (!PyArg_ParseTuple(args, "OOOOndOO|p", &docs_list, &tfs_list, &weights_list, &norm_obj, &k, &floor_,
+                          &matched_obj, &scores_obj, &may_split))
         return NULL;
     Buf norm = {0}, scores = {0}, matched = {0};
     Terms t = {0};
-    double *sum = block_sums;
-    Py_ssize_t *at = NULL, found = 0;
-    Pool pool = {0};
-    uint64_t bits[BLOCK / 64];
+    Part mine = {0}, theirs = {0};
+    Pool joined = {0};
+    Split sp = {0};
+    Py_ssize_t found = 0;
     const char *error = NULL;
     if (take(norm_obj, &norm, 0, 'f') < 0 || take(matched_obj, &matched, 1, 'q') < 0
         || take(scores_obj, &scores, 1, 'd') < 0
@@ -317,59 +418,72 @@ static PyObject *best_sums(PyObject *self, PyObject *args) {
     Py_ssize_t room = count(&matched, 8);
     if (count(&scores, 8) < room) room = count(&scores, 8);
     if (k > 0 && room < k) { error = "`matched` holds fewer than k"; goto fail; }
-    at = calloc(t.n + 1, sizeof(Py_ssize_t));
-    pool.k = k;
-    pool.cap = 4 * k + 64;
-    pool.bar = floor_;
-    pool.e = malloc(pool.cap * sizeof(Held));
-    pool.scratch = malloc(pool.cap * sizeof(double));
-    if (!at || !pool.e || !pool.scratch) {
-        PyErr_NoMemory();
-        goto fail;
-    }
+    if (part_init(&mine, t.n, k, floor_, block_sums) < 0) { PyErr_NoMemory(); goto fail; }
+    mine.out = matched.view.buf;
+    mine.sc = scores.view.buf;
+    mine.room = room;
     const float *K = norm.view.buf;
-    int64_t *out = matched.view.buf;
-    double *sc = scores.view.buf;
-    memset(bits, 0, sizeof bits);
-    for (int64_t base = t.first < 0 ? 0 : t.first - t.first % BLOCK; t.first >= 0 && base <= t.last; base += BLOCK) {
-        if (sum_block(&t, at, base, K, sum, bits) < 0) goto unordered;
-        for (int wi = 0; wi < BLOCK / 64; wi++) {
-            for (uint64_t x = bits[wi]; x; x &= x - 1) {
-                int j = wi * 64 + __builtin_ctzll(x);
-                double s = sum[j];
-                sum[j] = 0.0;
-                if (s < pool.bar || s == 0.0) continue;  /* (most matches end here) */
-                if (k > 0) {
-                    if (pool_add(&pool, base + j, s) < 0) { PyErr_NoMemory(); goto fail; }
-                    continue;
-                }
-                if (found >= room) { error = "more matches than `matched` holds"; goto fail; }
-                out[found] = base + j;
-                sc[found++] = s;
-            }
-            bits[wi] = 0;
-        }
+    int64_t start = t.first < 0 ? 0 : t.first - t.first % BLOCK, end = t.first < 0 ? 0 : t.last + 1;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t p = 0; p < t.n; p++) total += t.len[p];
+    int64_t split = may_split && total >= SPLIT_MIN && split_possible() ? split_at(&t, start, end, total) : -1;
+    int shared = 0;
+    if (split > 0) {
+        if (part_init(&theirs, t.n, k, floor_, worker_sums) < 0) { PyErr_NoMemory(); goto fail; }
+        theirs.room = k > 0 ? 0 : room;
+        theirs.out = k > 0 ? NULL : malloc((room ? room : 1) * sizeof(int64_t));
+        theirs.sc = k > 0 ? NULL : malloc((room ? room : 1) * sizeof(double));
+        if (k == 0 && (!theirs.out || !theirs.sc)) { PyErr_NoMemory(); goto fail; }
+        for (Py_ssize_t p = 0; p < t.n; p++) theirs.at[p] = first_at(&t, p, split);
+        sp = (Split){.t = &t, .K = K, .part = &theirs, .from = split, .to = end};
+        shared = split_hand_over(&sp);
     }
-    if (!read_all(&t, at)) goto unordered;
+    sum_blocks(&t, K, &mine, start, split > 0 ? split : end);
+    if (split > 0) {
+        if (!shared || !split_taken(&sp)) sum_blocks(&t, K, &theirs, split, end);
+        for (Py_ssize_t p = 0; p < t.n; p++)  /* (this thread read each term up to where the other began) */
+            if (mine.at[p] != first_at(&t, p, split)) mine.status = -1;
+        if (!mine.status) mine.status = theirs.status;
+    }
+    Part *last = split > 0 ? &theirs : &mine;
+    if (mine.status == -2) { PyErr_NoMemory(); goto fail; }
+    if (mine.status == -3) { error = "more matches than `matched` holds"; goto fail; }
+    if (mine.status == -1 || !read_all(&t, last->at)) goto unordered;
     if (k > 0) {
-        found = pool_best(&pool);
-        for (Py_ssize_t i = 0; i < found; i++) { out[i] = pool.e[i].doc; sc[i] = pool.e[i].sum; }
+        Pool *pool = &mine.pool;
+        if (split > 0) {  /* (the two pools one after the other: in document order, as one pass keeps them) */
+            joined = (Pool){.k = k, .n = mine.pool.n + theirs.pool.n, .cap = mine.pool.n + theirs.pool.n + 1};
+            joined.e = malloc(joined.cap * sizeof(Held));
+            joined.scratch = malloc(joined.cap * sizeof(double));
+            if (!joined.e || !joined.scratch) { PyErr_NoMemory(); goto fail; }
+            memcpy(joined.e, mine.pool.e, mine.pool.n * sizeof(Held));
+            memcpy(joined.e + mine.pool.n, theirs.pool.e, theirs.pool.n * sizeof(Held));
+            pool = &joined;
+        }
+        found = pool_best(pool);
+        for (Py_ssize_t i = 0; i < found; i++) { mine.out[i] = pool->e[i].doc; mine.sc[i] = pool->e[i].sum; }
+    } else {
+        found = mine.found;
+        if (found + theirs.found > room) { error = "more matches than `matched` holds"; goto fail; }
+        memcpy(mine.out + found, theirs.out, theirs.found * sizeof(int64_t));
+        memcpy(mine.sc + found, theirs.sc, theirs.found * sizeof(double));
+        found += theirs.found;
     }
 done:
     drop_terms(&t);
-    free(at); free(pool.e); free(pool.scratch);
+    part_free(&mine); part_free(&theirs);
+    free(theirs.out); free(theirs.sc); free(joined.e); free(joined.scratch);
     give(&norm); give(&scores); give(&matched);
     return PyLong_FromSsize_t(found);
 unordered:  /* (numpy's turn, nothing kept) */
-    memset(block_sums, 0, sizeof block_sums);
     found = -1;
     goto done;
 fail:
     if (error) PyErr_SetString(PyExc_ValueError, error);
     drop_terms(&t);
-    free(at); free(pool.e); free(pool.scratch);
+    part_free(&mine); part_free(&theirs);
+    free(theirs.out); free(theirs.sc); free(joined.e); free(joined.scratch);
     give(&norm); give(&scores); give(&matched);
-    memset(block_sums, 0, sizeof block_sums);
     return NULL;
 }
 
@@ -839,19 +953,32 @@ static void near_find(Near *j) {
 }
 
 #ifdef NEAR_THREAD
-/* One worker thread, started at the first pending search and then asleep between searches:
- * handing it a search costs the caller a wake-up, where a thread of its own cost ~50 us to
- * start. One search at a time: a second caller (another thread's recall) reads its own rows. */
+/* One worker thread, started at the first pending search (or shared pass) and then asleep
+ * between them: handing it a search costs the caller a wake-up, where a thread of its own cost
+ * ~50 us to start. One search at a time: a second caller (another thread's recall) reads its
+ * own rows. A pass's share is handed over only while no search is. */
 static pthread_mutex_t near_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t near_wake = PTHREAD_COND_INITIALIZER, near_found = PTHREAD_COND_INITIALIZER;
 static Near *near_job = NULL;  /* (handed over, not yet taken) */
 static Near *near_current = NULL;  /* (handed over, not yet done: the worker is busy) */
+static Split *split_job = NULL;  /* (a pass's share handed over, not yet taken or given back) */
 static int near_up = 0;
 
 static void *near_worker(void *unused) {
     pthread_mutex_lock(&near_lock);
     for (;;) {
-        while (!near_job) pthread_cond_wait(&near_wake, &near_lock);
+        while (!near_job && !split_job) pthread_cond_wait(&near_wake, &near_lock);
+        if (split_job) {
+            Split *sp = split_job;
+            split_job = NULL;
+            sp->started = 1;
+            pthread_mutex_unlock(&near_lock);
+            sum_blocks(sp->t, sp->K, sp->part, sp->from, sp->to);
+            pthread_mutex_lock(&near_lock);
+            sp->done = 1;
+            pthread_cond_broadcast(&near_found);
+            continue;
+        }
         Near *j = near_job;
         near_job = NULL;
         pthread_mutex_unlock(&near_lock);
@@ -876,12 +1003,11 @@ static void near_forked(void) {
     pthread_cond_init(&near_wake, NULL);
     pthread_cond_init(&near_found, NULL);
     near_job = NULL;
+    split_job = NULL;
     near_up = 0;
 }
 
-static int near_hand_over(Near *j) {  /* 1: the worker reads it; 0: the caller must */
-    int handed = 0;
-    pthread_mutex_lock(&near_lock);
+static void start_worker(void) {  /* (with the lock held) */
     if (!near_up) {
         pthread_t t;
         if (pthread_create(&t, NULL, near_worker, NULL) == 0) {
@@ -889,6 +1015,37 @@ static int near_hand_over(Near *j) {  /* 1: the worker reads it; 0: the caller m
             near_up = 1;
         }
     }
+}
+
+/* A pass's share handed over only to an idle worker: with a search of the meaning channel's
+ * under way (begun before the words' pass) the caller sums every block itself. The caller
+ * holds the GIL until the share is given back, so no fork and no other search comes between. */
+static int split_hand_over(Split *sp) {
+    int handed = 0;
+    pthread_mutex_lock(&near_lock);
+    start_worker();
+    if (near_up && !near_current && !near_job) {
+        split_job = sp;
+        handed = 1;
+        pthread_cond_signal(&near_wake);
+    }
+    pthread_mutex_unlock(&near_lock);
+    return handed;
+}
+
+static int split_taken(Split *sp) {
+    pthread_mutex_lock(&near_lock);
+    if (!sp->started) split_job = NULL;  /* (not begun: never will be) */
+    else while (!sp->done) pthread_cond_wait(&near_found, &near_lock);
+    int taken = sp->started;
+    pthread_mutex_unlock(&near_lock);
+    return taken;
+}
+
+static int near_hand_over(Near *j) {  /* 1: the worker reads it; 0: the caller must */
+    int handed = 0;
+    pthread_mutex_lock(&near_lock);
+    start_worker();
     if (near_up && !near_current) {
         handed = j->pending = 1;
         near_current = j;
@@ -898,6 +1055,14 @@ static int near_hand_over(Near *j) {  /* 1: the worker reads it; 0: the caller m
     pthread_mutex_unlock(&near_lock);
     return handed;
 }
+#endif
+
+#ifdef NEAR_THREAD
+static int split_possible(void) { return 1; }
+#else
+static int split_possible(void) { return 0; }
+static int split_hand_over(Split *sp) { return 0; }
+static int split_taken(Split *sp) { return 0; }
 #endif
 
 /* The rows found (the worker waited for, without the GIL), its arrays given back; the call freed. */
