@@ -404,6 +404,7 @@ static PyObject *best_sums(PyObject *self, PyObject *args) {
     Split sp = {0};
     Py_ssize_t found = 0;
     const char *error = NULL;
+    int failed = 0;
     if (take(norm_obj, &norm, 0, 'f') < 0 || take(matched_obj, &matched, 1, 'q') < 0
         || take(scores_obj, &scores, 1, 'd') < 0
         || load_terms(docs_list, tfs_list, weights_list, count(&norm, 4), 0, &t) < 0)
@@ -474,17 +475,14 @@ done:
     part_free(&mine); part_free(&theirs);
     free(theirs.out); free(theirs.sc); free(joined.e); free(joined.scratch);
     give(&norm); give(&scores); give(&matched);
-    return PyLong_FromSsize_t(found);
+    return failed ? NULL : PyLong_FromSsize_t(found);
 unordered:  /* (numpy's turn, nothing kept) */
     found = -1;
     goto done;
 fail:
     if (error) PyErr_SetString(PyExc_ValueError, error);
-    drop_terms(&t);
-    part_free(&mine); part_free(&theirs);
-    free(theirs.out); free(theirs.sc); free(joined.e); free(joined.scratch);
-    give(&norm); give(&scores); give(&matched);
-    return NULL;
+    failed = 1;
+    goto done;
 }
 
 /* sums_at(docs, tfs, weights, norm, at, out) -> None, or -1: the BM25 of each memory of `at`
