@@ -174,6 +174,12 @@ def test_a_pass_shared_with_the_worker_gives_one_pass_s_sums_and_choice(by_numpy
         d0[i], d0[i + 1] = d0[i + 1], d0[i]
         assert kernels.best_sums([d0, *docs[1:]], tfs, weights, norm, k=3) is None
         assert kernels.best_sums([d0, *docs[1:]], tfs, weights, norm, floor=1.0) is None
+    # (more matches than the room, then postings out of order: the first error stands, shared or not)
+    late = np.concatenate([np.arange(100_000), [150_000, 149_000, 160_000]]).astype(np.int32)
+    for split in (True, False):
+        with pytest.raises(ValueError, match="more matches"):
+            kernels._kernels.best_sums([late], [np.ones(late.size, np.float32)], [1.0], norm, 0, -np.inf,
+                                       np.empty(10, np.int64), np.empty(10), split)
     matched, sums = by_numpy(kernels.accumulate, docs, tfs, weights, norm, n_docs + 1)
     got = kernels.best_sums(docs, tfs, weights, norm, floor=0.0)  # (nothing of a stopped call left in a buffer)
     assert got[0].tolist() == matched.tolist() and got[1].tobytes() == sums.tobytes()
@@ -483,6 +489,8 @@ def test_a_page_of_rows_is_read_as_arrow_gives_each_value(by_numpy):
     assert lying([0]) == [{"s": "abc"}]
     with pytest.raises(ValueError, match="outside"):
         lying([1])
+    with pytest.raises(ValueError, match="out of range"):  # (an offset whose bytes' place would overflow)
+        kernels.row_reader(["x"], [(5, 1, 2**61, 0, None, np.arange(4).tobytes(), None, None, None)])
     spec = column_spec(pa.array([["a"], ["b", "c"]]))  # (its second list said to end far past its strings)
     lying = kernels.row_reader(["l"], [(*spec[:5], np.array([0, 1, 10**9], np.int32).tobytes(), *spec[6:])])
     assert lying([0]) == [{"l": ["a"]}]

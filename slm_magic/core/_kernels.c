@@ -185,8 +185,8 @@ static int read_all(const Terms *t, const Py_ssize_t *at) {
 }
 
 /* The buffer of one block's sums, all zeros between calls (each sum is read and cleared, and a
- * call that stops in a block clears it whole). One for the module: every loop here runs with
- * the GIL held, so no two use it at once. */
+ * call that stops in a block clears it whole). One for the module, the caller's: a pass runs
+ * with the GIL held, so no two use it at once (the worker's share has a buffer of its own). */
 static double block_sums[BLOCK];
 
 /* One memory's BM25 exactly as the blocks sum it: each term's parts (a binary search in
@@ -301,7 +301,7 @@ static void sum_blocks(const Terms *t, const float *K, Part *p, int64_t from, in
     for (int64_t base = from; base < to; base += BLOCK) {
         if (sum_block(t, p->at, base, K, sum, bits) < 0) {
             memset(sum, 0, BLOCK * sizeof(double));
-            p->status = -1;
+            if (!p->status) p->status = -1;  /* (an error already met stands: the one pass's answer) */
             return;
         }
         for (int wi = 0; wi < BLOCK / 64; wi++) {
@@ -388,7 +388,8 @@ static void part_free(Part *p) { free(p->pool.e); free(p->pool.scratch); free(p-
  * With k 0 and no floor, every match (what kernels.accumulate returns). A match below the bar
  * (the floor, or the k-th best of a Pool) is passed over in one comparison: the few kept are
  * written, not every match. -1, having kept nothing: a term's documents out of order or a
- * weight not a number (numpy's turn). With `split` false, never shared with the worker. */
+ * weight not a number (numpy's turn). An optional last argument false: never shared with the
+ * worker. */
 static PyObject *best_sums(PyObject *self, PyObject *args) {
     PyObject *docs_list, *tfs_list, *weights_list, *norm_obj, *matched_obj, *scores_obj;
     Py_ssize_t k;
@@ -443,7 +444,7 @@ static PyObject *best_sums(PyObject *self, PyObject *args) {
     if (split > 0) {
         if (!shared || !split_taken(&sp)) sum_blocks(&t, K, &theirs, split, end);
         for (Py_ssize_t p = 0; p < t.n; p++)  /* (this thread read each term up to where the other began) */
-            if (mine.at[p] != first_at(&t, p, split)) mine.status = -1;
+            if (mine.at[p] != first_at(&t, p, split) && !mine.status) mine.status = -1;
         if (!mine.status) mine.status = theirs.status;
     }
     Part *last = split > 0 ? &theirs : &mine;
@@ -1180,6 +1181,10 @@ typedef struct {
     Column cols[];
 } RowReader;
 
+/* The most a column's length or offsets may be: a value's place in bytes, (offset + row + 2)
+ * times 8 at most, never overflows, so every check against a buffer's length holds. */
+#define SPEC_MAX (PY_SSIZE_T_MAX / 64)
+
 static void row_reader_free(PyObject *capsule) {
     RowReader *r = PyCapsule_GetPointer(capsule, "slm_magic.rows");
     if (!r) return;
@@ -1220,7 +1225,8 @@ static PyObject *row_reader(PyObject *self, PyObject *args) {
         if (!PyArg_ParseTuple(PyList_GET_ITEM(specs, i), "innnOOOOO", &c->kind, &c->length, &c->offset,
                               &c->child_offset, &bufs[0], &bufs[1], &bufs[2], &bufs[3], &bufs[4])) goto fail;
         r->n = i + 1;
-        if (c->kind < COL_NULL || c->kind > COL_LIST_STR32 || c->length < 0 || c->offset < 0 || c->child_offset < 0) {
+        if (c->kind < COL_NULL || c->kind > COL_LIST_STR32 || c->length < 0 || c->offset < 0 || c->child_offset < 0
+            || c->length > SPEC_MAX || c->offset > SPEC_MAX || c->child_offset > SPEC_MAX) {
             PyErr_SetString(PyExc_ValueError, "a column's kind, length or offset is out of range");
             goto fail;
         }
@@ -1256,7 +1262,7 @@ static PyObject *string_at(const Buf *offsets, const Buf *data, Py_ssize_t j, in
         if (!fits(offsets, (j + 2) * 4)) return out_of_buffer();
         s = ((const int32_t *)offsets->view.buf)[j]; e = ((const int32_t *)offsets->view.buf)[j + 1];
     }
-    if (s < 0 || e < s || (e > 0 && !fits(data, e))) return out_of_buffer();
+    if (s < 0 || e < s || (e > s && !fits(data, e))) return out_of_buffer();
     return PyUnicode_DecodeUTF8(e > s ? (const char *)data->view.buf + s : "", e - s, "strict");
 }
 
