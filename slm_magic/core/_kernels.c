@@ -189,19 +189,23 @@ static int read_all(const Terms *t, const Py_ssize_t *at) {
  * with the GIL held, so no two use it at once (the worker's share has a buffer of its own). */
 static double block_sums[BLOCK];
 
+/* The first posting of a term at `doc` or after (its documents ascending). */
+static Py_ssize_t first_at(const Terms *t, Py_ssize_t p, int64_t doc) {
+    Py_ssize_t lo = 0, hi = t->len[p];
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (t->dv[p][mid] < doc) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
 /* One memory's BM25 exactly as the blocks sum it: each term's parts (a binary search in
  * its documents), in the terms' order, added to 0. */
 static double sum_at(const Terms *t, int32_t doc, const float *K) {
     double s = 0.0;
-    for (Py_ssize_t p = 0; p < t->n; p++) {
-        const int32_t *dv = t->dv[p];
-        Py_ssize_t lo = 0, hi = t->len[p];
-        while (lo < hi) {
-            Py_ssize_t mid = lo + (hi - lo) / 2;
-            if (dv[mid] < doc) lo = mid + 1; else hi = mid;
-        }
-        for (; lo < t->len[p] && dv[lo] == doc; lo++) s += part_of(t->w[p], t->fv[p][lo], K[doc]);
-    }
+    for (Py_ssize_t p = 0; p < t->n; p++)
+        for (Py_ssize_t i = first_at(t, p, doc); i < t->len[p] && t->dv[p][i] == doc; i++)
+            s += part_of(t->w[p], t->fv[p][i], K[doc]);
     return s;
 }
 
@@ -324,16 +328,6 @@ static void sum_blocks(const Terms *t, const float *K, Part *p, int64_t from, in
     }
 }
 
-/* The first posting of a term at `doc` or after (its documents ascending). */
-static Py_ssize_t first_at(const Terms *t, Py_ssize_t p, int64_t doc) {
-    Py_ssize_t lo = 0, hi = t->len[p];
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (t->dv[p][mid] < doc) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-}
-
 /* A pass of many postings is shared with the kernel's worker thread (when it is idle): this
  * thread sums the blocks below a split, the worker those from it on, each in its own buffer,
  * and their matches are joined in document order, so the sums and the choice among ties are
@@ -401,7 +395,6 @@ static PyObject *best_sums(PyObject *self, PyObject *args) {
     Buf norm = {0}, scores = {0}, matched = {0};
     Terms t = {0};
     Part mine = {0}, theirs = {0};
-    Pool joined = {0};
     Split sp = {0};
     Py_ssize_t found = 0;
     const char *error = NULL;
@@ -452,18 +445,13 @@ static PyObject *best_sums(PyObject *self, PyObject *args) {
     if (mine.status == -3) { error = "more matches than `matched` holds"; goto fail; }
     if (mine.status == -1 || !read_all(&t, last->at)) goto unordered;
     if (k > 0) {
-        Pool *pool = &mine.pool;
-        if (split > 0) {  /* (the two pools one after the other: in document order, as one pass keeps them) */
-            joined = (Pool){.k = k, .n = mine.pool.n + theirs.pool.n, .cap = mine.pool.n + theirs.pool.n + 1};
-            joined.e = malloc(joined.cap * sizeof(Held));
-            joined.scratch = malloc(joined.cap * sizeof(double));
-            if (!joined.e || !joined.scratch) { PyErr_NoMemory(); goto fail; }
-            memcpy(joined.e, mine.pool.e, mine.pool.n * sizeof(Held));
-            memcpy(joined.e + mine.pool.n, theirs.pool.e, theirs.pool.n * sizeof(Held));
-            pool = &joined;
+        /* (the worker's few offered after this thread's, in document order, as one pass offers them) */
+        for (Py_ssize_t i = 0; i < theirs.pool.n; i++) {
+            Held h = theirs.pool.e[i];
+            if (h.sum >= mine.pool.bar && pool_add(&mine.pool, h.doc, h.sum) < 0) { PyErr_NoMemory(); goto fail; }
         }
-        found = pool_best(pool);
-        for (Py_ssize_t i = 0; i < found; i++) { mine.out[i] = pool->e[i].doc; mine.sc[i] = pool->e[i].sum; }
+        found = pool_best(&mine.pool);
+        for (Py_ssize_t i = 0; i < found; i++) { mine.out[i] = mine.pool.e[i].doc; mine.sc[i] = mine.pool.e[i].sum; }
     } else {
         found = mine.found;
         if (found + theirs.found > room) { error = "more matches than `matched` holds"; goto fail; }
@@ -474,7 +462,7 @@ static PyObject *best_sums(PyObject *self, PyObject *args) {
 done:
     drop_terms(&t);
     part_free(&mine); part_free(&theirs);
-    free(theirs.out); free(theirs.sc); free(joined.e); free(joined.scratch);
+    free(theirs.out); free(theirs.sc);
     give(&norm); give(&scores); give(&matched);
     return failed ? NULL : PyLong_FromSsize_t(found);
 unordered:  /* (numpy's turn, nothing kept) */
@@ -1294,6 +1282,11 @@ static PyObject *timestamp_us(int64_t us) {  /* (naive, as 1970-01-01 + timedelt
                                       (int)(rem % 1000000));
 }
 
+static const void *number_at(const Column *c, Py_ssize_t j, Py_ssize_t size) {  /* (NULL: out of its buffer) */
+    if (!fits(&c->a, (j + 1) * size)) return out_of_buffer();
+    return (const char *)c->a.view.buf + j * size;
+}
+
 static PyObject *value_at(const Column *c, Py_ssize_t i) {
     Py_ssize_t j = c->offset + i;
     if (c->kind == COL_NULL) Py_RETURN_NONE;
@@ -1311,18 +1304,10 @@ static PyObject *value_at(const Column *c, Py_ssize_t i) {
         if (bit_set(&c->a, j, &bit) < 0) return out_of_buffer();
         return PyBool_FromLong(bit);
     }
-    case COL_I32:
-        if (!fits(&c->a, (j + 1) * 4)) return out_of_buffer();
-        return PyLong_FromLong(((const int32_t *)c->a.view.buf)[j]);
-    case COL_I64:
-        if (!fits(&c->a, (j + 1) * 8)) return out_of_buffer();
-        return PyLong_FromLongLong(((const int64_t *)c->a.view.buf)[j]);
-    case COL_F64:
-        if (!fits(&c->a, (j + 1) * 8)) return out_of_buffer();
-        return PyFloat_FromDouble(((const double *)c->a.view.buf)[j]);
-    case COL_TS_US:
-        if (!fits(&c->a, (j + 1) * 8)) return out_of_buffer();
-        return timestamp_us(((const int64_t *)c->a.view.buf)[j]);
+    case COL_I32: { const int32_t *v = number_at(c, j, 4); return v ? PyLong_FromLong(*v) : NULL; }
+    case COL_I64: { const int64_t *v = number_at(c, j, 8); return v ? PyLong_FromLongLong(*v) : NULL; }
+    case COL_F64: { const double *v = number_at(c, j, 8); return v ? PyFloat_FromDouble(*v) : NULL; }
+    case COL_TS_US: { const int64_t *v = number_at(c, j, 8); return v ? timestamp_us(*v) : NULL; }
     default: {  /* COL_LIST_STR32: a list of strings (None for a null one) */
         if (!fits(&c->a, (j + 2) * 4)) return out_of_buffer();
         int32_t s = ((const int32_t *)c->a.view.buf)[j], e = ((const int32_t *)c->a.view.buf)[j + 1];
