@@ -16,7 +16,7 @@ from collections import OrderedDict
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring as _parse_argstring
-from traitlets import Bool, Float, Integer, Unicode, observe
+from traitlets import Bool, Float, Integer, TraitError, Unicode, observe, validate
 from traitlets.config import Configurable
 
 from . import magic_questions as questions
@@ -86,9 +86,10 @@ class SLMMagic(Magics, Configurable):
     CODE_KEPT = 10_000  # characters of the previous cell's source kept with a memory
 
     def __init__(self, shell=None, **kwargs):
-        super().__init__(shell=shell, config=shell.config if shell is not None else None, **kwargs)
+        # (before the config is read: a setting it holds calls `_reopen` as it is set)
         self._memory: Memory | None = None
         self.session_id: str | None = None
+        super().__init__(shell=shell, config=shell.config if shell is not None else None, **kwargs)
         self._cell_number: int | None = None
         self._cell_id: str | None = None          # the front end's id of the running cell
         self._sources: tuple[str | None, str | None] = (None, None)  # (previous, running) cell source
@@ -120,6 +121,16 @@ class SLMMagic(Magics, Configurable):
         """Whose session this is: the notebook where there is one, else this one kernel or
         terminal IPython process."""
         return self.notebook or f"{'kernel' if self.in_kernel else 'ipython'}:{socket.gethostname()}:{os.getpid()}"
+
+    @validate("limit", "max_age_days", "session_timeout_hours")
+    def _in_range(self, proposal):
+        """A bad setting is refused when it is set, by its own name (not by a magic's option later)."""
+        name, value = proposal["trait"].name, proposal["value"]
+        ok, need = {"limit": (value >= 1, "at least 1"), "max_age_days": (value >= 0, "0 or more"),
+                    "session_timeout_hours": (value > 0, "more than 0")}[name]
+        if not ok:
+            raise TraitError(f"SLMMagic.{name} must be {need}; got {value!r}")
+        return value
 
     # --- the engine ---------------------------------------------------------------------------
     @observe("db_path", "user", "session_timeout_hours", "semantic", "embedding_model")
@@ -256,6 +267,9 @@ class SLMMagic(Magics, Configurable):
             self.user = args.user
         n = self.limit if args.max_results is None else args.max_results
         days = self.max_age_days if args.max_age_days is None else args.max_age_days
+        for option, value in (("--max-results", n), ("--max-age-days", days)):
+            if value < 0:
+                raise UsageError(f"{option} must be 0 or more; got {value}")
         with self._engine() as mem:
             # (no path given: the notebook's own name and folder, where there is a notebook)
             where = args.project_path or (self.notebook or "" if not args.query else "")

@@ -11,7 +11,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from slm_magic import Memory
-from slm_magic.errors import InvalidInput
+from slm_magic.errors import InvalidImport, InvalidInput
 from slm_magic.index.sparse import SparseIndex
 from slm_magic.engine.validate import MAX_CONTENT_CHARS
 
@@ -125,6 +125,29 @@ def test_an_invalid_row_names_its_line_and_imports_nothing_unless_skipped(tmp_pa
         got = mem.import_file(path, on_invalid="skip")
         assert got.added == 4 and [(s.position, s.reason) for s in got.skipped] == [(4, "has no content")]
         assert "skipped line 4: has no content" in str(got) and mem.count() == 4
+
+
+def test_lines_that_are_not_json_objects_are_skipped_too_with_their_own_numbers(tmp_path, ip):
+    """--skip-invalid stopped at a line that was not JSON or not UTF-8 and imported nothing;
+    the lines after one set aside keep their numbers in the file."""
+    good = _exported(tmp_path, 4)
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"\n".join([json.dumps(good[0]).encode(), b"", b'{"content": "no closing brace"',
+                                  json.dumps(good[1]).encode(), b"\xe9t\xe9 in latin-1", b"[1, 2]",
+                                  b'{"content": 42}', json.dumps(good[2]).encode()]) + b"\n")
+    with Memory(tmp_path / "m.duckdb") as mem:
+        with pytest.raises(InvalidImport, match="line 3 is not valid JSON.*on_invalid='skip' imports the valid"):
+            mem.import_file(path)
+        assert mem.count() == 0
+        got = mem.import_file(path, on_invalid="skip")
+        assert got.added == 3 and mem.count() == 3
+        assert [(s.position, s.reason.split(" (")[0]) for s in got.skipped] == [
+            (3, "is not valid JSON"), (5, "is not UTF-8 text"), (6, "is a JSON list, not an object with a memory's fields"),
+            (7, "has content that is not text")]
+        again = mem.import_file(path, on_invalid="skip")
+        assert again.added == 0 and again.already_present == 3 and mem.count() == 3
+    got, err = cell(ip, f"%slm_import '{path}' --skip-invalid")
+    assert err is None and got.added == 3 and "skipped line 5: is not UTF-8 text" in str(got)
 
 
 def test_import_magic_and_console_take_skip_invalid(ip, tmp_path):

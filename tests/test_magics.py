@@ -58,6 +58,8 @@ def test_pin_unpin_forget_feedback_status_close(ip):
 @pytest.mark.parametrize("source, message", [
     ("%recall", "needs a query"),
     ("%recall churn --limit 0", "at least 1"),
+    ("%slm_start --max-results -5", "--max-results must be 0 or more; got -5"),
+    ("%slm_start --max-age-days -1", "--max-age-days must be 0 or more; got -1"),
     ("%recall churn --nope", "unrecognized arguments"),
     ("%%remember --type fact\nx", "invalid choice"),
     ("%%remember\n   \n", "needs a cell body"),
@@ -99,6 +101,33 @@ def test_config(ip, tmp_path):
     assert other.exists()
     cell(ip, "%config SLMMagic.user = 'carol'")
     assert cell(ip, "%recall churn note")[0].memories == []
+
+
+def test_settings_in_a_profile_load_and_bad_ones_are_refused_when_set(tmp_path, monkeypatch, caplog):
+    """`c.SLMMagic.user = 'bob'` in ipython_config.py (or --SLMMagic.db_path=...) made
+    %load_ext fail with an AttributeError: setting a trait closed a memory not made yet."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    monkeypatch.setenv("SLM_MAGIC_DB", str(tmp_path / "not-this.duckdb"))
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.SLMMagic.db_path = str(tmp_path / "team.duckdb")
+    config.SLMMagic.user = "bob"
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.run_line_magic("load_ext", "slm_magic")
+        status, err = cell(shell, "%slm_status")
+        assert err is None and status.user_id == "bob" and status.database == str(tmp_path / "team.duckdb")
+        magic = shell.magics_manager.registry["SLMMagic"]
+        for setting, value in (("limit", -1), ("limit", 0), ("max_age_days", -5), ("session_timeout_hours", 0)):
+            cell(shell, f"%config SLMMagic.{setting} = {value}")
+            assert f"SLMMagic.{setting} must be" in caplog.text  # (IPython's %config logs it in one line)
+        assert (magic.limit, magic.max_age_days, magic.session_timeout_hours) == (10, 30, 24.0)
+        assert cell(shell, "%recall anything")[1] is None  # (no magic fails later over an option not typed)
+    finally:
+        shell.run_line_magic("unload_ext", "slm_magic")
+        InteractiveShell.clear_instance()
 
 
 def test_the_file_is_free_between_magics(ip, tmp_path):

@@ -235,6 +235,18 @@ def test_a_notebook_whose_name_has_words_asks_them(mem):
     assert [m.content for m in init.memories] == ["the leakage check on the churn features found tenure_days"]
 
 
+def test_a_notebook_whose_name_matches_nothing_shows_what_is_newest(mem):
+    """`%slm_start` in /tmp/nc1/w/nb1.ipynb asked "nb1 nc1": no memory says that, and the
+    session showed nothing, not even what this notebook had just remembered."""
+    note = mem.remember("the parquet files are partitioned by month")
+    init = mem.session_init(project_path="/tmp/nc1/w/nb1.ipynb")
+    assert init.opened_without_question and not init.abstained and init.abstention_reason is None
+    assert [m.fact_id for m in init.memories] == [note.fact_id]
+    assert init.message.startswith("No memory matches this project's name (nb1 nc1): these are your newest")
+    asked = mem.session_init(project_path="/tmp/nc1/w/nb1.ipynb", query="nb1 nc1")  # asked: an honest nothing
+    assert asked.abstained and not asked.memories and asked.message is None
+
+
 def test_a_session_without_a_question_on_an_empty_memory_says_there_is_nothing(mem):
     init = mem.session_init()
     assert init.opened_without_question and init.nothing_stored and init.abstained

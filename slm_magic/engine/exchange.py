@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from ..index import bulk
 from ..errors import InvalidImport, InvalidInput
@@ -52,8 +53,10 @@ def _format(path: Path) -> str:
     raise InvalidInput(f"{path.name}: use a .jsonl or .parquet file")
 
 
-def _bad_json_line(path: Path) -> str | None:
-    """Where a JSON Lines file first stops being one, in a reader's terms (line numbers from 1)."""
+def _json_lines(path: Path) -> list[tuple[int, bytes, str | None]]:
+    """Each line of a JSON Lines file that is not blank: its number (from 1), its text, and what
+    keeps it from being a memory's object, in a reader's terms (None: nothing)."""
+    out = []
     with path.open("rb") as f:
         for number, raw in enumerate(f, start=1):
             line = raw.strip()
@@ -62,12 +65,14 @@ def _bad_json_line(path: Path) -> str | None:
             try:
                 value = json.loads(line)
             except UnicodeDecodeError:
-                return f"line {number} is not UTF-8 text"
+                out.append((number, line, "is not UTF-8 text"))
+                continue
             except json.JSONDecodeError as exc:
-                return f"line {number} is not valid JSON ({exc.msg.lower()} at column {exc.colno})"
-            if not isinstance(value, dict):
-                return f"line {number} is a JSON {type(value).__name__}, not an object with a memory's fields"
-    return None
+                out.append((number, line, f"is not valid JSON ({exc.msg.lower()} at column {exc.colno})"))
+                continue
+            out.append((number, line, None if isinstance(value, dict) else
+                        f"is a JSON {type(value).__name__}, not an object with a memory's fields"))
+    return out
 
 
 class Exchange:
@@ -124,19 +129,11 @@ class Exchange:
             raise InvalidInput(f"{path} is not a file")
         where = "line" if fmt == "json" else "row"
         with self.store.lock:
-            try:
-                # (JSON: the fields a person writes by hand are read as written and checked here)
-                types = {c: "JSON" if c in _HAND_WRITTEN and fmt == "json" else _TYPES[c] for c in EXPORT_COLUMNS}
-                table = self.store.read_export(path, fmt, types)
-            except Exception as exc:  # noqa: BLE001 - unreadable or not ours: say so, change nothing
-                why = _bad_json_line(path) if fmt == "json" else None
-                if why is None:
-                    why = str(exc).splitlines()[0].split("Error: ", 1)[-1]
-                raise InvalidInput(f"{path.name}: {why}; nothing was imported") from None
+            table, unreadable = self._read(path, fmt, on_invalid)
             present = self.store.existing_fact_ids([x for x in table.column("fact_id").to_pylist() if x])
         rows = table.to_pylist()
         self._complete(rows, fmt)
-        skipped = self._check_imported(rows, path, where, on_invalid)
+        skipped = sorted(unreadable + self._check_imported(rows, path, where, on_invalid), key=lambda s: s.position)
         bad = {s.position for s in skipped}
         notes = [r["fact_id"] for r in rows if r["_note"] and r["line_number"] not in bad]
         if notes:  # (their ids are computed from the notes: a second import finds them)
@@ -165,6 +162,37 @@ class Exchange:
         summaries = sum(1 for r in new if r["kind"] == "summary_event")
         return ImportReport(path=str(path), memories=total - summaries, summaries=summaries,
                             already_present=already, skipped=tuple(skipped))
+
+    def _read(self, path: Path, fmt: str, on_invalid: str):
+        """The file as a table with each row's `line_number`, and the lines set aside as not
+        JSON objects (with on_invalid="skip": the others are read without them)."""
+        # (JSON: the fields a person writes by hand are read as written and checked here)
+        types = {c: "JSON" if c in _HAND_WRITTEN and fmt == "json" else _TYPES[c] for c in EXPORT_COLUMNS}
+        try:
+            return self.store.read_export(path, fmt, types), []
+        except Exception as exc:  # noqa: BLE001 - unreadable or not ours: say so, change nothing
+            lines = _json_lines(path) if fmt == "json" else []
+            bad = [(number, why) for number, _, why in lines if why is not None]
+            if not bad:
+                raise InvalidInput(f"{path.name}: {str(exc).splitlines()[0].split('Error: ', 1)[-1]}; "
+                                   "nothing was imported") from None
+            if on_invalid == "raise":
+                raise InvalidImport(f"{path.name}: line {bad[0][0]} {bad[0][1]}; nothing was imported") from None
+        # (the good lines, in a file only this user can read, read again; their numbers put back)
+        with tempfile.TemporaryDirectory(prefix="slm-import-") as private:
+            good = Path(private) / path.name
+            good.write_bytes(b"\n".join(line for _, line, why in lines if why is None) + b"\n")
+            try:
+                table = self.store.read_export(good, fmt, types)
+            except Exception as exc:  # noqa: BLE001
+                raise InvalidInput(f"{path.name}: {str(exc).splitlines()[0].split('Error: ', 1)[-1]}; "
+                                   "nothing was imported") from None
+        numbers = [number for number, _, why in lines if why is None]
+        if table.num_rows != len(numbers):
+            raise InvalidInput(f"{path.name}: its lines could not be told apart; nothing was imported")
+        table = table.set_column(table.column_names.index("line_number"), "line_number",
+                                 pa.array(numbers, pa.int64()))
+        return table, [Skipped(position=number, reason=why) for number, why in bad]
 
     def _complete(self, rows: list[dict], fmt: str) -> None:
         """Fill in what a hand-written line leaves out and can be computed: a plain note (no
@@ -217,10 +245,9 @@ class Exchange:
                 raise InvalidImport(f"{path.name}: {where} {r['line_number']} {why}; nothing was imported")
             skipped.append(Skipped(position=int(r["line_number"]), reason=why))
         return skipped
+
     def _write_imported(self, rows: list[dict], post: Postings, words_first: bool = False) -> None:
         """The bulk path, keeping every field as exported."""
-        import pyarrow as pa
-
         columns = {c: [r[c] for r in rows] for c in EXPORT_COLUMNS}
         columns["tags"] = [list(t or []) for t in columns["tags"]]
         columns["project"] = [p or "" for p in columns["project"]]

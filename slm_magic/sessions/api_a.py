@@ -47,16 +47,18 @@ def _check_init(project_path, query, max_results, max_age_days, origin) -> None:
             raise InvalidInput(f"{name} must be a non-negative integer; got {value!r}")
 
 
-def _without_question(any_newest: bool, any_pinned: bool, max_age_days: int) -> str:
-    """What a session opened without a question shows, in one plain line."""
+def _without_question(any_newest: bool, any_pinned: bool, max_age_days: int, path_words: str = "") -> str:
+    """What a session opened without a question shows, in one plain line (`path_words`: the
+    words of its path, asked first, that matched nothing)."""
     within = f" (updated in the last {plural(max_age_days, 'day')})" if max_age_days else ""
+    why = (f"No memory matches this project's name ({path_words})" if path_words else "No question was given")
     if any_newest:
-        return (f"No question was given: these are your {'pinned and ' if any_pinned else ''}newest "
+        return (f"{why}: these are your {'pinned and ' if any_pinned else ''}newest "
                 f"memories{within}, not answers to a question. Give a query to search them all.")
     if max_age_days and not any_pinned:
-        return (f"No question was given, and no memory was updated in the last {plural(max_age_days, 'day')}: "
+        return (f"{why}, and no memory was updated in the last {plural(max_age_days, 'day')}: "
                 "give a query to search them all.")
-    return "No question was given: these are your pinned memories. Give a query to search them all."
+    return f"{why}: these are your pinned memories. Give a query to search them all."
 
 
 class SessionService:
@@ -84,8 +86,9 @@ class SessionService:
         Memories last updated more than `max_age_days` ago are left out unless their relevance
         is at least 0.70 (`max_age_days=0` keeps everything); pinned core memories always come.
         With no query, one is made of the words of `project_path` (a folder, or a notebook's
-        path) if it has any; with none there either, the session shows what is pinned and the
-        newest memories and says so (`opened_without_question`, `message`): it does not abstain.
+        path) if it has any; with none there either, or none that any memory matches, the session
+        shows what is pinned and the newest memories and says so (`opened_without_question`,
+        `message`): it does not abstain.
         `origin` names who opens it (a notebook's path, one terminal IPython). With `reuse`, the
         open session of the same user and origin, active within `session_timeout_hours`, goes on
         instead of a new one (what `%slm_start` does: a restarted kernel continues its notebook's
@@ -100,21 +103,8 @@ class SessionService:
         if is_new:
             session_id = self.open(self.user_id, "slm", now, project=path_words.split(" ")[0], origin=origin)
             self.working_sets.start(session_id)
-        res: RecallResult | None = None
-        kept: list[ScoredMemory] = []
-        if q and max_results:
-            # The age gate runs inside the ranking, so the best max_results that pass it come back.
-            # (a new session's recall records what it showed; a continued session saw its context
-            # already: showing it again is not news, so that recall is not the session's)
-            res = self.retrieval.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory", strict=False,
-                                     session_id=session_id if is_new else None)
-            kept = list(res.memories)
-        core = [ScoredMemory(fact=f, score=self._static_score(f, now)) for f in self.core_memories()]
-        if q:
-            shown = {m.fact_id for m in kept}
-            scored = kept + [c for c in core if c.fact_id not in shown]
-        else:  # no question: what is pinned, then what is newest
-            scored = core + self._newest(max_results, max_age_days, now, exclude={c.fact_id for c in core})
+        q, res, core, scored = self._context(q, bool(query.strip()), max_results, max_age_days, now,
+                                             session_id if is_new else None)
         merged = [SessionMemory(fact_id=m.fact_id, content=m.content, score=m.score.value, is_core=m.fact.is_core)
                   for m in scored]
         core_items = [SessionMemory(fact_id=m.fact_id, content=m.content, score=m.score.value, is_core=True)
@@ -122,7 +112,8 @@ class SessionService:
         nothing_stored = not scored and self.store.user_stats(self.user_id)["observations"] == 0
         conf, reason = self._answered(q, res, nothing_stored, max_age_days)
         message = (None if q or nothing_stored or not max_results else
-                   _without_question(len(scored) > len(core), bool(core), max_age_days))
+                   _without_question(len(scored) > len(core), bool(core), max_age_days,
+                                     "" if query.strip() else path_words))
         return SessionInit(
             success=True, session_id=session_id, viewer=self.user_id,
             context=render_context(merged, {m.fact_id: m.fact.updated_at for m in scored}, note=message),
@@ -137,6 +128,28 @@ class SessionService:
             recent_sessions=self.recent_summaries(self.user_id, RECENT_SESSIONS, exclude=session_id),
             opened_without_question=not q, query=q, message=message,
         )
+
+    def _context(self, q: str, asked: bool, max_results: int, max_age_days: int, now: datetime,
+                 new_session: str | None) -> tuple[str, RecallResult | None, list[ScoredMemory], list[ScoredMemory]]:
+        """(the question the session ends up with, its recall, the pinned memories, the memories
+        shown): the best matches of `q`, then what is pinned; with no question, or a path's
+        words (not `asked`) that match nothing, what is pinned and then what is newest."""
+        res: RecallResult | None = None
+        kept: list[ScoredMemory] = []
+        if q and max_results:
+            # The age gate runs inside the ranking, so the best max_results that pass it come back.
+            # (a new session's recall records what it showed; a continued session saw its context
+            # already: showing it again is not news, so that recall is not the session's)
+            res = self.retrieval.recall(q, limit=max_results, max_age_days=max_age_days, kind="memory", strict=False,
+                                        session_id=new_session)
+            kept = list(res.memories)
+            if not asked and not kept:
+                q, res = "", None
+        core = [ScoredMemory(fact=f, score=self._static_score(f, now)) for f in self.core_memories()]
+        if q:
+            shown = {m.fact_id for m in kept}
+            return q, res, core, kept + [c for c in core if c.fact_id not in shown]
+        return q, res, core, core + self._newest(max_results, max_age_days, now, exclude={c.fact_id for c in core})
 
     def _mode(self) -> str:
         """The retrieval mode a recall would run in now (said when none ran)."""
