@@ -282,7 +282,7 @@ def test_a_row_marks_the_words_that_matched_and_says_how_well(mem):
     assert set(marks) == {"Dropped", "feature", "Feature", "leakage"}  # text, title and the tag, as the index matched
     assert "strong match 0." in strong.meta.value and "slm-match-strong" in strong.meta.value
     assert "slm-hit" not in related.text.value and "related same session as #1" in related.meta.value
-    assert "color:#666" in related.text.value  # a memory that matched nothing looks it
+    assert "color:var(--jp-ui-font-color2,#666)" in related.text.value  # a memory that matched nothing looks it
     weak = mem.recall("churn definition of the window in days for dropped seaborn plotting")
     assert {m.strength for m in weak} <= {"strong", "partial", "weak"}
 
@@ -477,3 +477,32 @@ def test_a_memory_you_shared_says_shared_by_you(db_path, clock):
         assert "shared by alice" in row.meta.value and "shared by you" not in row.meta.value
         assert row.pin.disabled and row.forget.disabled
         assert "shared by alice" in recall_text(theirs, viewer="bob")
+
+
+def _html_of(widget) -> list[str]:
+    """The HTML of every widget in a view's tree."""
+    import ipywidgets as W
+
+    out = [widget.value] if isinstance(widget, W.HTML) else []
+    for child in getattr(widget, "children", ()):
+        out += _html_of(child)
+    return out
+
+
+def test_no_text_colour_is_fixed_without_its_own_background(filled):
+    """In JupyterLab's dark theme the text is light: a fixed dark grey (#333, #555) was unreadable
+    on it, and a light chip with the theme's text colour (a matched word on #fff3a3) too. A fixed
+    colour stands only with a background of its own; the rest are the theme's variables."""
+    from slm_magic.results.display import recall_html
+
+    with filled.attached():
+        init = filled.session_init(query="churn label leak")
+        res = filled.recall("churn tenure_days leak")
+    view = MemoriesView.of(res, memory=filled)
+    view.show_parts.value = True
+    pages = _html_of(view) + _html_of(ContextView(init, memory=filled)) + [recall_html(res)]
+    blocks = [b for page in pages for b in re.findall(r"style='([^']*)'|style=\"([^\"]*)\"|\{([^{}]*)\}", page)]
+    styles = [next(part for part in b if part) for b in blocks if any(b)]
+    fixed = [s for s in styles if re.search(r"(?<![-\w])color:\s*#", s)]
+    assert fixed and all("background" in s for s in fixed), [s for s in fixed if "background" not in s]
+    assert any("var(--jp-ui-font-color" in s for s in styles)

@@ -34,7 +34,7 @@ COLUMNS = "28px 112px minmax(0, 1fr) max-content"
 HEADINGS = ["#", "score", "memory", ""]
 HEADING_TIPS = {"score": f"{SCORE_FORMULA} (hover a bar for its sum; “score parts” shows each part)"}
 _CELL = "overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
-_META = "color:#555;font-size:12px;line-height:1.5;white-space:normal;overflow-wrap:anywhere"
+_META = "color:var(--jp-ui-font-color2,#555);font-size:12px;line-height:1.5;white-space:normal;overflow-wrap:anywhere"
 # A memory's text: two lines, and "more" at the end of the second when there is more (a float
 # pushed down to the last visible line; a cover placed just after the text's end hides it
 # when the whole text fits). A click opens the text in place and folds it again.
@@ -44,6 +44,8 @@ TEXT_CSS = (f".slm-wrap{{display:flex}}.slm-text{{position:relative;max-height:c
             f".slm-text::before{{content:'';float:right;height:calc(100% - {LINE})}}"
             f".slm-text::after{{content:'';position:absolute;width:100%;height:{LINE};"
             f"background:var(--jp-layout-color0,#fff)}}"
+            # (in a tab, as %slm_start shows it, the cover takes the tab's own colour)
+            ".widget-tab-contents .slm-text::after{background:var(--jp-layout-color1,#fff)}"
             ".slm-more{float:right;clear:both;margin-left:6px;color:var(--jp-brand-color1,#1976d2);font-size:12px}"
             ".slm-more::before{content:'… more'}.slm-text.slm-open{max-height:none}"
             ".slm-text.slm-open::before{display:none}.slm-text.slm-open .slm-more::before{content:'less'}")
@@ -56,10 +58,10 @@ GRID_CSS = ("<style>.slm-grid .widget-html, .slm-grid .widget-html-content{min-w
             ".slm-table .slm-grid > .slm-memory, .slm-table .slm-grid > .slm-actions{grid-column:1 / -1}"
             ".slm-table .slm-grid > .slm-heading-blank, .slm-table .slm-grid > .slm-heading-memory{display:none}"
             ".slm-table .slm-grid > .slm-actions{min-width:0 !important;flex-wrap:wrap}}"
-            ".slm-id{font-family:var(--jp-code-font-family,monospace);user-select:all;background:#f3f4f6;"
+            ".slm-id{font-family:var(--jp-code-font-family,monospace);user-select:all;background:var(--jp-layout-color2,#f3f4f6);"
             "border-radius:3px;padding:0 3px}"
-            ".slm-copy{border:none;background:none;cursor:pointer;color:#666;padding:0 2px;font-size:12px}"
-            ".slm-tag{background:#eef2ff;border-radius:3px;padding:0 4px;white-space:nowrap}"
+            ".slm-copy{border:none;background:none;cursor:pointer;color:var(--jp-ui-font-color2,#666);padding:0 2px;font-size:12px}"
+            ".slm-tag{color:#1e3a8a;background:#eef2ff;border-radius:3px;padding:0 4px;white-space:nowrap}"
             # (a caption that wraps reads as lines of text, not lines a button's height apart)
             ".slm-caption > .widget-html-content{line-height:1.4;padding:3px 0}"
             + TEXT_CSS + "</style>")
@@ -84,7 +86,7 @@ def _html(value: str = "", **layout) -> W.HTML:
     return W.HTML(value, layout=W.Layout(min_width="0", margin="0", overflow="hidden", **layout))
 
 
-MARK = "background:#fff3a3;color:inherit;padding:0 1px;border-radius:2px"
+MARK = "background:#fff3a3;color:#1f2328;padding:0 1px;border-radius:2px"
 # What a match's strength looks like: a strong one stands out, a weak one looks weak.
 STRENGTH = {"strong": ("strong match", "#166534", "#dcfce7"), "partial": ("match", "#1e3a8a", "#e0e7ff"),
             "weak": ("weak match", "#6b7280", "#f3f4f6"), "related": ("related", "#6b7280", "#f3f4f6"),
@@ -132,7 +134,7 @@ class MemoryRow:
         self.fact: Fact = item.fact
         self.forgotten = False
         self.signal: str | None = None  # the last feedback given here: "up" or "down"
-        self.rank_cell = _html(_cell(str(rank), style="color:#777;text-align:right"))
+        self.rank_cell = _html(_cell(str(rank), style="color:var(--jp-ui-font-color2,#777);text-align:right"))
         self.bar = _html(stacked_bar(item.score))
         self.bar.add_class("slm-score")
         self.text = _html()
@@ -179,8 +181,8 @@ class MemoryRow:
         """Redraw from `self.fact` (after a pin, unpin or forget)."""
         f, terms = self.fact, self.item.query_terms
         head = f"<b>{_marked(one_line(f.title, 80), terms)}</b> · " if f.title else ""
-        style = "text-decoration:line-through;color:#999" if self.forgotten else (
-            "color:#666" if self.item.strength in ("weak", "related") else "")
+        style = "text-decoration:line-through;color:var(--jp-ui-font-color3,#999)" if self.forgotten else (
+            "color:var(--jp-ui-font-color2,#666)" if self.item.strength in ("weak", "related") else "")
         tip = f.content if len(f.content) < 2000 else f.content[:2000] + "…"
         # (the whole text, opened in place by a click; the browser folds it to two lines)
         self.text.value = (f"<div class='slm-wrap'><div class='slm-text' title='{html.escape(tip)}' style='{style}' "
@@ -188,10 +190,10 @@ class MemoryRow:
                            "<span class='slm-more' title='read it all, or fold it again'></span>"
                            f"{CORE_BADGE if f.is_core else ''}{head}{_marked(one_line(f.content, SHOWN_CHARS), terms)}"
                            "</div></div>")
-        colour = "#7a4f01" if f.type in ("decision", "preference", "profile") else "#444"
+        colour = "var(--jp-warn-color0,#7a4f01)" if f.type in ("decision", "preference", "profile") else "var(--jp-ui-font-color1,#444)"
         parts = [strength_chip(self.item), f"<span style='color:{colour}'>{_marked(f.type, terms)}</span>"]
         if self.forgotten:
-            parts.insert(0, "<span class='slm-forgotten' style='color:#b00'>forgotten</span>")
+            parts.insert(0, "<span class='slm-forgotten' style='color:var(--jp-error-color1,#b00)'>forgotten</span>")
         if f.tags:
             parts.append(" ".join(f"<span class='slm-tag'>{_marked(t, terms)}</span>" for t in f.tags))
         parts.append(f"<span title='updated {f.updated_at:%Y-%m-%d %H:%M} UTC'>{age_text(f.updated_at)}</span>")
@@ -257,7 +259,7 @@ class MemoryRow:
                                                           flex="0 0 auto"))
         yes.on_click(lambda _: self.confirm_forget())
         no.on_click(lambda _: self._restore_actions())
-        self.actions.children = [W.HTML("<span style='color:#b00;white-space:nowrap'>forget for good?</span>",
+        self.actions.children = [W.HTML("<span style='color:var(--jp-error-color1,#b00);white-space:nowrap'>forget for good?</span>",
                                         layout=W.Layout(margin="0 4px", min_width="max-content")), yes, no]
 
     def confirm_forget(self) -> None:
@@ -306,7 +308,7 @@ class MemoriesView(SavedForm, W.VBox):
         self.caption.add_class("slm-caption")
         self.rows = [MemoryRow(self, i, m) for i, m in enumerate(self.items, 1)]
         head = [_html(_cell(h, title=HEADING_TIPS.get(h),
-                            style="font-weight:600;color:#333" + (";text-align:right" if h == "#" else "")))
+                            style="font-weight:600;color:var(--jp-ui-font-color1,#333)" + (";text-align:right" if h == "#" else "")))
                 for h in HEADINGS]
         head[-1].add_class("slm-heading-blank")
         head[2].add_class("slm-heading-memory")
@@ -320,7 +322,7 @@ class MemoriesView(SavedForm, W.VBox):
         self.show_parts.observe(self._toggle_parts, "value")
         self.status = _html()
         self.status.add_class("slm-caption")
-        empty = _html("<i style='color:#777'>No memory matched.</i>") if not self.items else None
+        empty = _html("<i style='color:var(--jp-ui-font-color2,#777)'>No memory matched.</i>") if not self.items else None
         body = [empty] if empty else [self.grid]
         # (the caption goes under the button where the two do not fit side by side)
         super().__init__([W.HBox([self.show_parts, self.caption], layout=W.Layout(align_items="center",
@@ -335,7 +337,7 @@ class MemoriesView(SavedForm, W.VBox):
         shows them beside its box)."""
         said = (f" · {plural(len(result.memories), 'memory', 'memories')} · {result.elapsed_ms:.1f} ms"
                 if summary else "")
-        cap = (f"<span style='color:#444' title='{html.escape(mode_words(result.retrieval_mode, technical=True))}'>"
+        cap = (f"<span style='color:var(--jp-ui-font-color1,#444)' title='{html.escape(mode_words(result.retrieval_mode, technical=True))}'>"
                f"recall <b>{html.escape(result.query)}</b>{said}</span>")
         view = cls(result.memories, memory=memory, session_id=session_id, query=result.query, project=result.project,
                    caption=cap)
@@ -350,7 +352,7 @@ class MemoriesView(SavedForm, W.VBox):
         """Run one action on the memory file; say what happened (or why not) under the table.
         An action on `row` that fails because its memory is gone says it was forgotten."""
         if self.memory is None:
-            self.status.value = "<span style='color:#b00'>read-only view: no memory to act on</span>"
+            self.status.value = "<span style='color:var(--jp-error-color1,#b00)'>read-only view: no memory to act on</span>"
             return False
         try:
             with self.memory.attached():
@@ -359,10 +361,10 @@ class MemoriesView(SavedForm, W.VBox):
             if row is not None and self._gone(row.fact.fact_id):
                 self.forgotten_elsewhere(row)
             else:
-                self.status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
+                self.status.value = f"<span style='color:var(--jp-error-color1,#b00)'>{html.escape(str(exc))}</span>"
             return False
         if done:
-            self.status.value = f"<span style='color:#555'>{html.escape(done)}</span>"
+            self.status.value = f"<span style='color:var(--jp-ui-font-color2,#555)'>{html.escape(done)}</span>"
         return True
 
     def _gone(self, fact_id: str) -> bool:
@@ -375,7 +377,7 @@ class MemoriesView(SavedForm, W.VBox):
     def forgotten_elsewhere(self, row: MemoryRow) -> None:
         row.mark_forgotten()
         self.resave()
-        self.status.value = (f"<span style='color:#b00'>this memory was forgotten (in another output, another "
+        self.status.value = (f"<span style='color:var(--jp-error-color1,#b00)'>this memory was forgotten (in another output, another "
                              f"kernel or by %slm_forget): “{html.escape(one_line(row.fact.content, 50))}”</span>")
 
     def resave(self) -> None:
