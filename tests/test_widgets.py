@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 
 from slm_magic import Memory
+from slm_magic.results.display import MUTED
 from slm_magic.results.models import SEARCH_WEIGHTS
 from slm_magic.widgets import ContextView, LiveSearch, MemoriesView, breakdown, segments, stacked_bar
 
@@ -282,7 +283,7 @@ def test_a_row_marks_the_words_that_matched_and_says_how_well(mem):
     assert set(marks) == {"Dropped", "feature", "Feature", "leakage"}  # text, title and the tag, as the index matched
     assert "strong match 0." in strong.meta.value and "slm-match-strong" in strong.meta.value
     assert "slm-hit" not in related.text.value and "related same session as #1" in related.meta.value
-    assert "color:var(--jp-ui-font-color2,#666)" in related.text.value  # a memory that matched nothing looks it
+    assert f"color:{MUTED}" in related.text.value  # a memory that matched nothing looks it
     weak = mem.recall("churn definition of the window in days for dropped seaborn plotting")
     assert {m.strength for m in weak} <= {"strong", "partial", "weak"}
 

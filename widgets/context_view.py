@@ -9,7 +9,8 @@ import ipywidgets as W
 from IPython.display import Markdown
 
 from slm_magic.core.scoring import AGE_GATE_RELEVANCE
-from slm_magic.results.display import PIN, learning_words, mode_words, one_line, plural, session_html, session_text
+from slm_magic.results.display import (FAINT, INK, MUTED, PIN, learning_words, mode_words, one_line, plural, session_html,
+                                       session_text)
 from slm_magic.results.models import SessionInit
 
 from .memories_view import MemoriesView
@@ -39,15 +40,15 @@ class ContextView(SavedForm, W.VBox):
         self.init, self.memory = init, memory
         learn = init.learning
         state = "new session" if init.is_new else "continued session"
-        confidence = (f"<span style='color:var(--jp-ui-font-color2,#555)' title='answer confidence, calibrated by "
+        confidence = (f"<span style='color:{MUTED}' title='answer confidence, calibrated by "
                       f"{html.escape(init.calibration_id or '')}'>confidence the memories answer: "
                       f"{init.answer_confidence:.0%}</span>" if init.answer_confidence is not None else "")
         self.header = W.HTML(
             f"<div style='display:flex;gap:14px;align-items:baseline;flex-wrap:wrap'>"
             f"<span style='font-size:14px'><b>{state}</b> <code>{html.escape(init.session_id)}</code></span>"
-            f"<span style='color:var(--jp-ui-font-color2,#555)' title='{html.escape(mode_words(init.retrieval_mode, technical=True))}'>"
+            f"<span style='color:{MUTED}' title='{html.escape(mode_words(init.retrieval_mode, technical=True))}'>"
             f"{plural(init.memory_count, 'memory', 'memories')}</span>"
-            f"<span style='color:var(--jp-ui-font-color2,#555)' title='learning phase {learn.phase}: {html.escape(learn.status)}; ranked by: "
+            f"<span style='color:{MUTED}' title='learning phase {learn.phase}: {html.escape(learn.status)}; ranked by: "
             f"{html.escape(learn.ranking)}{', ' + html.escape(learn.model_id) if learn.model_id else ''}'>"
             f"{html.escape(learning_words(learn))}</span>{confidence}</div>")
         self.header.add_class("slm-caption")
@@ -66,23 +67,23 @@ class ContextView(SavedForm, W.VBox):
         held = gate is not None and gate[1] > 0 and not init.nothing_stored
         self.age_gate_note = W.HTML(
             "" if not held else
-            f"<div style='color:var(--jp-ui-font-color2,#555);font-size:12px' title='the age gate: max_age_days={gate[0]}, relevance ≥ "
+            f"<div style='color:{MUTED};font-size:12px' title='the age gate: max_age_days={gate[0]}, relevance ≥ "
             f"{AGE_GATE_RELEVANCE:.2f} to pass'>older than {gate[0]} days: "
             f"{plural(gate[1], 'matching memory', 'matching memories')} "
             f"left out unless {'it matches' if gate[1] == 1 else 'they match'} the question strongly</div>",
             layout=W.Layout(display=None if held else "none"))
         recent = init.recent_sessions
         self.timeline = W.HTML(
-            "<div style='color:var(--jp-ui-font-color1,#444);font-size:12px'><b>earlier sessions</b>" + "".join(
+            f"<div style='color:{INK};font-size:12px'><b>earlier sessions</b>" + "".join(
                 f"<div>"
-                f"<span style='font-variant-numeric:tabular-nums;color:var(--jp-ui-font-color2,#777)'>{s.date:%Y-%m-%d %H:%M}</span> "
+                f"<span style='font-variant-numeric:tabular-nums;color:{FAINT}'>{s.date:%Y-%m-%d %H:%M}</span> "
                 f"{html.escape(one_line(s.summary, 160))}</div>" for s in recent) + "</div>",
             layout=W.Layout(display=None if recent else "none"))
         self.memories = MemoriesView(init.scored_memories, memory=memory, session_id=init.session_id,
-                                     caption="<span style='color:var(--jp-ui-font-color2,#555)'>score: how well each memory answers "
+                                     caption=f"<span style='color:{MUTED}'>score: how well each memory answers "
                                              "this session's question (pinned ones always come)</span>"
                                      if not init.opened_without_question else
-                                     "<span style='color:var(--jp-ui-font-color2,#555)'>no question: pinned memories, then the newest</span>")
+                                     f"<span style='color:{MUTED}'>no question: pinned memories, then the newest</span>")
         self.memories.on_change = self.resave
         self.context_block = W.Output()
         # (the pin as the icon of the pin buttons: an emoji font may be missing)

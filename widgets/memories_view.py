@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as W
 
-from slm_magic.results.display import (CORE_BADGE, SCORE_FORMULA, age_text, author_text, marked_html, memories_html,
-                                       mode_words, one_line, origin_html, plural, recall_html, recall_text)
+from slm_magic.results.display import (CORE_BADGE, ERROR, FAINT, INK, MUTED, SCORE_FORMULA, age_text, author_text,
+                                       marked_html, memories_html, mode_words, one_line, origin_html, plural, recall_html,
+                                       recall_text)
 from slm_magic.errors import SlmMagicError
 from slm_magic.results.models import Fact, RecallResult, ScoredMemory
 
@@ -34,7 +35,7 @@ COLUMNS = "28px 112px minmax(0, 1fr) max-content"
 HEADINGS = ["#", "score", "memory", ""]
 HEADING_TIPS = {"score": f"{SCORE_FORMULA} (hover a bar for its sum; “score parts” shows each part)"}
 _CELL = "overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
-_META = "color:var(--jp-ui-font-color2,#555);font-size:12px;line-height:1.5;white-space:normal;overflow-wrap:anywhere"
+_META = f"color:{MUTED};font-size:12px;line-height:1.5;white-space:normal;overflow-wrap:anywhere"
 # A memory's text: two lines, and "more" at the end of the second when there is more (a float
 # pushed down to the last visible line; a cover placed just after the text's end hides it
 # when the whole text fits). A click opens the text in place and folds it again.
@@ -58,9 +59,9 @@ GRID_CSS = ("<style>.slm-grid .widget-html, .slm-grid .widget-html-content{min-w
             ".slm-table .slm-grid > .slm-memory, .slm-table .slm-grid > .slm-actions{grid-column:1 / -1}"
             ".slm-table .slm-grid > .slm-heading-blank, .slm-table .slm-grid > .slm-heading-memory{display:none}"
             ".slm-table .slm-grid > .slm-actions{min-width:0 !important;flex-wrap:wrap}}"
-            ".slm-id{font-family:var(--jp-code-font-family,monospace);user-select:all;background:var(--jp-layout-color2,#f3f4f6);"
-            "border-radius:3px;padding:0 3px}"
-            ".slm-copy{border:none;background:none;cursor:pointer;color:var(--jp-ui-font-color2,#666);padding:0 2px;font-size:12px}"
+            ".slm-id{font-family:var(--jp-code-font-family,monospace);user-select:all;"
+            "background:var(--jp-layout-color2,#f3f4f6);border-radius:3px;padding:0 3px}"
+            f".slm-copy{{border:none;background:none;cursor:pointer;color:{MUTED};padding:0 2px;font-size:12px}}"
             ".slm-tag{color:#1e3a8a;background:#eef2ff;border-radius:3px;padding:0 4px;white-space:nowrap}"
             # (a caption that wraps reads as lines of text, not lines a button's height apart)
             ".slm-caption > .widget-html-content{line-height:1.4;padding:3px 0}"
@@ -134,7 +135,7 @@ class MemoryRow:
         self.fact: Fact = item.fact
         self.forgotten = False
         self.signal: str | None = None  # the last feedback given here: "up" or "down"
-        self.rank_cell = _html(_cell(str(rank), style="color:var(--jp-ui-font-color2,#777);text-align:right"))
+        self.rank_cell = _html(_cell(str(rank), style=f"color:{FAINT};text-align:right"))
         self.bar = _html(stacked_bar(item.score))
         self.bar.add_class("slm-score")
         self.text = _html()
@@ -182,7 +183,7 @@ class MemoryRow:
         f, terms = self.fact, self.item.query_terms
         head = f"<b>{_marked(one_line(f.title, 80), terms)}</b> · " if f.title else ""
         style = "text-decoration:line-through;color:var(--jp-ui-font-color3,#999)" if self.forgotten else (
-            "color:var(--jp-ui-font-color2,#666)" if self.item.strength in ("weak", "related") else "")
+            f"color:{MUTED}" if self.item.strength in ("weak", "related") else "")
         tip = f.content if len(f.content) < 2000 else f.content[:2000] + "…"
         # (the whole text, opened in place by a click; the browser folds it to two lines)
         self.text.value = (f"<div class='slm-wrap'><div class='slm-text' title='{html.escape(tip)}' style='{style}' "
@@ -190,10 +191,10 @@ class MemoryRow:
                            "<span class='slm-more' title='read it all, or fold it again'></span>"
                            f"{CORE_BADGE if f.is_core else ''}{head}{_marked(one_line(f.content, SHOWN_CHARS), terms)}"
                            "</div></div>")
-        colour = "var(--jp-warn-color0,#7a4f01)" if f.type in ("decision", "preference", "profile") else "var(--jp-ui-font-color1,#444)"
+        colour = "var(--jp-warn-color0,#7a4f01)" if f.type in ("decision", "preference", "profile") else INK
         parts = [strength_chip(self.item), f"<span style='color:{colour}'>{_marked(f.type, terms)}</span>"]
         if self.forgotten:
-            parts.insert(0, "<span class='slm-forgotten' style='color:var(--jp-error-color1,#b00)'>forgotten</span>")
+            parts.insert(0, f"<span class='slm-forgotten' style='color:{ERROR}'>forgotten</span>")
         if f.tags:
             parts.append(" ".join(f"<span class='slm-tag'>{_marked(t, terms)}</span>" for t in f.tags))
         parts.append(f"<span title='updated {f.updated_at:%Y-%m-%d %H:%M} UTC'>{age_text(f.updated_at)}</span>")
@@ -259,7 +260,7 @@ class MemoryRow:
                                                           flex="0 0 auto"))
         yes.on_click(lambda _: self.confirm_forget())
         no.on_click(lambda _: self._restore_actions())
-        self.actions.children = [W.HTML("<span style='color:var(--jp-error-color1,#b00);white-space:nowrap'>forget for good?</span>",
+        self.actions.children = [W.HTML(f"<span style='color:{ERROR};white-space:nowrap'>forget for good?</span>",
                                         layout=W.Layout(margin="0 4px", min_width="max-content")), yes, no]
 
     def confirm_forget(self) -> None:
@@ -308,7 +309,7 @@ class MemoriesView(SavedForm, W.VBox):
         self.caption.add_class("slm-caption")
         self.rows = [MemoryRow(self, i, m) for i, m in enumerate(self.items, 1)]
         head = [_html(_cell(h, title=HEADING_TIPS.get(h),
-                            style="font-weight:600;color:var(--jp-ui-font-color1,#333)" + (";text-align:right" if h == "#" else "")))
+                            style=f"font-weight:600;color:{INK}" + (";text-align:right" if h == "#" else "")))
                 for h in HEADINGS]
         head[-1].add_class("slm-heading-blank")
         head[2].add_class("slm-heading-memory")
@@ -322,7 +323,7 @@ class MemoriesView(SavedForm, W.VBox):
         self.show_parts.observe(self._toggle_parts, "value")
         self.status = _html()
         self.status.add_class("slm-caption")
-        empty = _html("<i style='color:var(--jp-ui-font-color2,#777)'>No memory matched.</i>") if not self.items else None
+        empty = _html(f"<i style='color:{FAINT}'>No memory matched.</i>") if not self.items else None
         body = [empty] if empty else [self.grid]
         # (the caption goes under the button where the two do not fit side by side)
         super().__init__([W.HBox([self.show_parts, self.caption], layout=W.Layout(align_items="center",
@@ -337,7 +338,7 @@ class MemoriesView(SavedForm, W.VBox):
         shows them beside its box)."""
         said = (f" · {plural(len(result.memories), 'memory', 'memories')} · {result.elapsed_ms:.1f} ms"
                 if summary else "")
-        cap = (f"<span style='color:var(--jp-ui-font-color1,#444)' title='{html.escape(mode_words(result.retrieval_mode, technical=True))}'>"
+        cap = (f"<span style='color:{INK}' title='{html.escape(mode_words(result.retrieval_mode, technical=True))}'>"
                f"recall <b>{html.escape(result.query)}</b>{said}</span>")
         view = cls(result.memories, memory=memory, session_id=session_id, query=result.query, project=result.project,
                    caption=cap)
@@ -352,7 +353,7 @@ class MemoriesView(SavedForm, W.VBox):
         """Run one action on the memory file; say what happened (or why not) under the table.
         An action on `row` that fails because its memory is gone says it was forgotten."""
         if self.memory is None:
-            self.status.value = "<span style='color:var(--jp-error-color1,#b00)'>read-only view: no memory to act on</span>"
+            self.status.value = f"<span style='color:{ERROR}'>read-only view: no memory to act on</span>"
             return False
         try:
             with self.memory.attached():
@@ -361,10 +362,10 @@ class MemoriesView(SavedForm, W.VBox):
             if row is not None and self._gone(row.fact.fact_id):
                 self.forgotten_elsewhere(row)
             else:
-                self.status.value = f"<span style='color:var(--jp-error-color1,#b00)'>{html.escape(str(exc))}</span>"
+                self.status.value = f"<span style='color:{ERROR}'>{html.escape(str(exc))}</span>"
             return False
         if done:
-            self.status.value = f"<span style='color:var(--jp-ui-font-color2,#555)'>{html.escape(done)}</span>"
+            self.status.value = f"<span style='color:{MUTED}'>{html.escape(done)}</span>"
         return True
 
     def _gone(self, fact_id: str) -> bool:
@@ -377,7 +378,7 @@ class MemoriesView(SavedForm, W.VBox):
     def forgotten_elsewhere(self, row: MemoryRow) -> None:
         row.mark_forgotten()
         self.resave()
-        self.status.value = (f"<span style='color:var(--jp-error-color1,#b00)'>this memory was forgotten (in another output, another "
+        self.status.value = (f"<span style='color:{ERROR}'>this memory was forgotten (in another output, another "
                              f"kernel or by %slm_forget): “{html.escape(one_line(row.fact.content, 50))}”</span>")
 
     def resave(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
+from slm_magic.results.display import FAINT, MUTED
 from slm_magic.results.models import SEARCH_WEIGHTS, SearchScore
 
 # One colour per part, the same in the stacked bar and in the breakdown.
@@ -75,7 +76,7 @@ def _part_bar(name: str, value: float, note: str = "") -> str:
     width = round(100.0 * min(abs(value), 1.0), 1)
     return (f"<span style='display:inline-flex;align-items:center;gap:4px;margin-right:14px' "
             f"title='{html.escape(TECHNICAL.get(name, name))}'>"
-            f"<span style='color:var(--jp-ui-font-color2,#555)'>{LABELS.get(name, name)}</span>"
+            f"<span style='color:{MUTED}'>{LABELS.get(name, name)}</span>"
             f"<span style='display:inline-block;width:60px;height:8px;background:var(--jp-layout-color2,#eee);border-radius:2px'>"
             f"<span class='slm-part slm-{name}' style='display:block;height:8px;width:{width}%;"
             f"background:{COLOURS.get(name, '#888') if value >= 0 else '#d62728'}'></span></span>"
@@ -87,13 +88,13 @@ def breakdown(score: SearchScore) -> str:
     w_rel, w_rec, w_rev = SEARCH_WEIGHTS
     parts = (_part_bar("bm25", score.bm25) + _part_bar("tfidf", score.tfidf) + _part_bar("meaning", score.meaning)
              + (_part_bar("context", score.context) if score.context else "")
-             + _part_bar("relevance", score.relevance, f"<span style='color:var(--jp-ui-font-color2,#888)'> ×{w_rel:.2f}</span>")
-             + _part_bar("recency", score.recency, f"<span style='color:var(--jp-ui-font-color2,#888)'> ×{w_rec:.2f}</span>")
-             + _part_bar("revision", score.revision, f"<span style='color:var(--jp-ui-font-color2,#888)'> ×{w_rev:.2f}</span>"))
+             + _part_bar("relevance", score.relevance, f"<span style='color:{FAINT}'> ×{w_rel:.2f}</span>")
+             + _part_bar("recency", score.recency, f"<span style='color:{FAINT}'> ×{w_rec:.2f}</span>")
+             + _part_bar("revision", score.revision, f"<span style='color:{FAINT}'> ×{w_rev:.2f}</span>"))
     if score.working_set:
-        parts += _part_bar("working_set", score.working_set, "<span style='color:var(--jp-ui-font-color2,#888)'> added</span>")
+        parts += _part_bar("working_set", score.working_set, f"<span style='color:{FAINT}'> added</span>")
     if score.learned:
-        parts += _part_bar("learned", score.learned, "<span style='color:var(--jp-ui-font-color2,#888)'> added (learning loop)</span>")
+        parts += _part_bar("learned", score.learned, f"<span style='color:{FAINT}'> added (learning loop)</span>")
     return (f"<div class='slm-breakdown' style='font-size:11px;line-height:1.8;padding:2px 0 6px 34px;display:flex;"
-            f"flex-wrap:wrap'>{parts}<span style='color:var(--jp-ui-font-color2,#555)' title='SearchScore'>= score {score.value:.3f}</span></div>")
+            f"flex-wrap:wrap'>{parts}<span style='color:{MUTED}' title='SearchScore'>= score {score.value:.3f}</span></div>")
 

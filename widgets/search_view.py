@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as W
 
 from slm_magic.errors import SlmMagicError
-from slm_magic.results.display import plural
+from slm_magic.results.display import ERROR, MUTED, plural
 
 from .memories_view import MemoriesView
 from .saved_form import SavedForm
@@ -80,21 +80,21 @@ class LiveSearch(SavedForm, W.VBox):
             with self.memory.attached():
                 result = self.memory.recall(query, limit=self.limit)
         except SlmMagicError as exc:
-            self.timing.value = f"<span style='color:var(--jp-error-color1,#b00)'>{html.escape(str(exc))}</span>"
+            self.timing.value = f"<span style='color:{ERROR}'>{html.escape(str(exc))}</span>"
             return None
         took = (time.perf_counter() - started) * 1000
         self.searches.append((query, took))
         self.view = MemoriesView.of(result, memory=self.memory, session_id=self.session_id, summary=False)
         self.view.on_change = self.resave
         self.results.children = [self.view]
-        self.timing.value = (f"<span style='color:var(--jp-ui-font-color2,#555);font-variant-numeric:tabular-nums'>"
+        self.timing.value = (f"<span style='color:{MUTED};font-variant-numeric:tabular-nums'>"
                              f"{plural(len(result.memories), 'memory', 'memories')} in {took:.1f} ms</span>")
         self.resave()
         return self.view
 
     def saved_html(self) -> str:
         """What was last searched here, as the table a recall shows (a saved notebook keeps it)."""
-        head = f"<div style='color:var(--jp-ui-font-color2,#555)'>live search over {html.escape(self.memory.path)}</div>"
+        head = f"<div style='color:{MUTED}'>live search over {html.escape(self.memory.path)}</div>"
         if self.view is None or self.view.result is None:
             return head + "<div><i>nothing searched</i></div>"
         return head + self.view.saved_html()

@@ -16,6 +16,14 @@ from datetime import datetime
 
 from ..core.scoring import AGE_GATE_RELEVANCE, SEARCH_WEIGHTS, WEAK_RELEVANCE
 
+# The views' text colours: JupyterLab's theme variables (a dark theme's text is light), with the
+# light theme's greys where there are none (a saved notebook read elsewhere). A fixed colour
+# stands only on a background of its own (a matched word, a chip, a banner).
+INK = "var(--jp-ui-font-color1,#333)"
+MUTED = "var(--jp-ui-font-color2,#555)"
+FAINT = "var(--jp-ui-font-color2,#777)"
+ERROR = "var(--jp-error-color1,#b00)"
+
 # (the class twice: JupyterLab's own table rules are one class more specific than `.slm-t td`)
 _CSS = ("<style>.slm-t.slm-t{border-collapse:collapse;font-size:12px}.slm-t.slm-t td,.slm-t.slm-t th{padding:3px 8px;"
         "border-bottom:1px solid #ddd;text-align:left;vertical-align:top}.slm-t.slm-t td.n{text-align:right;"
@@ -88,16 +96,16 @@ def origin_html(prov) -> str:
     """Where a memory came from, for a row's "where from" panel."""
     e = html.escape
     if prov is None:
-        return "<div style='color:var(--jp-ui-font-color2,#777);font-size:12px'>this memory is gone</div>"
+        return f"<div style='color:{FAINT};font-size:12px'>this memory is gone</div>"
     where = e(prov.notebook or "not written from a notebook")
     if prov.cell is not None:
         where += f", cell [{prov.cell}]"
     if prov.cell_id:
-        where += f" <span style='color:var(--jp-ui-font-color2,#777)'>(cell id {e(prov.cell_id)})</span>"
-    code = (f"<div style='color:var(--jp-ui-font-color2,#555);margin-top:2px'>the cell run just before it:</div>"
-            f"<pre style='margin:2px 0;padding:4px 6px;background:var(--jp-layout-color2,#f6f8fa);border-radius:3px;max-height:16em;"
-            f"overflow:auto;white-space:pre-wrap'>{e(prov.code)}</pre>" if prov.code else
-            "<div style='color:var(--jp-ui-font-color2,#777)'>no code was kept with it</div>")
+        where += f" <span style='color:{FAINT}'>(cell id {e(prov.cell_id)})</span>"
+    code = (f"<div style='color:{MUTED};margin-top:2px'>the cell run just before it:</div>"
+            "<pre style='margin:2px 0;padding:4px 6px;background:var(--jp-layout-color2,#f6f8fa);border-radius:3px;"
+            f"max-height:16em;overflow:auto;white-space:pre-wrap'>{e(prov.code)}</pre>" if prov.code else
+            f"<div style='color:{FAINT}'>no code was kept with it</div>")
     return (f"<div style='font-size:12px;line-height:1.4;padding:2px 0 6px 36px;overflow-wrap:anywhere'>from {where}"
             f"{code}</div>")
 
@@ -228,7 +236,7 @@ def memories_html(memories, viewer: str | None = None) -> str:
         rows.append(
             f"<tr><td {_NUMBER}>{i}</td><td {_NUMBER} title='SearchScore'>{s.value:.3f} <span class=slm-sbar "
             f"style='{_BAR};width:{60 * min(1, s.value):.0f}px'></span></td><td {_NUMBER} title='relevance'>"
-            f"{s.relevance:.2f}</td><td style='text-align:left;min-width:16em'>{text}<div style='color:var(--jp-ui-font-color2,#666)'>"
+            f"{s.relevance:.2f}</td><td style='text-align:left;min-width:16em'>{text}<div style='color:{MUTED}'>"
             f"{e(_why_text(m))}</div></td><td {_LEFT}>{e(f.type)}</td><td {_LEFT}>{e(', '.join(f.tags))}</td>"
             f"<td {_LEFT}>{age_text(f.updated_at)}</td><td {_LEFT} title='{e(f.notebook or '')}'>{where}"
             f"{'<br>' + e(author_text(f, viewer)) if f.shared else ''}</td>"
@@ -244,9 +252,9 @@ def recall_html(res, viewer: str | None = None) -> str:
     cap = (f"recall <b>{e(res.query)}</b> · {plural(len(res.memories), 'memory', 'memories')} · "
            f"{res.elapsed_ms:.1f} ms")
     if res.degraded_mode:
-        cap += f" · <span style='color:var(--jp-error-color1,#b00)'>slower path: {e(res.degraded_reason or '')}</span>"
+        cap += f" · <span style='color:{ERROR}'>slower path: {e(res.degraded_reason or '')}</span>"
     if res.older_matches:
-        cap += (f"<div style='color:var(--jp-ui-font-color2,#555)'>older than {res.age_gate_days} days: "
+        cap += (f"<div style='color:{MUTED}'>older than {res.age_gate_days} days: "
                 f"{plural(res.older_matches, 'matching memory', 'matching memories')} left out unless they match "
                 "the question strongly</div>")
     if not res.memories:
@@ -287,21 +295,21 @@ def session_html(init, viewer: str | None = None) -> str:
     out = (f"<div><b>{state}</b> <code>{e(init.session_id)}</code> · "
            f"{plural(init.memory_count, 'memory', 'memories')} · {e(learning_words(init.learning))}</div>")
     if init.degraded_mode:
-        out += f"<div style='color:var(--jp-error-color1,#b00)'>slower path: {e(mode_words(init.retrieval_mode))}</div>"
+        out += f"<div style='color:{ERROR}'>slower path: {e(mode_words(init.retrieval_mode))}</div>"
     if init.nothing_stored:
         out += "<div>no memories yet: what you keep with %%remember comes back here in your next sessions</div>"
     elif init.abstained:
         out += (f"<div style='color:var(--jp-warn-color1,#a60)'>nothing here answers this session's question well: "
                 f"{e(init.abstention_reason or '')}</div>")
     if init.message:
-        out += f"<div style='color:var(--jp-ui-font-color1,#444)'>{e(init.message)}</div>"
+        out += f"<div style='color:{INK}'>{e(init.message)}</div>"
     gate = init.age_gate
     if gate and gate[1] and not init.nothing_stored:
-        out += (f"<div style='color:var(--jp-ui-font-color2,#555)'>older than {gate[0]} days: "
+        out += (f"<div style='color:{MUTED}'>older than {gate[0]} days: "
                 f"{plural(gate[1], 'matching memory', 'matching memories')} left out unless they match the question "
                 "strongly</div>")
     if init.recent_sessions:
-        out += "<div style='color:var(--jp-ui-font-color1,#444)'><b>earlier sessions</b>" + "".join(
+        out += f"<div style='color:{INK}'><b>earlier sessions</b>" + "".join(
             f"<div>{s.date:%Y-%m-%d %H:%M} {e(one_line(s.summary, 160))}</div>" for s in init.recent_sessions) + "</div>"
     if init.scored_memories:
         out += memories_html(init.scored_memories, viewer)
