@@ -68,6 +68,20 @@ def test_mem_save_outcomes_and_reserved_type(mem, clock):
         mem.mem_save("", "x", type="decision", title="t")
 
 
+def test_a_blank_topic_key_is_no_topic_and_revises_nothing(mem):
+    """An assistant sent topic_key "" for the optional field: the second save with "" replaced
+    the first, an unrelated memory, and said "updated"."""
+    first = mem.mem_save("ana", "The churn label uses 30 days", type="decision", title="churn label", topic_key="")
+    second = mem.mem_save("ana", "Revenue is in cents, not dollars", type="discovery", title="units", topic_key=" ")
+    assert (first.outcome, second.outcome) == ("created", "created") and first.id != second.id
+    assert first.topic_key is None and mem.get(first.id, user_id="ana").topic_key is None
+    assert mem.get(first.id, user_id="ana").content == "The churn label uses 30 days"
+    kept = mem.remember("a note through API A", topic_key="", user_id="ana")
+    assert kept.topic_key is None and mem.mem_save("ana", "another", type="pattern", title="t",
+                                                    topic_key="").outcome == "created"
+    assert mem.count(user_id="ana") == 4
+
+
 def test_private_spans_are_redacted_before_hashing_and_storing(mem):
     saved = mem.mem_save("ana", "api key <private>sk-live-123</private> rotates monthly", type="discovery", title="key")
     obs = mem.mem_get_observation("ana", saved.id)

@@ -153,7 +153,8 @@ def _content(records: Sequence[Mapping[str, Any]], where: Callable[[int], str]) 
 
 def _strings(records: Sequence[Mapping[str, Any]], where: Callable[[int], str], default_user: str) -> dict[str, list]:
     """The optional text fields (OPTIONAL_STR) as columns: strings or None, NULs dropped, the
-    title redacted, the user defaulted, the project "" and the session None when left out."""
+    title redacted, the user defaulted, the project "" and the session and topic None when left
+    out or blank."""
     cols: dict[str, list] = {}
     for name in OPTIONAL_STR:
         values = [r.get(name) for r in records]
@@ -168,6 +169,9 @@ def _strings(records: Sequence[Mapping[str, Any]], where: Callable[[int], str], 
     cols["user_id"] = [default_user if u is None else u for u in cols["user_id"]]
     cols["project"] = [p or "" for p in cols["project"]]
     cols["session_id"] = [s or None for s in cols["session_id"]]
+    # (a blank topic is no topic: an assistant sends "" for an optional field, and as a key it
+    # made every later save with "" revise the first one)
+    cols["topic_key"] = [t if t and t.strip() else None for t in cols["topic_key"]]
     return cols
 
 

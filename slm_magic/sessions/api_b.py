@@ -133,7 +133,7 @@ class ApiB:
         now = self.now()
         cols = validate([{"content": content, "type": type, "title": title, "topic_key": topic_key,
                           "user_id": user}], now=now, default_user=user)
-        content, title = cols["content"][0], cols["title"][0]
+        content, title, topic_key = cols["content"][0], cols["title"][0], cols["topic_key"][0]
         sid, _ = self._active_session(user, now, open_new=True)
         if topic_key is not None:
             existing = self.store.find_live(user, topic_key=topic_key)
