@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
 from .errors import InvalidImport, SlmMagicError
 from .memory import Memory
@@ -225,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
               "%%remember in a notebook starts one)", file=sys.stderr)
         return 2
     try:
+        if args.command == "import" and not Path(args.path).expanduser().is_file():  # (before a file is made)
+            raise SlmMagicError(f"{args.path} is not a file")
         if args.command == "forget":
             if sum((args.id is not None, args.project is not None, args.all)) != 1:
                 raise SlmMagicError("forget takes one of: a memory ID, --project NAME, or --all")
@@ -235,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     except SlmMagicError as exc:
         print(f"slm-magic: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # (`slm-magic recall … | head`: the reader has what it wanted)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (so the exit's flush is quiet too)
+        return 1
     return 0
 
 

@@ -84,3 +84,24 @@ def test_cli(tmp_path):
     assert bad.returncode == 2 and "at least 1" in bad.stderr and "Traceback" not in bad.stderr
     assert run("import", str(tmp_path / "nope.jsonl")).returncode == 2
     assert run("close").returncode == 0
+
+
+def test_the_console_stops_quietly_when_its_reader_has_gone_and_a_failed_import_makes_no_file(tmp_path):
+    """`slm-magic recall … | head -1` ended in a BrokenPipeError traceback; `import missing.jsonl`
+    failed but left a new empty memory file behind."""
+    import os
+
+    db = tmp_path / "m.duckdb"
+    cli = [sys.executable, "-m", "slm_magic.cli", "--db", str(db)]
+    subprocess.run([*cli, "remember", "the churn join doubles rows"], check=True, capture_output=True)
+    read, write = os.pipe()
+    os.close(read)  # (the reader is gone before a byte is written: every write fails, every time)
+    try:
+        gone = subprocess.run([*cli, "recall", "churn", "--jsonl"], stdout=write, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write)
+    assert gone.returncode == 1 and gone.stderr == ""
+    fresh = tmp_path / "fresh.duckdb"
+    missing = subprocess.run([sys.executable, "-m", "slm_magic.cli", "--db", str(fresh), "import",
+                              str(tmp_path / "missing.jsonl")], capture_output=True, text=True)
+    assert missing.returncode == 2 and "missing.jsonl is not a file" in missing.stderr and not fresh.exists()
