@@ -24,6 +24,7 @@ from .core.scoring import AGE_GATE_RELEVANCE
 from .results.display import plural, terminal_width, wrap
 from .errors import InvalidImport, SlmMagicError
 from .memory import Memory
+from .notebook_path import NotebookPath
 from .results.models import (MEMORY_TYPES, ExportReport, FeedbackRecorded, ImportReport, MemoryChange, RecallResult,
                      SessionInit, StatusReport)
 
@@ -89,6 +90,7 @@ class SLMMagic(Magics, Configurable):
         # (before the config is read: a setting it holds calls `_reopen` as it is set)
         self._memory: Memory | None = None
         self.session_id: str | None = None
+        self._notebook_path: NotebookPath | None = None
         super().__init__(shell=shell, config=shell.config if shell is not None else None, **kwargs)
         self._cell_number: int | None = None
         self._cell_id: str | None = None          # the front end's id of the running cell
@@ -112,9 +114,25 @@ class SLMMagic(Magics, Configurable):
     @property
     def notebook(self) -> str | None:
         """The running notebook's path, where the front end says it (JupyterLab, VS Code)."""
-        notebook = os.environ.get("JPY_SESSION_NAME") or (self.shell.user_ns.get("__vsc_ipynb_file__")
-                                                           if self.shell is not None else None)
+        notebook = self._jupyter_notebook() or (self.shell.user_ns.get("__vsc_ipynb_file__")
+                                                if self.shell is not None else None)
         return str(notebook) if notebook else None
+
+    def _jupyter_notebook(self) -> str | None:
+        """The notebook a Jupyter server started this kernel for, by the name it has now (it may
+        have been renamed since: `notebook_path`)."""
+        started = os.environ.get("JPY_SESSION_NAME") or None
+        if started is None or not self.in_kernel:
+            return started
+        if self._notebook_path is None:
+            try:
+                from ipykernel.connect import get_connection_file
+
+                connection = get_connection_file()
+            except Exception:  # noqa: BLE001 - not an ipykernel kernel: the name it started with
+                connection = None
+            self._notebook_path = NotebookPath(connection)
+        return self._notebook_path.current(started)
 
     @property
     def origin(self) -> str:
@@ -200,7 +218,7 @@ class SLMMagic(Magics, Configurable):
     def _provenance(self) -> dict:
         """Where a %%remember's text comes from: notebook, cell number, cell id, and the code
         of the cell run before it (bounded; off with `%config SLMMagic.keep_code = False`)."""
-        notebook = os.environ.get("JPY_SESSION_NAME") or None
+        notebook = self._jupyter_notebook()
         count = self._cell_number
         if count is None and self.shell is not None:
             count = self.shell.execution_count

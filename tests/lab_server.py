@@ -51,10 +51,11 @@ class Server:
         except ValueError:
             return status, text
 
-    def rest(self, method: str, path: str):
+    def rest(self, method: str, path: str, body: dict | None = None):
         """One call to the server's own REST API (kernels, sessions), with the token."""
         req = urllib.request.Request(f"{self.base}/{path}", method=method,
-                                     headers={"Authorization": f"token {self.token}"})
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=60) as r:
             text = r.read().decode()
         return json.loads(text) if text else None

@@ -213,8 +213,8 @@ def test_every_score_is_defined_in_the_scoring_module():
 
 # The layers, bottom up: a module imports only from its own layer or below (no arrow runs back
 # up). Faces are what people run; the widgets are views over the facade.
-LAYERS = {"slm_magic.errors": 0, "slm_magic.magic_questions": 0, "slm_magic.core": 1, "slm_magic.results": 2,
-          "slm_magic.storage": 2, "slm_magic.index": 3, "slm_magic.ranking": 4, "slm_magic.engine": 5,
+LAYERS = {"slm_magic.errors": 0, "slm_magic.magic_questions": 0, "slm_magic.notebook_path": 0, "slm_magic.core": 1,
+          "slm_magic.results": 2, "slm_magic.storage": 2, "slm_magic.index": 3, "slm_magic.ranking": 4, "slm_magic.engine": 5,
           "slm_magic.sessions": 6, "slm_magic.memory": 7, "slm_magic.widgets": 8, "slm_magic.lab": 9,
           "slm_magic.magics": 9, "slm_magic.cli": 10, "slm_magic.mcp_tools": 9, "slm_magic.mcp_server": 9,
           "slm_magic.demo": 9, "slm_magic": 9}

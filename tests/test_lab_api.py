@@ -281,3 +281,38 @@ def test_the_endpoints_answers_on_a_memory_in_process(clock):
         assert api.forget(mem, join[:8])["fact_id"] == join
         with pytest.raises(InvalidInput):
             api.detail(mem, join, "/")
+
+
+@slow
+def test_a_kernel_remembers_its_notebook_by_the_name_it_has_now(tmp_path):
+    """JupyterLab names a kernel's notebook once, when it starts it (Untitled.ipynb); a rename
+    reaches only the server. Memories written after it named a file that no longer existed,
+    and the panel's "open" failed on them."""
+    from jupyter_client import BlockingKernelClient
+
+    db = str(tmp_path / "memory.duckdb")
+    with serve(tmp_path, db=db) as srv:
+        session = srv.rest("POST", "api/sessions", {"path": "Untitled.ipynb", "name": "Untitled.ipynb",
+                                                    "type": "notebook", "kernel": {"name": "python3"}})
+        client = BlockingKernelClient(connection_file=str(tmp_path / ".runtime" / f"kernel-{session['kernel']['id']}.json"))
+        client.load_connection_file()
+        client.start_channels()
+        try:
+            client.wait_for_ready(timeout=60)
+
+            def run(code: str) -> None:
+                reply = client.execute_interactive(code, timeout=60, output_hook=lambda msg: None)
+                assert reply["content"]["status"] == "ok", reply["content"]
+
+            run("%load_ext slm_magic")
+            run("%%remember\nwritten while it was still Untitled")
+            srv.rest("PATCH", f"api/sessions/{session['id']}", {"path": "churn_analysis.ipynb",
+                                                                "name": "churn_analysis.ipynb"})
+            run("%%remember\nwritten after the rename")
+        finally:
+            client.stop_channels()
+            srv.rest("DELETE", f"api/sessions/{session['id']}")
+    with Memory(db) as mem:
+        where = {f.content: f.notebook for f in mem.browse().facts}
+    assert where == {"written while it was still Untitled": str(tmp_path / "Untitled.ipynb"),
+                     "written after the rename": str(tmp_path / "churn_analysis.ipynb")}
