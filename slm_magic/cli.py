@@ -20,18 +20,28 @@ def _memory_options(args: argparse.Namespace) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="slm-magic", description="Long-term memory for notebooks, from the shell.")
-    ap.add_argument("--db", default=None, help="memory file or postgresql:// URL (default: $SLM_MAGIC_DB or "
-                                               "~/.slm_magic/memory.duckdb)")
-    ap.add_argument("--user", default=None, help="whose memories (default: $SLM_MAGIC_USER, else your login name, "
-                                                 "as in the notebooks)")
-    ap.add_argument("--no-semantic", dest="semantic", action="store_false",
-                    help="find memories by their words alone (no meaning channel)")
-    ap.add_argument("--embedding-model", default=None, help="the meaning channel's model: a .npz table or a "
-                                                           "sentence-transformers model (default: the shipped one)")
+    _memory_arguments(ap)
     sub = ap.add_subparsers(dest="command", required=True)
     _reading_commands(sub)
     _changing_commands(sub)
+    for command in sub.choices.values():  # (after the command too: `slm-magic mcp --db FILE`)
+        _memory_arguments(command, after_command=True)
     return ap
+
+
+def _memory_arguments(parser: argparse.ArgumentParser, after_command: bool = False) -> None:
+    """Which memory a command opens, and how it ranks. After the command they are set only when
+    given, so they never undo the same option given before it."""
+    unset = {"default": argparse.SUPPRESS} if after_command else {}
+    parser.add_argument("--db", **({"default": None} | unset), help="memory file or postgresql:// URL (default: "
+                                                                     "$SLM_MAGIC_DB or ~/.slm_magic/memory.duckdb)")
+    parser.add_argument("--user", **({"default": None} | unset), help="whose memories (default: $SLM_MAGIC_USER, "
+                                                                       "else your login name, as in the notebooks)")
+    parser.add_argument("--no-semantic", dest="semantic", action="store_false", **unset,
+                        help="find memories by their words alone (no meaning channel)")
+    parser.add_argument("--embedding-model", **({"default": None} | unset),
+                        help="the meaning channel's model: a .npz table or a sentence-transformers model "
+                             "(default: the shipped one)")
 
 
 def _reading_commands(sub) -> None:

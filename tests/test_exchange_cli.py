@@ -105,3 +105,22 @@ def test_the_console_stops_quietly_when_its_reader_has_gone_and_a_failed_import_
     missing = subprocess.run([sys.executable, "-m", "slm_magic.cli", "--db", str(fresh), "import",
                               str(tmp_path / "missing.jsonl")], capture_output=True, text=True)
     assert missing.returncode == 2 and "missing.jsonl is not a file" in missing.stderr and not fresh.exists()
+
+
+def test_the_memory_options_may_come_after_the_command_too(tmp_path, capsys):
+    """`slm-magic mcp --db FILE` (how a client's configuration is often written) was refused."""
+    from slm_magic.cli import build_parser, main
+
+    db = str(tmp_path / "after.duckdb")
+    assert main(["remember", "a note written with the options last", "--db", db, "--user", "zed"]) == 0
+    with Memory(db, user_id="zed") as mem:
+        assert mem.count(user_id="zed") == 1
+    parse = build_parser().parse_args
+    before, after, both = (parse(["--db", "a", "stats"]), parse(["stats", "--db", "a", "--no-semantic"]),
+                           parse(["--db", "a", "--user", "u", "mcp", "--embedding-model", "m"]))
+    assert (before.db, before.user, before.semantic) == ("a", None, True)
+    assert (after.db, after.user, after.semantic) == ("a", None, False)  # (one given after: the others keep theirs)
+    assert (both.db, both.user, both.embedding_model) == ("a", "u", "m")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["mcp", "--help"])
+    assert "--db" in capsys.readouterr().out
