@@ -274,8 +274,8 @@ def mem_save(
 ) -> dict[str, Any]:
     """Save an observation in the user's active session (one is opened if needed). The same
     content saved twice is `deduped`; a known topic_key is `updated` in place."""
-    return mem.mem_save(_user(mem, user_id), content, type=type, title=title, topic_key=topic_key).model_dump(
-        mode="json")
+    return mem.mem_save(_user(mem, user_id), content, type=type, title=title, topic_key=topic_key,
+                        source=SOURCE).model_dump(mode="json")
 
 
 def mem_search(

@@ -187,8 +187,8 @@ class Memory:
         return self.api_b.mem_session_start(user_id)
 
     def mem_save(self, user_id: str, content: str, *, type: str, title: str,
-                 topic_key: str | None = None) -> SaveResult:
-        return self.api_b.mem_save(user_id, content, type=type, title=title, topic_key=topic_key)
+                 topic_key: str | None = None, source: str | None = None) -> SaveResult:
+        return self.api_b.mem_save(user_id, content, type=type, title=title, topic_key=topic_key, source=source)
 
     def mem_session_summary(self, user_id: str, summary: str) -> SaveResult:
         return self.api_b.mem_session_summary(user_id, summary)

@@ -189,6 +189,8 @@ async def test_api_b_tools_subprocess(tmp_path):
         other = await call(session, "mem_stats", user_id="bob")
         assert other["observations"] == 0  # a user never sees another's
         assert (await call(session, "feedback", fact_id=saved["id"], signal="up"))["learning"]["feedback_signals"] == 1
+    with Memory(tmp_path / "m.duckdb") as mem:  # (what the assistant saved says so, as `remember`'s does)
+        assert mem.get(saved["id"], user_id="ana").source == "mcp"
 
 
 # --- errors ------------------------------------------------------------------------------------

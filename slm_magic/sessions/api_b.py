@@ -124,15 +124,16 @@ class ApiB:
 
     # --- writes -------------------------------------------------------------------------------
     def mem_save(self, user_id: str, content: str, *, type: str, title: str,
-                 topic_key: str | None = None) -> SaveResult:
+                 topic_key: str | None = None, source: str | None = None) -> SaveResult:
         """Save an observation: a new one, a revision of the one with this topic_key, or nothing
-        new when the same content (case and spacing aside) is already stored."""
+        new when the same content (case and spacing aside) is already stored. `source`: who
+        wrote it (the assistant's tools say "mcp")."""
         user = _user(user_id)
         if type == "summary":
             raise InvalidInput("type 'summary' is reserved for session summaries (use mem_session_summary)")
         now = self.now()
         cols = validate([{"content": content, "type": type, "title": title, "topic_key": topic_key,
-                          "user_id": user}], now=now, default_user=user)
+                          "user_id": user, "source": source}], now=now, default_user=user)
         content, title, topic_key = cols["content"][0], cols["title"][0], cols["topic_key"][0]
         sid, _ = self._active_session(user, now, open_new=True)
         if topic_key is not None:
@@ -144,7 +145,7 @@ class ApiB:
         if same is not None:
             return SaveResult(id=same, outcome="deduped", session_id=sid, topic_key=topic_key)
         fact = self.writer.remember(dict(content=content, session_id=sid, type=type, title=title, topic_key=topic_key,
-                                         user_id=user))
+                                         user_id=user, source=source))
         return SaveResult(id=fact.fact_id, outcome="created", session_id=sid, topic_key=topic_key)
 
     def mem_session_summary(self, user_id: str, summary: str) -> SaveResult:
