@@ -169,6 +169,9 @@ def test_the_memory_panel(tmp_path):
         panel.locator(".slm-lab-f-type").select_option("preference")
         expect(items).to_have_count(1, timeout=15_000)
         expect(items.first).to_have_attribute("data-id", ids["ana"])
+        panel.locator(".slm-lab-f-tag").select_option("etl")  # (no etl memory is a preference: an empty page)
+        expect(items).to_have_count(0, timeout=15_000)
+        expect(panel.locator(".slm-lab-info")).to_have_text("no memory matches these filters")
         panel.get_by_role("button", name="show memories of every project, type, tag, day and author").click()
         expect(items).to_have_count(30, timeout=15_000)
         expect(panel.locator(".slm-lab-f-tag")).to_have_value("")
@@ -250,6 +253,11 @@ def test_the_memory_panel(tmp_path):
         expect(dialog.locator(".slm-lab-remember-text")).to_have_value(re.compile("^Seasonality: weekly churn"))
         dialog.locator(".slm-lab-remember-tags").fill("seasonality,finding")
         dialog.locator(".slm-lab-remember-type").select_option("discovery")
+        text = dialog.locator(".slm-lab-remember-text").input_value()
+        dialog.locator(".slm-lab-remember-text").fill("   ")  # (nothing to remember: Remember waits for text)
+        expect(dialog.get_by_role("button", name="Remember")).to_be_disabled()
+        dialog.locator(".slm-lab-remember-text").fill(text)
+        expect(dialog.locator(".slm-lab-remember-share")).to_be_in_viewport()
         page.screenshot(path=str(SHOTS / "remember-dialog.png"))
         dialog.get_by_role("button", name="Remember").click()
         search.fill("")
@@ -275,6 +283,15 @@ def test_the_memory_panel(tmp_path):
                                 tags="live").fact_id
         expect(_row(panel, live)).to_be_visible(timeout=30_000)
         expect(items.first).to_have_attribute("data-id", live)
+
+        # a notebook renamed since: its memory says so where it opens, without an error
+        with Memory(db) as mem:
+            gone = mem.remember("Written in a notebook renamed since.", tags="live",
+                                notebook=str(tmp_path / "renamed-since.ipynb"), cell=3).fact_id
+        expect(_row(panel, gone)).to_be_visible(timeout=30_000)
+        _row(panel, gone).locator(".slm-lab-open").click()
+        expect(_row(panel, gone).locator(".slm-lab-provenance")).to_contain_text(
+            "renamed-since.ipynb, cell [3] (no longer there: renamed or deleted?)", timeout=30_000)
 
         # ... and what a kernel remembers (%%remember run in a notebook), which opens at its cell
         page.evaluate("window.jupyterapp.commands.execute('docmanager:open', {path: 'kernel.ipynb'})")

@@ -4,6 +4,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin, ILayoutRestorer } from '@jupyte
 import { Dialog, ICommandPalette, Notification, showDialog } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { LabIcon } from '@jupyterlab/ui-components';
+import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { IMemory, post, request } from './api';
@@ -25,6 +26,8 @@ const COMMANDS = {
 async function openCell(app: JupyterFrontEnd, path: string, cellId: string | null, cell: number | null): Promise<boolean> {
   let widget: NotebookPanel | undefined;
   try {
+    // (a notebook renamed or deleted since: said in the memory's row, not in an error dialog)
+    await app.serviceManager.contents.get(path, { content: false });
     widget = (await app.commands.execute('docmanager:open', { path })) as NotebookPanel;
   } catch {
     return false;
@@ -64,7 +67,7 @@ class RememberForm extends Widget {
       this.node.appendChild(l);
     };
     this.text.value = text;
-    this.text.rows = 8;
+    this.text.rows = 6;  // (the share box stays in view at 700 px)
     this.text.className = 'slm-lab-remember-text';
     this.tags.placeholder = 'comma-separated, e.g. churn,decision';
     this.tags.className = 'slm-lab-remember-tags';
@@ -88,6 +91,20 @@ class RememberForm extends Widget {
     this.share.className = 'slm-lab-remember-share';
     share.append(this.share, document.createTextNode(' share it with the team (everyone on this memory finds it)'));
     this.node.appendChild(share);
+    this.text.addEventListener('input', () => this.acceptOnlyText());
+  }
+
+  /** "Remember" only with some text to remember: an empty one closed the dialog and lost the rest. */
+  private acceptOnlyText(): void {
+    const accept = this.node.closest('.jp-Dialog')?.querySelector<HTMLButtonElement>('.jp-mod-accept');
+    if (accept) {
+      accept.disabled = !this.text.value.trim();
+    }
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this.acceptOnlyText();
   }
 
   project = document.createElement('input');

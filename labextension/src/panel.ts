@@ -298,9 +298,12 @@ export class MemoryPanel extends Widget {
     const noun = n === 1 ? 'memory' : 'memories';
     if (got.query) {
       const ms = got.elapsed_ms !== undefined ? ` in ${got.elapsed_ms} ms` : '';
-      this.info.textContent = n ? `${n} ${noun} match “${got.query}”${ms}` : `nothing matches “${got.query}”`;
+      const verb = n === 1 ? 'matches' : 'match';
+      this.info.textContent = n ? `${n} ${noun} ${verb} “${got.query}”${ms}` : `nothing matches “${got.query}”`;
     } else {
-      this.info.textContent = n ? `${n} ${noun}, newest first` : 'no memories yet';
+      // (with a filter set, an empty page says so: the memory itself may hold many)
+      const empty = this.clear.hidden ? 'no memories yet' : 'no memory matches these filters';
+      this.info.textContent = n ? `${n} ${noun}, newest first` : empty;
     }
     if (this.items.length < n) {
       this.info.textContent += ` (showing ${this.items.length})`;
@@ -487,7 +490,7 @@ export class MemoryPanel extends Widget {
           box.appendChild(el('div', 'slm-lab-from-line', line));
         }
         if (p && p.code) {
-          box.appendChild(el('div', 'slm-lab-from-line', 'the code run before it:'));
+          box.appendChild(el('div', 'slm-lab-from-line', 'the code it came from:'));
           box.appendChild(el('pre', 'slm-lab-code', p.code));
         }
       } catch (e) {
@@ -589,8 +592,10 @@ export class MemoryPanel extends Widget {
     const li = this.list.querySelector(`[data-id="${m.fact_id}"]`);
     if (li && !li.querySelector('.slm-lab-provenance')) {
       const box = el('div', 'slm-lab-provenance');
+      // (a path the server could not open: the notebook was renamed or deleted since)
+      const why = p && p.path ? 'no longer there: renamed or deleted?' : 'not under this server’s folder';
       box.appendChild(el('div', '', p && p.notebook
-        ? `from ${p.notebook}${p.cell !== null ? `, cell [${p.cell}]` : ''} (not under this server’s folder)`
+        ? `from ${p.notebook}${p.cell !== null ? `, cell [${p.cell}]` : ''} (${why})`
         : `no notebook: written by ${m.source || 'a kernel or the API'}`));
       if (p && p.code) {
         box.appendChild(el('pre', 'slm-lab-code', p.code));
