@@ -130,6 +130,21 @@ def test_settings_in_a_profile_load_and_bad_ones_are_refused_when_set(tmp_path, 
         InteractiveShell.clear_instance()
 
 
+def test_a_new_memory_file_is_said_once(ip, tmp_path, capsys):
+    """SLM_MAGIC_DB=/nonexistent/dir/x.duckdb (a typo) made the folders and an empty file in
+    silence: `memories: 0` looked like memories lost."""
+    typo = tmp_path / "nonexistent" / "dir" / "x.duckdb"
+    cell(ip, f"%config SLMMagic.db_path = {str(typo)!r}")
+    capsys.readouterr()
+    cell(ip, "%slm_status")
+    assert f"slm_magic: a new memory file at {typo}, in a folder made for it" in capsys.readouterr().out
+    cell(ip, "%slm_status")
+    assert "a new memory file" not in capsys.readouterr().out  # (once)
+    cell(ip, f"%config SLMMagic.db_path = {str(tmp_path / 'nonexistent' / 'second.duckdb')!r}")
+    cell(ip, "%slm_status")
+    assert "a new memory file" not in capsys.readouterr().out  # (a new file in a folder there already: first use)
+
+
 def test_the_file_is_free_between_magics(ip, tmp_path):
     cell(ip, "%%remember\nheld only while a magic runs")
     with Memory(tmp_path / "memory.duckdb") as other:  # would fail on DuckDB's lock otherwise

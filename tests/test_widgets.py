@@ -507,3 +507,15 @@ def test_no_text_colour_is_fixed_without_its_own_background(filled):
     fixed = [s for s in styles if re.search(r"(?<![-\w])color:\s*#", s)]
     assert fixed and all("background" in s for s in fixed), [s for s in fixed if "background" not in s]
     assert any("var(--jp-ui-font-color" in s for s in styles)
+
+
+def test_at_80_columns_a_long_title_leaves_room_for_the_memory_itself(mem):
+    """A 66-character title filled the terminal row's three lines: the URL it titled, the
+    answer, was never shown (in %recall and %slm_list alike)."""
+    from slm_magic.results.display import page_text, recall_text
+
+    mem.remember("See https://example.com/rules for the join rules.", tags="join",
+                 title="A really long title that keeps going for a while to test wrapping")
+    for text in (recall_text(mem.recall("join rules"), width=80), page_text(mem.browse(), width=80)):
+        assert "https://example.com/rules" in text and "A really long title that keeps…" in text
+        assert all(len(line) <= 80 for line in text.splitlines())

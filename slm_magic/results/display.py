@@ -51,11 +51,21 @@ def age_text(dt: datetime, now: datetime | None = None) -> str:
     return f"{days / 30.4:.0f}mo"
 
 
+def _titled(f) -> str:
+    """A memory's text for a terminal row, after its title cut to a few words (a long title
+    filled the row's three lines, and the text it titled was never shown)."""
+    return (f"{one_line(f.title, TITLE_CHARS)}: " if f.title else "") + f.content
+
+
+#: Of a title, in a terminal row.
+TITLE_CHARS = 32
+
+
 def one_line(text: str, width: int) -> str:
     flat = " ".join(text[: 4 * width + 64].split())  # (a memory may be megabytes: flatten only the head)
     if len(text) > 4 * width + 64 and len(flat) <= width:
         flat += " …"
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
 
 
 #: SearchScore's sum, in words (a heading's tip in the widgets).
@@ -193,8 +203,7 @@ def recall_text(res, width: int | None = None, viewer: str | None = None) -> str
         s, f = m.score, m.fact
         pinned |= f.is_core
         mark = "*" if f.is_core else " "
-        text = (f"{f.title}: " if f.title else "") + f.content
-        body = wrap(text, width - indent, lines=3)
+        body = wrap(_titled(f), width - indent, lines=3)
         lines.append(f"{i:>3}  {s.value:5.3f}  {s.relevance:5.2f}  {f.fact_id[:8]}{mark} {body[0]}")
         lines += [" " * indent + b for b in body[1:]]
         lines += wrap(_why_text(m), width, indent)
@@ -344,7 +353,7 @@ def page_text(page, width: int | None = None) -> str:
     lines = wrap(_page_head(page), width)
     for f in page.facts:
         mark = "*" if f.is_core else " "
-        body = wrap((f"{f.title}: " if f.title else "") + f.content, width - 10, lines=3)
+        body = wrap(_titled(f), width - 10, lines=3)
         lines.append(f"{f.fact_id[:8]}{mark} {body[0]}")
         lines += [" " * 10 + b for b in body[1:]]
         lines += wrap(_meta_text(f, page.viewer), width, 10)

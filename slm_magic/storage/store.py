@@ -58,11 +58,13 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str] | None, *, upgrade_to: int | None = None):
         self._begin(str(default_path() if path is None else path), SessionStore(self))
+        new_folder = False
         if self.path != ":memory:":
             p = Path(self.path).expanduser()
             if p.is_dir():
                 raise StoreError(f"{p} is a directory, not a DuckDB memory file")
-            if not p.parent.exists():  # a new folder for memories is private to its owner
+            new_folder = not p.parent.exists()
+            if new_folder:  # a new folder for memories is private to its owner
                 try:
                     p.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
                     p.parent.chmod(0o700)
@@ -77,8 +79,11 @@ class Store:
         new_file = self.path != ":memory:" and not os.path.exists(self.path)
         self._con: duckdb.DuckDBPyConnection | None = None
         self.connect()
+        self._notices: list[str] = []
         if new_file and os.path.exists(self.path):
             os.chmod(self.path, 0o600)  # memories are private: only their owner reads the file
+            if new_folder:  # (said once: a mistyped path would otherwise look like memories lost)
+                self._notices.append(f"a new memory file at {self.path}, in a folder made for it")
         self._migrate(SCHEMA_VERSION if upgrade_to is None else upgrade_to)
 
     def _begin(self, path: str, sessions) -> None:
@@ -119,8 +124,9 @@ class Store:
             return work()
 
     def take_notices(self) -> list[str]:
-        """Lines for the user about what the storage went through (a reconnect); none here."""
-        return []
+        """Lines for the user about what the storage went through (here: a new file made), once."""
+        out, self._notices = self._notices, []
+        return out
 
     def connect(self) -> None:
         """Open the file, waiting (with backoff) while another process holds DuckDB's write lock:
