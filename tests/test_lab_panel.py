@@ -257,7 +257,7 @@ def test_the_memory_panel(tmp_path):
         dialog.locator(".slm-lab-remember-text").fill("   ")  # (nothing to remember: Remember waits for text)
         expect(dialog.get_by_role("button", name="Remember")).to_be_disabled()
         dialog.locator(".slm-lab-remember-text").fill(text)
-        expect(dialog.locator(".slm-lab-remember-share")).to_be_in_viewport()
+        expect(dialog.locator(".slm-lab-remember-share")).to_be_in_viewport(ratio=1)  # (whole, above the buttons)
         page.screenshot(path=str(SHOTS / "remember-dialog.png"))
         dialog.get_by_role("button", name="Remember").click()
         search.fill("")
