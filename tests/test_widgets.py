@@ -519,3 +519,16 @@ def test_at_80_columns_a_long_title_leaves_room_for_the_memory_itself(mem):
     for text in (recall_text(mem.recall("join rules"), width=80), page_text(mem.browse(), width=80)):
         assert "https://example.com/rules" in text and "A really long title that keeps…" in text
         assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_a_session_in_a_terminal_reads_as_plain_lines(mem):
+    """The terminal's %slm_start printed the context block's markdown ("# Relevant Memory
+    Context", "_No relevant memories yet._") under a line that had said so already."""
+    from slm_magic.results.display import session_text
+
+    empty = session_text(mem.session_init(), width=200).splitlines()
+    assert len(empty) == 2 and empty[1].startswith("no memories yet")  # (the header, then that line: all)
+    mem.remember("the churn join doubles rows")
+    shown = session_text(mem.session_init(), width=200)
+    assert "#" not in shown and "_" not in shown and "\n- the churn join doubles rows (" in shown
+    assert shown.splitlines()[1].startswith("No question was given")

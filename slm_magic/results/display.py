@@ -284,10 +284,15 @@ def session_text(init, width: int | None = None) -> str:
     elif init.abstained:
         lines += wrap(f"nothing here answers this session's question well: {init.abstention_reason}", width)
     gate = init.age_gate
-    if gate and gate[1] and not init.nothing_stored:
+    if gate and gate[1] and not init.nothing_stored and not init.abstained:  # (an abstention says it already)
         lines += wrap(f"older than {gate[0]} days: {plural(gate[1], 'matching memory', 'matching memories')} "
                       "left out unless they match the question strongly", width)
-    for raw in init.context.rstrip().replace(PIN + " ", "(pinned) ").splitlines():  # (words: fonts lack 📌)
+    # The context block as plain lines: no markdown heading, italics or "no memories" line (the
+    # lines above say so), and words for the pin (fonts lack 📌)
+    context = [raw[1:-1] if len(raw) > 1 and raw[0] == raw[-1] == "_" else raw
+               for raw in init.context.replace(PIN + " ", "(pinned) ").splitlines()
+               if not raw.startswith("# ") and not (not init.memory_count and raw.startswith("_No relevant memories"))]
+    for raw in "\n".join(context).strip("\n").splitlines():
         bullet = raw.startswith("- ")
         lines += wrap(raw[2:] if bullet else raw, width - 2, 0) if not bullet else [
             ("- " if k == 0 else "  ") + x for k, x in enumerate(wrap(raw[2:], width - 2))]
