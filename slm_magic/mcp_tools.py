@@ -375,7 +375,8 @@ def list_memories(
     project: Annotated[str | None, Field(description="Only memories of this project.")] = None,
     type: Annotated[str | None, Field(description="Only memories of this type.",
                                       json_schema_extra=_enum(MEMORY_TYPES, optional=True))] = None,
-    limit: Annotated[int, Field(description="How many memories in this page.", json_schema_extra={"minimum": 1})] = 20,
+    limit: Annotated[int, Field(description="How many memories in this page.",
+                                json_schema_extra={"minimum": 1, "maximum": Memory.BROWSE_MAX})] = 20,
     offset: Annotated[int, Field(description="How many to skip: the previous page's next_offset.",
                                  json_schema_extra={"minimum": 0})] = 0,
 ) -> dict[str, Any]:

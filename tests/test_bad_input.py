@@ -182,3 +182,21 @@ def test_magics_fail_only_with_a_usage_error(ip, magic, line, cell):
         ip.run_cell_magic("remember", line, cell)
     except UsageError as exc:
         assert str(exc).strip()
+
+
+def test_labels_past_their_limits_are_refused_at_once_and_nothing_is_stored(tmp_path):
+    """An assistant's remember with 100,000 tags held the file for 53 s (each tag was looked
+    for among those before it) and a 1 MB title was taken; now each is a one-line refusal."""
+    from slm_magic.engine.validate import MAX_PROJECT_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS
+
+    with Memory(tmp_path / "m.duckdb") as mem:
+        kept = mem.remember("kept", tags=[f"t{i}" for i in range(MAX_TAGS)], title="t" * MAX_TITLE_CHARS,
+                            project="p" * MAX_PROJECT_CHARS)
+        assert len(kept.tags) == MAX_TAGS
+        for too_much, message in ((dict(tags=[f"t{i}" for i in range(100_000)]), f"more than {MAX_TAGS} tags"),
+                                  (dict(tags="a," + "x" * (MAX_TAG_CHARS + 1)), "a tag has"),
+                                  (dict(title="t" * (MAX_TITLE_CHARS + 1)), "title has"),
+                                  (dict(project="p" * (MAX_PROJECT_CHARS + 1)), "project has")):
+            with pytest.raises(SlmMagicError, match=message):
+                mem.remember("refused", **too_much)
+        assert mem.count() == 1

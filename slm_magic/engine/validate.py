@@ -22,6 +22,14 @@ from ..errors import InvalidInput
 MAX_CONTENT_CHARS = 10_000_000
 
 
+#: A tag is a label and a title a line: past these a memory's labels are a text of their own
+#: (an assistant sent 100,000 tags, and the file was held for a minute while they were indexed).
+MAX_TAGS = 100
+MAX_TAG_CHARS = 200
+MAX_TITLE_CHARS = 1_000
+MAX_PROJECT_CHARS = 200
+
+
 FIELDS = frozenset(("content", "session_id", "tags", "project", "type", "title", "topic_key", "core",
                     "created_at", "user_id", "source", "notebook", "cell", "cell_id", "code", "share"))
 
@@ -40,13 +48,17 @@ def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
         tags = tags.split(",")
     elif not isinstance(tags, (list, tuple, set, frozenset)):
         raise InvalidInput(f"tags must be a string or a list of strings, not {type(tags).__name__}")
-    out: list[str] = []
+    out: dict[str, None] = {}  # (in order, each once)
     for tag in tags:
         if not isinstance(tag, str):
             raise InvalidInput(f"tags must be strings, got {type(tag).__name__}")
         tag = tag.replace("\x00", "").strip()
-        if tag and tag not in out:
-            out.append(tag)
+        if len(tag) > MAX_TAG_CHARS:
+            raise InvalidInput(f"a tag has {len(tag):,} characters; the limit is {MAX_TAG_CHARS} (a tag is a label)")
+        if tag:
+            out[tag] = None
+            if len(out) > MAX_TAGS:
+                raise InvalidInput(f"more than {MAX_TAGS} tags; a memory takes at most {MAX_TAGS}")
     return tuple(out)
 
 
@@ -165,6 +177,10 @@ def _strings(records: Sequence[Mapping[str, Any]], where: Callable[[int], str], 
         if str in kinds and "\x00" in "".join(v for v in values if v):
             values = [v.replace("\x00", "") if v else v for v in values]
         cols[name] = values
+    for name, most in (("title", MAX_TITLE_CHARS), ("project", MAX_PROJECT_CHARS)):
+        i = next((i for i, v in enumerate(cols[name]) if v and len(v) > most), None)
+        if i is not None:
+            raise InvalidInput(f"{name} has {len(cols[name][i]):,} characters; the limit is {most:,}{where(i)}")
     cols["title"] = [redact(t) if t else t for t in cols["title"]]
     cols["user_id"] = [default_user if u is None else u for u in cols["user_id"]]
     cols["project"] = [p or "" for p in cols["project"]]
