@@ -55,11 +55,14 @@ def _reading_commands(sub) -> None:
     r.add_argument("--topic", help="a topic key: remembering again under it revises that memory, "
                                    "keeping every field not given")
     r.add_argument("--session")
-    r.add_argument("--core", action="store_true", default=None)
+    r.add_argument("--core", action="store_true", default=None, help="pin it: always in a session's context")
+    r.add_argument("--share", action="store_true", default=None,
+                   help="share it with the team: everyone on this memory finds it, with you as its author")
     q = sub.add_parser("recall", help="the memories that answer a query")
     q.add_argument("query", nargs="+")
     q.add_argument("--limit", "-n", type=int, default=10)
     q.add_argument("--project")
+    q.add_argument("--type", choices=MEMORY_TYPES, help="only memories of this type")
     out = q.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON document: the query, how it was ranked, the memories")
     out.add_argument("--jsonl", action="store_true", help="JSON Lines: one object per memory, the same fields")
@@ -134,7 +137,8 @@ def _scored_json(m) -> dict:
 def _recall(mem: Memory, args: argparse.Namespace) -> None:
     if args.limit < 1:
         raise SlmMagicError("--limit must be at least 1")
-    res = mem.recall(" ".join(args.query), limit=args.limit, project=args.project, related=args.related)
+    res = mem.recall(" ".join(args.query), limit=args.limit, project=args.project, type=args.type,
+                     related=args.related)
     if args.jsonl:
         for m in res.memories:
             print(json.dumps(_scored_json(m), ensure_ascii=False))
@@ -189,7 +193,7 @@ def _run(mem: Memory, args: argparse.Namespace) -> None:
         content = sys.stdin.read() if args.text == "-" else args.text
         fact = mem.remember(content, tags=args.tags, project=args.project, type=args.type,
                             title=args.title, topic_key=args.topic,
-                            session_id=args.session or "cli:remember", core=args.core)
+                            session_id=args.session or "cli:remember", core=args.core, share=args.share)
         print(fact.fact_id)
     elif args.command == "recall":
         _recall(mem, args)

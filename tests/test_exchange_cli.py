@@ -124,3 +124,19 @@ def test_the_memory_options_may_come_after_the_command_too(tmp_path, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["mcp", "--help"])
     assert "--db" in capsys.readouterr().out
+
+
+def test_the_console_shares_a_memory_and_recalls_one_type(tmp_path, capsys):
+    """The console lacked `remember --share` and `recall --type`, which the magics have."""
+    from slm_magic.cli import main
+
+    db = str(tmp_path / "m.duckdb")
+    assert main(["--db", db, "remember", "the churn rule for the team", "--share", "--type", "decision"]) == 0
+    assert main(["--db", db, "remember", "a churn note of my own"]) == 0
+    with Memory(db) as mem:
+        assert {f.content: f.shared for f in mem.browse().facts} == {"the churn rule for the team": True,
+                                                                     "a churn note of my own": False}
+    capsys.readouterr()
+    assert main(["--db", db, "recall", "churn", "--type", "decision", "--jsonl"]) == 0
+    assert [json.loads(line)["content"] for line in capsys.readouterr().out.splitlines()] == [
+        "the churn rule for the team"]
