@@ -90,6 +90,10 @@ def test_search_browse_filters_and_actions(tmp_path):
         assert top["fact_id"] == ids["join"] and top["score"] > 0 and "join" in top["reason"]
         assert set(top["parts"]) >= {"relevance", "bm25", "recency", "revision"} and top["strength"] in (
             "strong", "partial", "weak")
+        # (in the words %recall's table uses, for the strength and each part)
+        assert top["strength_words"] in ("strong match", "match", "weak match")
+        assert top["part_words"]["bm25"] == "words" and top["part_words"]["relevance"] == "match"
+        assert top["part_tips"]["bm25"].startswith("bm25: ")
         with Memory(db) as mem:  # the same order as %recall's engine call
             assert [m["fact_id"] for m in found["items"]] == [
                 m.fact_id for m in mem.recall("rows lost in the join", limit=200).memories]

@@ -155,9 +155,10 @@ def test_the_memory_panel(tmp_path):
         expect(items.first).to_have_attribute("data-id", ids["join"], timeout=15_000)
         expect(items.first.locator(".slm-lab-reason")).to_contain_text("join")
         expect(items.first.locator("mark.slm-lab-hit", has_text="join").first).to_be_visible()  # the words, in place
-        expect(items.first.locator(".slm-lab-strength")).to_have_text(re.compile(r"^(strong|partial|weak) match$"))
+        expect(items.first.locator(".slm-lab-strength")).to_have_text(  # (as %recall's table says it)
+            re.compile(r"^(strong match|match|weak match) \d\.\d\d$"))
         items.first.locator(".slm-lab-parts summary").click()
-        expect(items.first.locator(".slm-lab-parts-grid")).to_contain_text("bm25")
+        expect(items.first.locator(".slm-lab-parts-grid")).to_contain_text("words")
         page.screenshot(path=str(SHOTS / "search.png"))
 
         # a filter (tag), then cleared

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as W
 
-from slm_magic.results.display import (CORE_BADGE, ERROR, FAINT, INK, MUTED, SCORE_FORMULA, age_text, author_text,
-                                       marked_html, memories_html, mode_words, one_line, origin_html, plural, recall_html,
-                                       recall_text)
+from slm_magic.results.display import (CORE_BADGE, ERROR, FAINT, INK, MUTED, SCORE_FORMULA, STRENGTH_WORDS, age_text,
+                                       author_text, marked_html, memories_html, mode_words, one_line, origin_html, plural,
+                                       recall_html, recall_text)
 from slm_magic.errors import SlmMagicError
 from slm_magic.results.models import Fact, RecallResult, ScoredMemory
 
@@ -89,9 +89,9 @@ def _html(value: str = "", **layout) -> W.HTML:
 
 MARK = "background:#fff3a3;color:#1f2328;padding:0 1px;border-radius:2px"
 # What a match's strength looks like: a strong one stands out, a weak one looks weak.
-STRENGTH = {"strong": ("strong match", "#166534", "#dcfce7"), "partial": ("match", "#1e3a8a", "#e0e7ff"),
-            "weak": ("weak match", "#6b7280", "#f3f4f6"), "related": ("related", "#6b7280", "#f3f4f6"),
-            "listed": ("newest", "#374151", "#f3f4f6")}
+STRENGTH = {"listed": ("newest", "#374151", "#f3f4f6"), **{strength: (STRENGTH_WORDS[strength], fg, bg) for strength, fg, bg in (
+    ("strong", "#166534", "#dcfce7"), ("partial", "#1e3a8a", "#e0e7ff"), ("weak", "#6b7280", "#f3f4f6"),
+    ("related", "#6b7280", "#f3f4f6"))}}
 
 
 def _marked(text: str, terms) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from slm_magic.results.display import FAINT, MUTED
+from slm_magic.results.display import FAINT, MUTED, PART_TIPS, PART_WORDS
 from slm_magic.results.models import SEARCH_WEIGHTS, SearchScore
 
 # One colour per part, the same in the stacked bar and in the breakdown.
@@ -18,17 +18,6 @@ COLOURS = {"relevance": "#4c78a8", "bm25": "#4c78a8", "tfidf": "#9ecae9", "recen
            "revision": "#f58518", "working_set": "#b279a2", "learned": "#54a24b"}
 COLOURS["context"] = "#c6dbef"
 COLOURS["meaning"] = "#e45756"
-# Plain words on screen; the API's technical names in each part's tooltip.
-LABELS = {"relevance": "match", "bm25": "words", "tfidf": "word parts", "meaning": "meaning", "context": "context",
-          "recency": "recent",
-          "revision": "revised", "working_set": "this session", "learned": "learned"}
-TECHNICAL = {"relevance": "relevance: words, word parts and meaning fused", "meaning": "meaning: how close the "
-             "memory's meaning is to the question's (cosine of their embeddings, from 0 at unrelated to 1)",
-             "bm25": "bm25: the question's words (BM25F over "
-             "content, title, tags, project, type)", "tfidf": "tfidf: cosine of character 3-grams (word parts, "
-             "variants, typos)", "context": "context: the session context channel", "recency": "recency: halves every "
-             "30 days since the last update", "revision": "revision: min(revision_count, 10) / 10",
-             "working_set": "working_set: shown earlier in this session", "learned": "learned: the learning loop"}
 BAR_PX = 96  # the full 0-1 axis of a stacked bar
 
 
@@ -75,8 +64,8 @@ def stacked_bar(score: SearchScore) -> str:
 def _part_bar(name: str, value: float, note: str = "") -> str:
     width = round(100.0 * min(abs(value), 1.0), 1)
     return (f"<span style='display:inline-flex;align-items:center;gap:4px;margin-right:14px' "
-            f"title='{html.escape(TECHNICAL.get(name, name))}'>"
-            f"<span style='color:{MUTED}'>{LABELS.get(name, name)}</span>"
+            f"title='{html.escape(PART_TIPS.get(name, name))}'>"
+            f"<span style='color:{MUTED}'>{PART_WORDS.get(name, name)}</span>"
             f"<span style='display:inline-block;width:60px;height:8px;background:var(--jp-layout-color2,#eee);border-radius:2px'>"
             f"<span class='slm-part slm-{name}' style='display:block;height:8px;width:{width}%;"
             f"background:{COLOURS.get(name, '#888') if value >= 0 else '#d62728'}'></span></span>"

@@ -26,6 +26,9 @@ export interface IMemory {
   adds?: { [name: string]: number };
   reason?: string;
   strength?: string;
+  strength_words?: string;
+  part_words?: { [name: string]: string };
+  part_tips?: { [name: string]: string };
   matched?: { [field: string]: string[] };
 }
 

@@ -436,8 +436,12 @@ export class MemoryPanel extends Widget {
 
   private why(m: IMemory): HTMLDivElement {
     const why = el('div', 'slm-lab-why');
-    const strength = el('span', `slm-lab-strength slm-lab-${m.strength}`, `${m.strength} match`);
-    const score = el('span', 'slm-lab-score', (m.score ?? 0).toFixed(2));
+    // (in the words and with the number of %recall's table: how much of the question it holds)
+    const relevance = m.parts?.relevance;
+    const strength = el('span', `slm-lab-strength slm-lab-${m.strength}`,
+      `${m.strength_words ?? `${m.strength} match`}${relevance !== undefined ? ` ${relevance.toFixed(2)}` : ''}`);
+    strength.title = 'match: how much of the question it contains, in words, word parts and meaning';
+    const score = el('span', 'slm-lab-score', `score ${(m.score ?? 0).toFixed(2)}`);
     score.title = 'the search score (0.60·relevance + 0.25·recency + 0.15·revision, and the session and learned parts)';
     const bar = el('span', 'slm-lab-bar');
     for (const [name, value] of Object.entries(m.adds || {})) {
@@ -456,7 +460,9 @@ export class MemoryPanel extends Widget {
     parts.appendChild(el('summary', '', 'score parts'));
     const table = el('div', 'slm-lab-parts-grid');
     for (const [name, value] of Object.entries(m.parts || {})) {
-      table.append(el('span', '', name.replace('_', ' ')), el('span', 'slm-lab-num', value.toFixed(3)));
+      const label = el('span', '', m.part_words?.[name] ?? name.replace('_', ' '));
+      label.title = m.part_tips?.[name] ?? name;
+      table.append(label, el('span', 'slm-lab-num', value.toFixed(3)));
     }
     parts.appendChild(table);
     parts.onclick = e => e.stopPropagation();

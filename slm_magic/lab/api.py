@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..memory import Memory
+from ..results.display import PART_TIPS, PART_WORDS, STRENGTH_WORDS
 from ..results.models import MEMORY_TYPES, Fact, ScoredMemory
 
 #: How many memories a search ranks before the tag, date and author filters and the paging.
@@ -96,7 +97,8 @@ def scored_json(m: ScoredMemory, me: str) -> dict[str, Any]:
     parts = {k: round(v, 4) for k, v in m.score.model_dump(exclude={"value"}).items()}
     adds = {k: round(v, 4) for k, v in m.score.contributions().items()}
     return {**fact_json(m.fact, me), "score": round(m.score.value, 4), "parts": parts, "adds": adds,
-            "reason": m.reason, "strength": m.strength,
+            "reason": m.reason, "strength": m.strength, "strength_words": STRENGTH_WORDS.get(m.strength, m.strength),
+            "part_words": {k: PART_WORDS.get(k, k) for k in parts}, "part_tips": {k: PART_TIPS.get(k, k) for k in parts},
             "matched": {field: list(words) for field, words in m.matched.items()}, "similar": m.similar}
 
 

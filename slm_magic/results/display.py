@@ -147,13 +147,28 @@ def wrap(text: str, width: int, indent: int = 0, *, lines: int | None = None) ->
     return out
 
 
+#: How well a memory matched, in words (the views and the Memory panel alike).
+STRENGTH_WORDS = {"strong": "strong match", "partial": "match", "weak": "weak match", "related": "related"}
+# A score's parts in plain words on screen (the views and the Memory panel alike); the API's
+# technical names in each part's tooltip.
+PART_WORDS = {"relevance": "match", "bm25": "words", "tfidf": "word parts", "meaning": "meaning", "context": "context",
+          "recency": "recent",
+          "revision": "revised", "working_set": "this session", "learned": "learned"}
+PART_TIPS = {"relevance": "relevance: words, word parts and meaning fused", "meaning": "meaning: how close the "
+             "memory's meaning is to the question's (cosine of their embeddings, from 0 at unrelated to 1)",
+             "bm25": "bm25: the question's words (BM25F over "
+             "content, title, tags, project, type)", "tfidf": "tfidf: cosine of character 3-grams (word parts, "
+             "variants, typos)", "context": "context: the session context channel", "recency": "recency: halves every "
+             "30 days since the last update", "revision": "revision: min(revision_count, 10) / 10",
+             "working_set": "working_set: shown earlier in this session", "learned": "learned: the learning loop"}
+
 def _why_text(m) -> str:
     """Why a memory is in the list, in words: how well it matched and on what."""
     if m.strength == "related":
         return f"related: {m.reason} (it does not match the question itself)"
     if m.strength == "listed":
         return "pinned: in every session's context" if m.fact.is_core else "one of the newest (no question was given)"
-    label = {"strong": "strong match", "partial": "match", "weak": "weak match"}[m.strength]
+    label = STRENGTH_WORDS[m.strength]
     reason = m.reason or ("the day asked about" if m.score.temporal else "")
     if m.similar and not m.matched:  # (no word in common)
         return f"{label} by similar meaning"
