@@ -188,6 +188,8 @@ def test_the_memory_panel(tmp_path):
         _row(panel, ids["join"]).locator(".slm-lab-up").click()
         expect(page.locator(".jp-toast-message", has_text="marked useful").first).to_be_visible(timeout=15_000)
         assert _feedback(db) == 1  # (said once the server has written it)
+        expect(_row(panel, ids["join"]).locator(".slm-lab-up")).to_be_disabled()
+        expect(_row(panel, ids["join"]).locator(".slm-lab-down")).to_be_enabled()  # (a mind may change)
         leak = _row(panel, ids["leak"])
         leak.locator(".slm-lab-forget").click()
         confirm = leak.locator(".slm-lab-confirm")
@@ -251,6 +253,7 @@ def test_the_memory_panel(tmp_path):
         md.click(button="right")
         page.locator(".lm-Menu-item", has_text="Remember this cell").click()
         dialog = page.locator(".jp-Dialog")
+        expect(dialog.locator(".jp-Dialog-header")).to_have_text("Remember this cell of mine.ipynb")  # (a markdown cell)
         expect(dialog.locator(".slm-lab-remember-text")).to_have_value(re.compile("^Seasonality: weekly churn"))
         dialog.locator(".slm-lab-remember-tags").fill("seasonality,finding")
         dialog.locator(".slm-lab-remember-type").select_option("discovery")
@@ -284,6 +287,9 @@ def test_the_memory_panel(tmp_path):
                                 tags="live").fact_id
         expect(_row(panel, live)).to_be_visible(timeout=30_000)
         expect(items.first).to_have_attribute("data-id", live)
+        no_notebook = _row(panel, live).locator(".slm-lab-open")  # (nothing to open: it says why instead)
+        expect(no_notebook).to_be_disabled()
+        expect(no_notebook).to_have_attribute("title", "no notebook: written outside a notebook")
 
         # a notebook renamed since: its memory says so where it opens, without an error
         with Memory(db) as mem:

@@ -151,8 +151,11 @@ async function rememberCell(app: JupyterFrontEnd, tracker: INotebookTracker, pan
     // (the list above)
   }
   const form = new RememberForm(source, types);
+  const count = model.type === 'code' ? (model as any).executionCount : null;
+  const name = widget.context.path.split('/').pop();
   const result = await showDialog({
-    title: 'Remember this cell',
+    // (which notebook and cell: from the palette, the notebook may not be the tab in view)
+    title: `Remember this cell of ${name}${typeof count === 'number' ? ` [${count}]` : ''}`,
     body: form,
     buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Remember' })],
     focusNodeSelector: '.slm-lab-remember-tags'
@@ -160,7 +163,6 @@ async function rememberCell(app: JupyterFrontEnd, tracker: INotebookTracker, pan
   if (!result.button.accept || !result.value) {
     return;
   }
-  const count = model.type === 'code' ? (model as any).executionCount : null;
   try {
     const fact = await post<IMemory>('memories', {
       ...result.value,

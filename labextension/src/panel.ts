@@ -53,6 +53,17 @@ function when(iso: string): string {
   return isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
 }
 
+/** Who wrote a memory that has no notebook, in words. */
+function writer(m: IMemory): string {
+  if (m.source === 'mcp') {
+    return 'written by the assistant';
+  }
+  if (m.kind === 'summary_event') {
+    return 'a session’s summary';
+  }
+  return m.session_id?.startsWith('cli:') ? 'written with slm-magic in a terminal' : 'written outside a notebook';
+}
+
 function basename(path: string): string {
   return path.split(/[\\/]/).pop() || path;
 }
@@ -376,9 +387,12 @@ export class MemoryPanel extends Widget {
       fold.textContent = open ? 'less' : 'more';
     };
     li.append(text, fold);
-    requestAnimationFrame(() => {
-      fold.hidden = text.clientHeight > 0 && !text.classList.contains("slm-lab-open") && text.scrollHeight <= text.clientHeight + 1;
-    });
+    // ("more" only while the text is cut: looked at again whenever the panel is resized)
+    const cut = () => {
+      fold.hidden = text.clientHeight > 0 && !text.classList.contains('slm-lab-open') && text.scrollHeight <= text.clientHeight + 1;
+    };
+    requestAnimationFrame(cut);
+    new ResizeObserver(cut).observe(text);
     li.appendChild(this.meta(m));
     if (m.score !== undefined) {
       li.appendChild(this.why(m));
@@ -508,7 +522,9 @@ export class MemoryPanel extends Widget {
 
   private actions(m: IMemory, li: HTMLLIElement): HTMLDivElement {
     const row = el('div', 'slm-lab-actions');
-    const open = button('open', m.notebook ? `open ${basename(m.notebook)} at its cell` : 'where it came from', 'slm-lab-open');
+    const open = button('open', m.notebook ? `open ${basename(m.notebook)} at its cell` : `no notebook: ${writer(m)}`,
+      'slm-lab-open');
+    open.disabled = !m.notebook;
     open.onclick = e => {
       e.stopPropagation();
       void this.open(m);
@@ -527,7 +543,8 @@ export class MemoryPanel extends Widget {
     for (const [b, signal] of [[up, 'up'], [down, 'down']] as const) {
       b.onclick = e => {
         e.stopPropagation();
-        up.disabled = down.disabled = true;
+        b.disabled = true;  // (the other stays: a mind may change, as in %recall's table)
+        (b === up ? down : up).disabled = false;
         void this.act(post(`memories/${m.fact_id}/feedback`, { signal, query: this.search.value.trim() }),
           signal === 'up' ? 'marked useful' : 'marked not useful', false);
       };
@@ -602,7 +619,7 @@ export class MemoryPanel extends Widget {
       const why = p && p.path ? 'no longer there: renamed or deleted?' : 'not under this server’s folder';
       box.appendChild(el('div', '', p && p.notebook
         ? `from ${p.notebook}${p.cell !== null ? `, cell [${p.cell}]` : ''} (${why})`
-        : `no notebook: written by ${m.source || 'a kernel or the API'}`));
+        : `no notebook: ${writer(m)}`));
       if (p && p.code) {
         box.appendChild(el('pre', 'slm-lab-code', p.code));
       }
