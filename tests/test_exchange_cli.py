@@ -8,6 +8,7 @@ from datetime import datetime
 import pytest
 
 from slm_magic import InvalidInput, Memory
+from slm_magic.errors import StoreError
 from slm_magic.engine.exchange import EXPORT_COLUMNS
 
 
@@ -140,3 +141,17 @@ def test_the_console_shares_a_memory_and_recalls_one_type(tmp_path, capsys):
     assert main(["--db", db, "recall", "churn", "--type", "decision", "--jsonl"]) == 0
     assert [json.loads(line)["content"] for line in capsys.readouterr().out.splitlines()] == [
         "the churn rule for the team"]
+
+
+@pytest.mark.parametrize("name", ["out.jsonl", "notes.JSON", "memories.parquet", "table.csv"])
+def test_an_export_given_as_the_memory_file_is_named_for_what_it_is(tmp_path, name):
+    """`--db out.jsonl` (an export) said "a DuckDB file of something else (no schema_version
+    table)"; the file is left as it was, and none is made where there was none."""
+    there = tmp_path / name
+    there.write_text('{"content": "an exported note"}\n')
+    with pytest.raises(StoreError, match=rf"is a \{there.suffix} file, not a memory file: import it"):
+        Memory(there)
+    assert there.read_text() == '{"content": "an exported note"}\n'
+    with pytest.raises(StoreError, match="not a memory file"):
+        Memory(tmp_path / f"new{there.suffix}")
+    assert not (tmp_path / f"new{there.suffix}").exists()

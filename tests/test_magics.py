@@ -44,7 +44,7 @@ def test_pin_unpin_forget_feedback_status_close(ip):
     assert err is None and pinned.is_core
     assert not cell(ip, f"%slm_unpin {fact.fact_id}")[0].is_core
     msg, err = cell(ip, f"%slm_feedback {fact.fact_id} up")
-    assert err is None and str(msg) == f"feedback up recorded for {fact.fact_id}"
+    assert err is None and str(msg) == f"feedback up recorded for {fact.fact_id[:8]}"
     status, err = cell(ip, "%slm_status")
     assert err is None and status.memories == 1 and status.feedback_signals == 1
     closed, err = cell(ip, "%slm_close")

@@ -127,7 +127,7 @@ class FeedbackRecorded(Readable, BaseModel):
     signal: str
 
     def __str__(self) -> str:
-        return f"feedback {self.signal} recorded for {self.fact_id}"
+        return f"feedback {self.signal} recorded for {self.fact_id[:8]}"  # (a short id, as every magic shows it)
 
 
 class ExportReport(Readable, BaseModel):

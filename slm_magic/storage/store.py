@@ -49,6 +49,10 @@ def default_path() -> Path:
 STORAGE_FAILURES = (duckdb.Error, OSError, MemoryError, StoreError)
 
 
+#: What an export or a data file is named; never a memory file.
+EXPORT_SUFFIXES = frozenset((".jsonl", ".json", ".ndjson", ".parquet", ".pq", ".csv"))
+
+
 class Store:
     """One DuckDB connection, the statements on memories, and the two other repositories.
 
@@ -63,6 +67,9 @@ class Store:
             p = Path(self.path).expanduser()
             if p.is_dir():
                 raise StoreError(f"{p} is a directory, not a DuckDB memory file")
+            if p.suffix.lower() in EXPORT_SUFFIXES:  # (DuckDB would open it as a table, "of something else")
+                raise StoreError(f"{p} is a {p.suffix} file, not a memory file: import it into one "
+                                 "(%slm_import, slm-magic import) or give the memory file")
             new_folder = not p.parent.exists()
             if new_folder:  # a new folder for memories is private to its owner
                 try:
