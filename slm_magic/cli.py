@@ -173,6 +173,9 @@ def _confirmed(args: argparse.Namespace) -> bool:
     with Memory(args.db, **_memory_options(args)) as mem:
         n = mem.own_count(project=args.project)
     what = f"of project {args.project}" if args.project is not None else "of yours"
+    if n == 0:  # (nothing to ask about)
+        print(f"slm-magic: no memory {what}: nothing to forget")
+        return False
     question = f"forget {n:,} {'memory' if n == 1 else 'memories'} {what}, for good?"
     if not sys.stdin.isatty():
         raise SlmMagicError(f"this would {question[:-1]}; add --yes to do it")
@@ -190,7 +193,7 @@ def _confirmed(args: argparse.Namespace) -> bool:
 def _run(mem: Memory, args: argparse.Namespace) -> None:
     """One command on the open memory; prints what a person reads."""
     if args.command == "remember":
-        content = sys.stdin.read() if args.text == "-" else args.text
+        content = sys.stdin.read().strip() if args.text == "-" else args.text  # (as %%remember takes a cell)
         fact = mem.remember(content, tags=args.tags, project=args.project, type=args.type,
                             title=args.title, topic_key=args.topic,
                             session_id=args.session or "cli:remember", core=args.core, share=args.share)

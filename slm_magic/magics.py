@@ -418,7 +418,8 @@ class SLMMagic(Magics, Configurable):
                 return mem.forget_all(project=args.project)
             n = mem.own_count(project=args.project)
         what = f"of project {args.project}" if args.project is not None else "of yours"
-        print("\n".join(wrap(f"slm_magic: this would forget {plural(n, 'memory', 'memories')} {what}, for good; "
+        print("\n".join(wrap(f"slm_magic: no memory {what}: nothing to forget" if n == 0 else
+                             f"slm_magic: this would forget {plural(n, 'memory', 'memories')} {what}, for good; "
                              "add --yes to do it", terminal_width())))
         return None
 

@@ -155,3 +155,19 @@ def test_an_export_given_as_the_memory_file_is_named_for_what_it_is(tmp_path, na
     with pytest.raises(StoreError, match="not a memory file"):
         Memory(tmp_path / f"new{there.suffix}")
     assert not (tmp_path / f"new{there.suffix}").exists()
+
+
+def test_the_console_reads_a_note_from_stdin_as_a_cell_and_has_nothing_to_ask_of_an_empty_project(
+        tmp_path, monkeypatch, capsys):
+    import io
+
+    from slm_magic.cli import main
+
+    db = str(tmp_path / "m.duckdb")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a note piped in\n\n"))
+    assert main(["--db", db, "remember", "-"]) == 0
+    with Memory(db) as mem:
+        assert [f.content for f in mem.browse().facts] == ["a note piped in"]  # (no trailing newline)
+    capsys.readouterr()
+    assert main(["--db", db, "forget", "--project", "nosuch"]) == 0  # (was: exit 2, "forget 0 memories? add --yes")
+    assert capsys.readouterr().out == "slm-magic: no memory of project nosuch: nothing to forget\n"

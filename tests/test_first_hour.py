@@ -79,6 +79,9 @@ def test_forgetting_a_project_or_everything_needs_yes(ip, capsys):
     assert cell(ip, "%slm_list")[0].total == 4  # nothing went without --yes
     done, _ = cell(ip, "%slm_forget --project churn --yes")
     assert done.count == 2 and cell(ip, "%slm_list")[0].total == 2
+    capsys.readouterr()
+    cell(ip, "%slm_forget --project churn")  # (none left: nothing to ask about)
+    assert "no memory of project churn: nothing to forget" in capsys.readouterr().out
     cell(ip, "%slm_forget --all --yes")
     assert cell(ip, "%slm_list")[0].total == 0
     for wrong in ("", "--all --project churn", "abc123 --all"):
