@@ -13,12 +13,12 @@ from pathlib import Path
 
 #: How long a kernel waits for its server's sessions before it keeps the name it started with.
 TIMEOUT_S = 1.0
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def _server_files(runtime: Path) -> list[Path]:
     """The running servers' files in a runtime folder, the newest first."""
-    found = [p for p in runtime.glob("jpserver-*.json")]
-    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+    return sorted(runtime.glob("jpserver-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
 
 
 class NotebookPath:
@@ -36,11 +36,13 @@ class NotebookPath:
         """The notebook's path as the server has it now; `started_as` where none says."""
         if self.kernel_id is None or not started_as:
             return started_as
-        servers = [self._server] if self._server else []
-        try:
-            servers += [s for s in map(self._read, _server_files(self.runtime)) if s and s != self._server]
+        path = self._ask(self._server) if self._server else None
+        if path is not None:
+            return path
+        try:  # (the server that answered last has gone, or none has yet: the others here)
+            servers = [s for s in map(self._read, _server_files(self.runtime)) if s and s != self._server]
         except OSError:
-            pass
+            servers = []
         for server in servers:
             path = self._ask(server)
             if path is not None:
@@ -60,8 +62,8 @@ class NotebookPath:
         """This kernel's notebook among the server's sessions (None: it does not know the kernel)."""
         req = urllib.request.Request(f"{server['url'].rstrip('/')}/api/sessions",
                                      headers={"Authorization": f"token {server.get('token', '')}"})
-        try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT_S) as answer:
+        try:  # (straight to it: a proxy set for the web would not know a server on this machine)
+            with _DIRECT.open(req, timeout=TIMEOUT_S) as answer:
                 sessions = json.loads(answer.read())
         except (OSError, ValueError):
             return None

@@ -295,7 +295,9 @@ def test_a_kernel_remembers_its_notebook_by_the_name_it_has_now(tmp_path):
     from jupyter_client import BlockingKernelClient
 
     db = str(tmp_path / "memory.duckdb")
-    with serve(tmp_path, db=db) as srv:
+    # (a proxy set for the web, which the kernel inherits, is no way to the server on this machine)
+    with serve(tmp_path, db=db, env={"http_proxy": "http://10.255.255.1:9", "HTTP_PROXY": "http://10.255.255.1:9",
+                                     "no_proxy": "", "NO_PROXY": ""}) as srv:
         session = srv.rest("POST", "api/sessions", {"path": "Untitled.ipynb", "name": "Untitled.ipynb",
                                                     "type": "notebook", "kernel": {"name": "python3"}})
         client = BlockingKernelClient(connection_file=str(tmp_path / ".runtime" / f"kernel-{session['kernel']['id']}.json"))
