@@ -45,3 +45,18 @@ def test_the_table_uses_a_wider_terminal(tmp_path):
     lines = _ipython(tmp_path, 140)
     row = next(line for line in lines if "* The left join" in line)
     assert 100 < wcswidth(row) <= 140
+
+
+def test_a_one_line_result_fits_80_columns_with_its_out_prompt(tmp_path):
+    """`Out[10]: remembered c9319d8a [preference] Client says …` was cut at 80 columns before
+    IPython put its 9-column prompt in front: 89 columns, wrapped."""
+    env = {**os.environ, "COLUMNS": "80", "SLM_MAGIC_DB": str(tmp_path / "m.duckdb"), "TERM": "dumb"}
+    env.pop("JPY_SESSION_NAME", None)
+    script = ("%load_ext slm_magic\n"
+              f"get_ipython().run_cell_magic('remember', '--type preference', {FINDING!r})\n")
+    out = subprocess.run([sys.executable, "-m", "IPython", "--simple-prompt", "--no-banner", "--colors=NoColor",
+                          "--HistoryManager.enabled=False"], input=script, capture_output=True, text=True, env=env,
+                         timeout=120)
+    shown = [re.sub(r"^(In \[\d+\]: )+", "", line) for line in out.stdout.splitlines()]  # (piping's prompts only)
+    result = next(line for line in shown if line.startswith("Out[") and "remembered" in line)
+    assert result.endswith("…") and wcswidth(result) <= 80, result

@@ -58,7 +58,7 @@ class Fact(BaseModel):
         return _fact_line(self)
 
     def _repr_pretty_(self, p, cycle: bool) -> None:
-        p.text(_fact_line(self, "memory "))
+        p.text(_fact_line(self, "memory ", OUT_PROMPT))
 
     def _repr_html_(self) -> str:
         return Readable._repr_html_(self)
@@ -80,6 +80,9 @@ class MemoryChange(Readable, BaseModel):
 
     def __str__(self) -> str:
         return _fact_line(self.fact, f"{self.action} ")
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:
+        p.text(_fact_line(self.fact, f"{self.action} ", OUT_PROMPT))
 
 
 class Provenance(Readable, BaseModel):
@@ -182,11 +185,15 @@ LINE_MAX = 80
 SHORT_ID = 8
 
 
-def _fact_line(f: "Fact", lead: str = "") -> str:
+#: Room for IPython's "Out[12]: ", which a terminal prints on the line of a one-line result.
+OUT_PROMPT = len("Out[123]: ")
+
+
+def _fact_line(f: "Fact", lead: str = "", prompt: int = 0) -> str:
     """`lead`, the short id and type, then as much of the text as fits one line (clipped
-    with "…"), never wider than LINE_MAX columns."""
+    with "…"), never wider than LINE_MAX columns, less `prompt` (what is printed before it)."""
     start = f"{lead}{f.fact_id[:SHORT_ID]} [{f.type}{', core' if f.is_core else ''}] "
-    width = min(terminal_width(), LINE_MAX)
+    width = min(terminal_width(), LINE_MAX) - prompt
     return start + one_line(f.content, max(10, width - len(start)))
 
 
