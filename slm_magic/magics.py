@@ -91,7 +91,9 @@ class SLMMagic(Magics, Configurable):
         self._memory: Memory | None = None
         self.session_id: str | None = None
         self._notebook_path: NotebookPath | None = None
+        self._configuring = True  # (a profile's bad value: said, and the default kept; the extension loads)
         super().__init__(shell=shell, config=shell.config if shell is not None else None, **kwargs)
+        self._configuring = False
         self._cell_number: int | None = None
         self._cell_id: str | None = None          # the front end's id of the running cell
         self._sources: tuple[str | None, str | None] = (None, None)  # (previous, running) cell source
@@ -147,7 +149,12 @@ class SLMMagic(Magics, Configurable):
         ok, need = {"limit": (value >= 1, "at least 1"), "max_age_days": (value >= 0, "0 or more"),
                     "session_timeout_hours": (value > 0, "more than 0")}[name]
         if not ok:
-            raise TraitError(f"SLMMagic.{name} must be {need}; got {value!r}")
+            message = f"SLMMagic.{name} must be {need}; got {value!r}"
+            if self._configuring:
+                default = proposal["trait"].default_value
+                print(f"slm_magic: {message}: {default!r} instead")
+                return default
+            raise TraitError(message)
         return value
 
     # --- the engine ---------------------------------------------------------------------------

@@ -200,3 +200,25 @@ def test_labels_past_their_limits_are_refused_at_once_and_nothing_is_stored(tmp_
             with pytest.raises(SlmMagicError, match=message):
                 mem.remember("refused", **too_much)
         assert mem.count() == 1
+
+
+def test_text_in_another_encoding_is_refused_in_one_line_and_nothing_is_stored(tmp_path):
+    """`printf 'caf\\xe9' | slm-magic remember -` (a Latin-1 terminal) ended in a UnicodeEncodeError
+    traceback: Python hands a stray byte over as a lone surrogate, which no UTF-8 file can hold."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "m.duckdb"
+    with Memory(db) as mem:
+        kept = mem.remember("a café note")
+        for call in (lambda: mem.remember("caf\udce9"), lambda: mem.remember("ok", tags="t\udce9"),
+                     lambda: mem.remember("ok", title="t\udce9"),
+                     lambda: mem.revise(kept.fact_id, content="caf\udce9")):
+            with pytest.raises(SlmMagicError, match="is not UTF-8 text: character"):
+                call()
+        assert mem.count() == 1 and mem.get(kept.fact_id).content == "a café note"
+    cli = [sys.executable, "-m", "slm_magic.cli", "--db", str(db)]
+    for args, stdin in (([b"remember", b"-"], b"caf\xe9 from a pipe\n"), ([b"remember", b"caf\xe9 typed"], b"")):
+        out = subprocess.run([*map(str, cli), *args], input=stdin, capture_output=True)
+        assert out.returncode == 2 and b"Traceback" not in out.stderr, out.stderr[-500:]
+        assert b"content is not UTF-8 text: character 4 is a stray byte" in out.stderr

@@ -130,6 +130,26 @@ def test_settings_in_a_profile_load_and_bad_ones_are_refused_when_set(tmp_path, 
         InteractiveShell.clear_instance()
 
 
+def test_a_bad_value_in_a_profile_is_said_and_the_extension_loads_with_the_default(tmp_path, monkeypatch, capsys):
+    """`c.SLMMagic.limit = -1` in a profile (or --SLMMagic.limit=-1) stopped %load_ext with a
+    TraitError traceback: no magic existed afterwards."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    monkeypatch.setenv("SLM_MAGIC_DB", str(tmp_path / "m.duckdb"))
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.SLMMagic.limit = -1
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.run_line_magic("load_ext", "slm_magic")
+        assert "slm_magic: SLMMagic.limit must be at least 1; got -1: 10 instead" in capsys.readouterr().out
+        assert shell.magics_manager.registry["SLMMagic"].limit == 10 and cell(shell, "%slm_status")[1] is None
+    finally:
+        shell.run_line_magic("unload_ext", "slm_magic")
+        InteractiveShell.clear_instance()
+
+
 def test_a_new_memory_file_is_said_once(ip, tmp_path, capsys):
     """SLM_MAGIC_DB=/nonexistent/dir/x.duckdb (a typo) made the folders and an empty file in
     silence: `memories: 0` looked like memories lost."""

@@ -532,3 +532,14 @@ def test_a_session_in_a_terminal_reads_as_plain_lines(mem):
     shown = session_text(mem.session_init(), width=200)
     assert "#" not in shown and "_" not in shown and "\n- the churn join doubles rows (" in shown
     assert shown.splitlines()[1].startswith("No question was given")
+
+
+def test_a_memory_s_control_characters_never_reach_a_terminal(mem):
+    """A memory holding an escape sequence (from an assistant or an import) recoloured the
+    reader's terminal through `slm-magic list` and %slm_list."""
+    from slm_magic.results.display import page_text, recall_text, session_text
+
+    fact = mem.remember("x \x1b[31mred\x1b[0m note \x07 with a bell\r over")
+    shown = [page_text(mem.browse(), width=80), recall_text(mem.recall("red note bell"), width=80), str(fact),
+             session_text(mem.session_init(query="red note bell"), width=80)]
+    assert all("red" in text and not any(ch in text for ch in "\x1b\x07\r") for text in shown), shown

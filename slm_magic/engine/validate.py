@@ -40,6 +40,17 @@ OPTIONAL_STR = ("session_id", "project", "title", "topic_key", "user_id", "sourc
 _NONE = type(None)
 
 
+def check_text(name: str, value: str, where: str = "") -> None:
+    """A text that cannot be stored as UTF-8 (a stray byte a terminal or file in another
+    encoding handed Python as a lone surrogate) is a clear refusal, not DuckDB's error."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"{name} is not UTF-8 text: character {exc.start + 1} is a stray byte "
+                               f"(typed or read in another encoding?){where}") from None
+
+
 def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
     """Tags as the seed's "auth,decision" string or a sequence; both mean the same tags."""
     if tags is None or isinstance(tags, str) and not tags:
@@ -53,6 +64,7 @@ def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:
         if not isinstance(tag, str):
             raise InvalidInput(f"tags must be strings, got {type(tag).__name__}")
         tag = tag.replace("\x00", "").strip()
+        check_text("a tag", tag)
         if len(tag) > MAX_TAG_CHARS:
             raise InvalidInput(f"a tag has {len(tag):,} characters; the limit is {MAX_TAG_CHARS} (a tag is a label)")
         if tag:
@@ -155,6 +167,7 @@ def _content(records: Sequence[Mapping[str, Any]], where: Callable[[int], str]) 
     for i, c in enumerate(content):
         if not c or c.isspace():
             raise InvalidInput(f"content is empty{where(i)}")
+        check_text("content", c, where(i))
     if max(map(len, content)) > MAX_CONTENT_CHARS:
         i = next(i for i, c in enumerate(content) if len(c) > MAX_CONTENT_CHARS)
         raise InvalidInput(f"content is {len(content[i]):,} characters; the limit is {MAX_CONTENT_CHARS:,}, "
@@ -176,6 +189,9 @@ def _strings(records: Sequence[Mapping[str, Any]], where: Callable[[int], str], 
             raise InvalidInput(f"{name} must be a string, not {type(values[i]).__name__}{where(i)}")
         if str in kinds and "\x00" in "".join(v for v in values if v):
             values = [v.replace("\x00", "") if v else v for v in values]
+        for i, v in enumerate(values):
+            if v:
+                check_text(name, v, where(i))
         cols[name] = values
     for name, most in (("title", MAX_TITLE_CHARS), ("project", MAX_PROJECT_CHARS)):
         i = next((i for i, v in enumerate(cols[name]) if v and len(v) > most), None)

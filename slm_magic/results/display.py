@@ -10,6 +10,7 @@ nbconvert). A `viewer` (a user id) makes that user's own shared memories "shared
 from __future__ import annotations
 
 import html
+import re
 import shutil
 import textwrap
 from datetime import datetime
@@ -61,8 +62,18 @@ def _titled(f) -> str:
 TITLE_CHARS = 32
 
 
+# Control characters (an escape sequence a memory may carry from an assistant or an import
+# would recolour or drive the reader's terminal): shown as U+FFFD; tabs and newlines are spaces.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with no control character left for a terminal to act on."""
+    return _CONTROL.sub("\ufffd", text) if not text.isprintable() else text
+
+
 def one_line(text: str, width: int) -> str:
-    flat = " ".join(text[: 4 * width + 64].split())  # (a memory may be megabytes: flatten only the head)
+    flat = " ".join(printable(text[: 4 * width + 64]).split())  # (a memory may be megabytes: flatten only the head)
     if len(text) > 4 * width + 64 and len(flat) <= width:
         flat += " …"
     return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
@@ -131,7 +142,7 @@ def wrap(text: str, width: int, indent: int = 0, *, lines: int | None = None) ->
     ends inside a word, that piece is dropped rather than shown as if it were the word)."""
     pad = " " * indent
     limit = (lines or 40) * width
-    head, cut = text[:limit], len(text) > limit
+    head, cut = printable(text[:limit]), len(text) > limit
     words = head.split()
     if cut and words and not text[limit].isspace() and not head[-1].isspace():
         words.pop()
