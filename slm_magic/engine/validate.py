@@ -161,13 +161,15 @@ def _content(records: Sequence[Mapping[str, Any]], where: Callable[[int], str]) 
     if not set(map(type, content)) <= {str}:
         i = next(i for i, c in enumerate(content) if not isinstance(c, str))
         raise InvalidInput(f"content must be a string, not {type(content[i]).__name__}{where(i)}")
-    if "\x00" in "".join(content):
+    joined = "".join(content)
+    if "\x00" in joined:
         content = [c.replace("\x00", "") for c in content]
     content = [redact(c) for c in content]
     for i, c in enumerate(content):
         if not c or c.isspace():
             raise InvalidInput(f"content is empty{where(i)}")
-        check_text("content", c, where(i))
+        if not joined.isascii():
+            check_text("content", c, where(i))
     if max(map(len, content)) > MAX_CONTENT_CHARS:
         i = next(i for i, c in enumerate(content) if len(c) > MAX_CONTENT_CHARS)
         raise InvalidInput(f"content is {len(content[i]):,} characters; the limit is {MAX_CONTENT_CHARS:,}, "
@@ -187,11 +189,13 @@ def _strings(records: Sequence[Mapping[str, Any]], where: Callable[[int], str], 
         if not kinds <= {str, _NONE}:
             i = next(i for i, v in enumerate(values) if v is not None and not isinstance(v, str))
             raise InvalidInput(f"{name} must be a string, not {type(values[i]).__name__}{where(i)}")
-        if str in kinds and "\x00" in "".join(v for v in values if v):
+        joined = "".join(v for v in values if v) if str in kinds else ""
+        if "\x00" in joined:
             values = [v.replace("\x00", "") if v else v for v in values]
-        for i, v in enumerate(values):
-            if v:
-                check_text(name, v, where(i))
+        if not joined.isascii():  # (one look at the whole column: a bulk write's are mostly ASCII)
+            for i, v in enumerate(values):
+                if v:
+                    check_text(name, v, where(i))
         cols[name] = values
     for name, most in (("title", MAX_TITLE_CHARS), ("project", MAX_PROJECT_CHARS)):
         i = next((i for i, v in enumerate(cols[name]) if v and len(v) > most), None)
