@@ -39,6 +39,8 @@ class NotebookPath:
         path = self._ask(self._server) if self._server else None
         if path is not None:
             return path
+        if self.runtime is None:
+            return started_as
         try:  # (the server that answered last has gone, or none has yet: the others here)
             servers = [s for s in map(self._read, _server_files(self.runtime)) if s and s != self._server]
         except OSError:
@@ -48,6 +50,8 @@ class NotebookPath:
             if path is not None:
                 self._server = server
                 return path
+        if self._server is None:  # (no server here knows this kernel: not asked again, each ask can wait)
+            self.runtime = None
         return started_as
 
     @staticmethod

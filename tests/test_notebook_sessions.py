@@ -171,3 +171,23 @@ def test_closing_an_unknown_session_is_an_error_not_a_success(mem):
         mem.close_session("slm-20260601-nothere")
     mem.remember("a finding in a session only the memories know", session_id="s1")
     assert mem.close_session("s1").success  # (sessions given by id alone, as benchmarks do, still close)
+
+
+def test_a_kernel_no_server_here_knows_keeps_its_first_name_and_stops_asking(tmp_path):
+    """A kernel started by a server that is not on this machine (or a stale server file) keeps
+    the name it started with, and does not look through the runtime folder at every %%remember."""
+    import json
+    import socket
+
+    from slm_magic.notebook_path import NotebookPath
+
+    with socket.socket() as s:  # (a port nothing listens on: refused at once)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "jpserver-1.json").write_text(json.dumps({"url": f"http://127.0.0.1:{port}/", "token": "t",
+                                                          "root_dir": str(tmp_path)}))
+    path = NotebookPath(str(tmp_path / "kernel-abc.json"))
+    assert path.kernel_id == "abc" and path.current("/work/a.ipynb") == "/work/a.ipynb"
+    assert path.runtime is None  # (not asked again)
+    assert NotebookPath(None).current("/work/a.ipynb") == "/work/a.ipynb"  # (a terminal: nothing to ask)
+    assert NotebookPath(str(tmp_path / "not-a-kernel.json")).kernel_id is None
