@@ -132,7 +132,7 @@ def test_lines_that_are_not_json_objects_are_skipped_too_with_their_own_numbers(
     the lines after one set aside keep their numbers in the file."""
     good = _exported(tmp_path, 4)
     path = tmp_path / "mixed.jsonl"
-    path.write_bytes(b"\n".join([json.dumps(good[0]).encode(), b"", b'{"content": "no closing brace"',
+    path.write_bytes(b"\xef\xbb\xbf" + b"\n".join([json.dumps(good[0]).encode(), b"", b'{"content": "no closing brace"',
                                   json.dumps(good[1]).encode(), b"\xe9t\xe9 in latin-1", b"[1, 2]",
                                   b'{"content": 42}', json.dumps(good[2]).encode()]) + b"\n")
     with Memory(tmp_path / "m.duckdb") as mem:
