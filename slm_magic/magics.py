@@ -288,18 +288,24 @@ class SLMMagic(Magics, Configurable):
         """Open a session (or continue the one active within the timeout) and show the
         memories that matter for this project."""
         args = parse_argstring(self.slm_start, line)
-        if args.user is not None:
-            self.user = args.user
         n = self.limit if args.max_results is None else args.max_results
         days = self.max_age_days if args.max_age_days is None else args.max_age_days
         for option, value in (("--max-results", n), ("--max-age-days", days)):
             if value < 0:
                 raise UsageError(f"{option} must be 0 or more; got {value}")
-        with self._engine() as mem:
-            # (no path given: the notebook's own name and folder, where there is a notebook)
-            where = args.project_path or (self.notebook or "" if not args.query else "")
-            init = mem.session_init(project_path=where, query=args.query, max_results=n, max_age_days=days,
-                                    reuse=not args.new, origin=self.origin)
+        before = self.user
+        if args.user is not None:
+            self.user = args.user
+        try:
+            with self._engine() as mem:
+                # (no path given: the notebook's own name and folder, where there is a notebook)
+                where = args.project_path or (self.notebook or "" if not args.query else "")
+                init = mem.session_init(project_path=where, query=args.query, max_results=n, max_age_days=days,
+                                        reuse=not args.new, origin=self.origin)
+        except UsageError:
+            if self.user != before:  # (a user this memory refuses: the one before stays, and its session)
+                self.user = before
+            raise
         self.session_id = init.session_id
         return self._mine(init, init.session_id)
 

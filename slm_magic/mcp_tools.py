@@ -319,7 +319,11 @@ def mem_get_observation(
     """One observation in full, its whole content however long (search results and recalls
     show only the start of a long one)."""
     user = _user(mem, user_id)
-    return mem.mem_get_observation(user, mem.resolve_id(observation_id, user_id=user)).model_dump(mode="json")
+    fid = mem.resolve_id(observation_id, user_id=user)
+    found = mem.mem_get_observation(user, fid)
+    if found is None:  # (resolved among what the user may read, then gone: forgotten meanwhile)
+        raise InvalidInput(f"no observation with id {fid!r}")
+    return found.model_dump(mode="json")
 
 
 def mem_timeline(
@@ -394,11 +398,7 @@ def forget(mem: Memory, fact_id: FactId) -> dict[str, Any]:
     """Delete one memory for good (its text and its place in every index): only when the user
     asks, or a memory is wrong and replaced. A memory someone shared with you is
     theirs to forget."""
-    fid = mem.resolve_id(fact_id)
-    if mem.get(fid) is None:  # readable (shared with us), not ours
-        author = getattr(mem.readable(fid), "user_id", None)
-        raise InvalidInput(f"memory {fid} is {author}'s, shared with you: only its author can forget it")
-    fact = mem.forget(fid)
+    fact = mem.forget(mem.resolve_id(fact_id))  # (one shared with you is its author's to forget: said so)
     return {"success": True, "action": "forgotten", **_fact(fact, mem.user_id)}
 
 

@@ -334,9 +334,7 @@ class Memory:
         """Delete a memory for good; returns what was deleted. The summaries its session's
         close wrote (which may quote it or name what it was about) are written again from the
         session's other memories, so its text is gone from them too."""
-        fact = self.get(fact_id) if isinstance(fact_id, str) else None
-        if fact is None:
-            raise InvalidInput(f"no memory with id {fact_id!r}")
+        fact = self.writer.own(fact_id, "forget")
         plan, _ = self.sessions.unsummarise([fact.session_id] if fact.kind == "memory" else [])
         self.store.delete(fact_id)
         self.sessions.resummarise(plan)

@@ -433,7 +433,7 @@ async def test_an_assistant_on_the_team_memory_subprocess(team_db, tmp_path):
         both = await call(session, "recall", query="churn client nightly job", session_id=sid)
         assert {m["fact_id"]: m["shared_by"] for m in both["memories"]} == {shared.fact_id: "alice",
                                                                            mine["fact_id"]: "you"}
-        assert "no memory with id" in await fails(session, "pin", fact_id=shared.fact_id)  # read, never owned
+        assert "only its author can pin it" in await fails(session, "pin", fact_id=shared.fact_id)  # read, never owned
         assert "alice's, shared with you" in await fails(session, "forget", fact_id=shared.fact_id)
     with Memory(team_db["alice"]) as alice:
         assert [m.fact.user_id for m in alice.recall("churn nightly job")][:1] == ["bob"]

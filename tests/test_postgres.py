@@ -201,6 +201,28 @@ def test_magics_on_the_team_memory(team_db, monkeypatch):
         assert [m.fact.user_id for m in bob.recall("churn")] == ["alice"]
 
 
+def test_a_refused_user_leaves_the_notebook_as_it_was_and_an_import_drops_nuls(team_db, monkeypatch, tmp_path):
+    """`%slm_start --user bob`, connected as alice, was refused, but left SLMMagic.user at 'bob':
+    every later magic failed with the same line. A NUL in an imported line failed the whole
+    import on the server (PostgreSQL's text refuses it), where a write drops it."""
+    with notebook_on(team_db["alice"], monkeypatch) as shell:
+        assert shell.run_cell("%slm_start").error_in_exec is None
+        refused = shell.run_cell("%slm_start --user bob")
+        assert refused.error_in_exec is not None and "as 'alice'" in str(refused.error_in_exec)
+        assert shell.magics_manager.registry["SLMMagic"].user != "bob"
+        kept = shell.run_cell("%%remember\nwritten after a refused --user")
+        assert kept.error_in_exec is None and kept.result.fact.user_id == "alice"
+        path = tmp_path / "nul.jsonl"
+        path.write_text('{"content": "a note with a NUL \\u0000 inside"}\n{"content": "a plain note"}\n')
+        got = shell.run_cell(f"%slm_import {path}")
+        assert got.error_in_exec is None and got.result.added == 2
+    with Memory(team_db["alice"]) as alice:
+        assert "a note with a NUL  inside" in {f.content for f in alice.browse().facts}
+    with Memory(team_db["bob"]) as bob:  # (another user's row: said as what it means, not as the policy's name)
+        with pytest.raises(StoreError, match="bob writes only bob's own memories and sessions"):
+            bob.remember("as alice", user_id="alice")
+
+
 WRITER = r"""
 import json, sys
 from slm_magic import Memory

@@ -82,7 +82,33 @@ def test_a_shared_memory_can_be_rated_by_whoever_it_helped(db_path, clock):
         assert bob.feedback_count() == 1
         with pytest.raises(InvalidInput, match="no memory with id"):
             bob.feedback(private.fact_id, "up")
-        with pytest.raises(InvalidInput, match="no memory with id"):
+        with pytest.raises(InvalidInput, match="only its author can pin it"):  # (rated, not owned)
             bob.pin(shared.fact_id)
     with Memory(db_path, user_id="alice", clock=clock) as alice:
         assert alice.feedback_count() == 0  # bob's signal is his own
+
+
+def test_what_only_its_author_may_do_says_whose_it_is_and_a_shared_observation_is_read_whole(db_path, clock):
+    """bob's %slm_pin / %slm_forget on alice's shared memory said "no memory with id", though his
+    %recall showed it; the assistant's mem_get_observation on it crashed (a tool error with no
+    reason: the engine returned None)."""
+    import pytest
+
+    from slm_magic import InvalidInput, mcp_tools
+
+    with Memory(db_path, user_id="alice", clock=clock) as alice:
+        shared = alice.remember("churn means no login for 30 days, says the client", share=True)
+        private = alice.remember("alice's own draft")
+    with Memory(db_path, user_id="bob", clock=clock) as bob:
+        for action, call in (("revise", lambda: bob.revise(shared.fact_id, content="changed")),
+                             ("pin", lambda: bob.pin(shared.fact_id)),
+                             ("unpin", lambda: bob.pin(shared.fact_id, False)),
+                             ("forget", lambda: bob.forget(shared.fact_id))):
+            with pytest.raises(InvalidInput, match=rf"is alice's, shared with you: only its author can {action} it"):
+                call()
+        with pytest.raises(InvalidInput, match="no memory with id"):  # (a private one stays unseen)
+            bob.pin(private.fact_id)
+        got = mcp_tools.mem_get_observation(bob, shared.fact_id[:8])
+        assert got["content"] == shared.content and got["id"] == shared.fact_id
+    with Memory(db_path, user_id="alice", clock=clock) as alice:
+        assert alice.get(shared.fact_id).content == shared.content and not alice.get(shared.fact_id).is_core

@@ -201,6 +201,11 @@ class Exchange:
         now = self.now()
         for r in rows:
             r["_why"] = _read_by_hand(r, fmt)
+            for name, value in r.items():  # (NULs dropped, as a write drops them: PostgreSQL's text refuses them)
+                if isinstance(value, str) and "\x00" in value:
+                    r[name] = value.replace("\x00", "")
+                elif isinstance(value, list) and any(isinstance(t, str) and "\x00" in t for t in value):
+                    r[name] = [t.replace("\x00", "") if isinstance(t, str) else t for t in value]
             r["user_id"] = r["user_id"] or self.user_id
             r["_note"] = not r["fact_id"] and isinstance(r["content"], str) and r["content"].strip() != ""
             if r["_note"]:

@@ -59,6 +59,19 @@ class Writer:
         row = self.store.fact(fact_id, self.user_id if user_id is None else user_id)
         return None if row is None else fact_of(row)
 
+    def own(self, fact_id: str, action: str, *, user_id: str | None = None) -> Fact:
+        """The user's own memory, for what only its author may do (`action`: "revise", "pin",
+        "forget"); one someone shared with them says whose it is, not that there is none."""
+        fact = self.fact(fact_id, user_id=user_id)
+        if fact is not None:
+            return fact
+        row = self.store.readable_fact(fact_id, self.user_id if user_id is None else user_id) \
+            if isinstance(fact_id, str) else None
+        if row is not None:
+            raise InvalidInput(f"memory {fact_id} is {fact_of(row).user_id}'s, shared with you: only its author can "
+                               f"{action} it")
+        raise InvalidInput(f"no memory with id {fact_id!r}")
+
     def vectors_of(self, columns: Mapping[str, Sequence]) -> np.ndarray | None:
         """New memories' vectors (validated columns) when the meaning channel runs, else None;
         None too for a batch stored words first, whose vectors follow it (index/fill.py)."""
@@ -313,9 +326,7 @@ class Writer:
                user_id: str | None = None) -> Fact:
         """`Memory.revise`: the new content into the file, the index caught up, a signal if a
         recall showed it lately."""
-        current = self.fact(fact_id, user_id=user_id)
-        if current is None:
-            raise InvalidInput(f"no memory with id {fact_id!r}")
+        current = self.own(fact_id, "revise", user_id=user_id)
         now = self.now()
         cols = validate([{"content": content, "title": current.title if title is None else title,
                           "type": current.type if type is None else type,
@@ -336,7 +347,8 @@ class Writer:
 
     def pin(self, fact_id: str, core: bool = True, *, user_id: str | None = None) -> Fact:
         """Make a memory a core memory (always in a session's context), or stop it being one."""
-        if self.fact(fact_id, user_id=user_id) is None or not self.store.set_core(fact_id, bool(core)):
+        self.own(fact_id, "pin" if core else "unpin", user_id=user_id)
+        if not self.store.set_core(fact_id, bool(core)):
             raise InvalidInput(f"no memory with id {fact_id!r}")
         self.live.sync()
         fact = self.fact(fact_id, user_id=user_id)

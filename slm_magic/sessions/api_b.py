@@ -198,9 +198,10 @@ class ApiB:
         return out[:limit]
 
     def mem_get_observation(self, user_id: str, observation_id: str) -> Observation | None:
+        """One observation the user may read (theirs, or one its author shared), whole."""
         user = _user(user_id)
-        fact = self.writer.fact(observation_id, user_id=user)
-        return _observation(fact) if fact is not None else None
+        row = self.store.readable_fact(observation_id, user) if isinstance(observation_id, str) else None
+        return _observation(fact_of(row)) if row is not None else None
 
     def mem_timeline(self, user_id: str, observation_id: str) -> list[Observation]:
         """The observation among its session's neighbours, in time order."""

@@ -248,8 +248,11 @@ class PgStore(Store):
             cur = con.execute(text, list(params) if params is not None else None, binary=True)
             return _Result(cur.description, cur.fetchall() if cur.description else [])
         except psycopg.errors.InsufficientPrivilege as exc:
-            raise StoreError(f"PostgreSQL refused, as {getattr(self, 'login_user', '?')}: "
-                             f"{_first_line(exc)}") from None
+            me = getattr(self, "login_user", "?")
+            # (a row another user's: said as what it means, the way the facade says it when opened)
+            why = (f"{me} writes only {me}'s own memories and sessions (a user_id other than {me!r}? connect as "
+                   "that role instead)" if "row-level security" in str(exc) else _first_line(exc))
+            raise StoreError(f"PostgreSQL refused, as {me}: {why}") from None
         except psycopg.Error as exc:
             raise self._failure(exc, isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))) from None
 
