@@ -166,6 +166,15 @@ def test_setup_is_repeatable_and_members_cannot_change_the_schema(team_db):
     with psycopg.connect(team_db["bob"], autocommit=True) as con:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             con.execute("CREATE TABLE slm.mine (x int)")
+    # a superuser would read everyone's memories (row-level security does not hold one); a name
+    # PostgreSQL would cut or refuse in its own words is said before anything is done
+    for members, said in ((["dora", "postgres"], "postgres cannot be a member: a superuser"),
+                          ([""], "'' cannot be a member: a role's name is 1 to 63 bytes"),
+                          (["x" * 70], "cannot be a member: a role's name is 1 to 63 bytes")):
+        with pytest.raises(StoreError, match=said):
+            Memory.setup_team(team_db["admin"], members)
+    with psycopg.connect(team_db["admin"], autocommit=True) as con:
+        assert not con.execute("SELECT 1 FROM pg_roles WHERE rolname = 'dora'").fetchall()  # (nothing was done)
     with pytest.raises(StoreError, match="pg-setup"):  # a database nobody set up
         with psycopg.connect(team_db["admin"], autocommit=True) as con:
             con.execute("DROP SCHEMA slm CASCADE")

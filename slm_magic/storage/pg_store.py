@@ -608,6 +608,9 @@ def setup(url: str, members: Sequence[str] = ()) -> tuple[int, int]:
     reserved = {pg_schema.OWNER, pg_schema.TEAM, "public"} & set(members)
     if reserved:
         raise StoreError(f"{', '.join(sorted(reserved))} cannot be a member: the name is the schema's own")
+    bad = [m for m in members if not isinstance(m, str) or not m.strip() or len(m.encode()) > 63]
+    if bad:  # (PostgreSQL would cut a longer name to 63 bytes, or refuse an empty one in its own words)
+        raise StoreError(f"{bad[0]!r} cannot be a member: a role's name is 1 to 63 bytes")
     try:
         con = psycopg.connect(url, connect_timeout=10)
     except psycopg.Error as exc:
@@ -615,6 +618,12 @@ def setup(url: str, members: Sequence[str] = ()) -> tuple[int, int]:
     try:
         with con:  # one transaction: all of it or nothing
             roles = {r[0] for r in con.execute("SELECT rolname FROM pg_roles").fetchall()}
+            # (row-level security does not hold them: a member who is one would read everyone's memories)
+            above = [r[0] for r in con.execute("SELECT rolname FROM pg_roles WHERE (rolsuper OR rolbypassrls) "
+                                               "AND rolname = ANY(%s)", [list(members)]).fetchall()]
+            if above:
+                raise StoreError(f"{', '.join(sorted(above))} cannot be a member: a superuser, or a role that "
+                                 "bypasses row-level security, would read everyone's private memories")
             has = con.execute(f"SELECT to_regclass('{pg_schema.SCHEMA}.schema_version') IS NOT NULL").fetchone()[0]
             version = con.execute(f"SELECT coalesce(max(version), 0) FROM {pg_schema.SCHEMA}.schema_version"
                                   ).fetchone()[0] if has else 0
