@@ -355,6 +355,9 @@ def test_a_server_that_stays_down_is_one_clear_line_subprocess(team_db, pg_serve
             assert isinstance(res.error_in_exec, UsageError)
             assert "did not answer for 1 s" in str(res.error_in_exec)
             assert "nothing of it was saved" in str(res.error_in_exec)
+            # (known down now: the next magic tries once and says so, without its own wait)
+            again = shell.run_cell("%recall staging schema")
+            assert isinstance(again.error_in_exec, UsageError) and "is still not answering" in str(again.error_in_exec)
         finally:
             pg_server.pg_ctl("start")
         res = shell.run_cell("%recall staging schema")

@@ -291,6 +291,10 @@ class PgStore(Store):
                 out = attempt()
             except _Unreachable as exc:
                 now = time.monotonic()
+                if self._down_since is not None:  # (known down since a call waited its while: one try each)
+                    raise StoreError(f"the memory server {self.path} is still not answering, "
+                                     f"{now - self._down_since:.0f} s after it went away ({exc.reason}); "
+                                     "this was not done, nothing of it was saved") from None
                 started = now if started is None else started
                 if now - started > self.RECONNECT_S:
                     if self._down_since is None:
