@@ -49,6 +49,12 @@ def test_pin_unpin_forget_feedback_status_close(ip):
     assert err is None and status.memories == 1 and status.feedback_signals == 1
     closed, err = cell(ip, "%slm_close")
     assert err is None and closed.success and str(closed).startswith("closed session slm-")
+    from slm_magic.results.models import CloseSessionResult  # (what many summaries are, said: 11 for 4 memories puzzled)
+
+    many = str(CloseSessionResult(success=True, session_id="slm-x", summary_events_created=11))
+    assert many == ("closed session slm-x: 11 session summaries written (one for the whole session, one for each "
+                    "tag, project and name its memories touched)")
+    assert str(CloseSessionResult(success=True, session_id="slm-x", summary_events_created=1)).endswith("written")
     assert "CloseSessionResult" not in closed._repr_html_()
     gone, err = cell(ip, f"%slm_forget {fact.fact_id}")
     assert err is None and gone.fact_id == fact.fact_id and str(gone).startswith("forgotten ")

@@ -548,8 +548,9 @@ class CloseSessionResult(Readable, BaseModel):
     def __str__(self) -> str:
         if not self.success:
             return f"session {self.session_id} was not open"
-        return (f"closed session {self.session_id}: "
-                f"{plural(self.summary_events_created, 'session summary', 'session summaries')} written")
+        n = self.summary_events_created
+        why = " (one for the whole session, one for each tag, project and name its memories touched)" if n > 1 else ""
+        return f"closed session {self.session_id}: {plural(n, 'session summary', 'session summaries')} written{why}"
 
 
 # --- API B: observations per user (the "mem" library) ---------------------------------------
