@@ -140,7 +140,11 @@ class SLMMagic(Magics, Configurable):
     def origin(self) -> str:
         """Whose session this is: the notebook where there is one, else this one kernel or
         terminal IPython process."""
-        return self.notebook or f"{'kernel' if self.in_kernel else 'ipython'}:{socket.gethostname()}:{os.getpid()}"
+        return self._origin_of(self.notebook)
+
+    def _origin_of(self, notebook: str | None) -> str:
+        """`origin`, the notebook's path already known (each asks the kernel's server)."""
+        return notebook or f"{'kernel' if self.in_kernel else 'ipython'}:{socket.gethostname()}:{os.getpid()}"
 
     @validate("limit", "max_age_days", "session_timeout_hours")
     def _in_range(self, proposal):
@@ -208,8 +212,9 @@ class SLMMagic(Magics, Configurable):
         say so in one line and go on in a new one, so nothing is written into a closed session."""
         old = self.session_id
         if old is not None and mem.session_is_closed(old):
-            self.session_id = mem.session_init(max_results=0, origin=self.origin).session_id
-            here = "this notebook" if self.notebook else "this session"
+            notebook = self.notebook
+            self.session_id = mem.session_init(max_results=0, origin=self._origin_of(notebook)).session_id
+            here = "this notebook" if notebook else "this session"
             print(f"slm_magic: session {old} was closed elsewhere; {here} goes on in {self.session_id}")
 
     def _session(self, mem: Memory) -> str:
@@ -299,9 +304,10 @@ class SLMMagic(Magics, Configurable):
         try:
             with self._engine() as mem:
                 # (no path given: the notebook's own name and folder, where there is a notebook)
-                where = args.project_path or (self.notebook or "" if not args.query else "")
+                notebook = self.notebook
+                where = args.project_path or (notebook or "" if not args.query else "")
                 init = mem.session_init(project_path=where, query=args.query, max_results=n, max_age_days=days,
-                                        reuse=not args.new, origin=self.origin)
+                                        reuse=not args.new, origin=self._origin_of(notebook))
         except UsageError:
             if self.user != before:  # (a user this memory refuses: the one before stays, and its session)
                 self.user = before

@@ -543,3 +543,17 @@ def test_a_memory_s_control_characters_never_reach_a_terminal(mem):
     shown = [page_text(mem.browse(), width=80), recall_text(mem.recall("red note bell"), width=80), str(fact),
              session_text(mem.session_init(query="red note bell"), width=80)]
     assert all("red" in text and not any(ch in text for ch in "\x1b\x07\r") for text in shown), shown
+
+
+def test_a_session_held_back_by_the_age_gate_says_so_once_in_a_terminal(db_path, clock):
+    """"nothing here answers …: 1 matching memory is older than 30 days …" was followed by
+    "older than 30 days: 1 matching memory left out …", the same thing twice."""
+    from slm_magic.results.display import session_text
+
+    with Memory(db_path, clock=clock) as mem:
+        mem.remember("pilot: mean area alone as the size feature", type="decision")
+        clock.now += timedelta(days=200)
+        init = mem.session_init(query="feature store latency budget", max_age_days=30)
+    text = session_text(init, width=200)
+    assert init.abstained and "(the age gate" in init.abstention_reason
+    assert text.count("older than 30 days") == 1, text

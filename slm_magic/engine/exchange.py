@@ -53,6 +53,11 @@ def _format(path: Path) -> str:
     raise InvalidInput(f"{path.name}: use a .jsonl or .parquet file")
 
 
+def _unread(path: Path, exc: Exception) -> InvalidInput:
+    """A file DuckDB could not read, in its first line's words (without its error's class)."""
+    return InvalidInput(f"{path.name}: {str(exc).splitlines()[0].split('Error: ', 1)[-1]}; nothing was imported")
+
+
 def _json_lines(path: Path) -> list[tuple[int, bytes, str | None]]:
     """Each line of a JSON Lines file that is not blank: its number (from 1), its text, and what
     keeps it from being a memory's object, in a reader's terms (None: nothing)."""
@@ -174,8 +179,7 @@ class Exchange:
             lines = _json_lines(path) if fmt == "json" else []
             bad = [(number, why) for number, _, why in lines if why is not None]
             if not bad:
-                raise InvalidInput(f"{path.name}: {str(exc).splitlines()[0].split('Error: ', 1)[-1]}; "
-                                   "nothing was imported") from None
+                raise _unread(path, exc) from None
             if on_invalid == "raise":
                 raise InvalidImport(f"{path.name}: line {bad[0][0]} {bad[0][1]}; nothing was imported") from None
         # (the good lines, in a file only this user can read, read again; their numbers put back)
@@ -185,8 +189,7 @@ class Exchange:
             try:
                 table = self.store.read_export(good, fmt, types)
             except Exception as exc:  # noqa: BLE001
-                raise InvalidInput(f"{path.name}: {str(exc).splitlines()[0].split('Error: ', 1)[-1]}; "
-                                   "nothing was imported") from None
+                raise _unread(path, exc) from None
         numbers = [number for number, _, why in lines if why is None]
         if table.num_rows != len(numbers):
             raise InvalidInput(f"{path.name}: its lines could not be told apart; nothing was imported")

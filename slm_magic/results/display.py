@@ -163,8 +163,7 @@ STRENGTH_WORDS = {"strong": "strong match", "partial": "match", "weak": "weak ma
 # A score's parts in plain words on screen (the views and the Memory panel alike); the API's
 # technical names in each part's tooltip.
 PART_WORDS = {"relevance": "match", "bm25": "words", "tfidf": "word parts", "meaning": "meaning", "context": "context",
-          "recency": "recent",
-          "revision": "revised", "working_set": "this session", "learned": "learned"}
+              "recency": "recent", "revision": "revised", "working_set": "this session", "learned": "learned"}
 PART_TIPS = {"relevance": "relevance: words, word parts and meaning fused", "meaning": "meaning: how close the "
              "memory's meaning is to the question's (cosine of their embeddings, from 0 at unrelated to 1)",
              "bm25": "bm25: the question's words (BM25F over "
@@ -172,6 +171,7 @@ PART_TIPS = {"relevance": "relevance: words, word parts and meaning fused", "mea
              "variants, typos)", "context": "context: the session context channel", "recency": "recency: halves every "
              "30 days since the last update", "revision": "revision: min(revision_count, 10) / 10",
              "working_set": "working_set: shown earlier in this session", "learned": "learned: the learning loop"}
+
 
 def _why_text(m) -> str:
     """Why a memory is in the list, in words: how well it matched and on what."""
@@ -310,7 +310,8 @@ def session_text(init, width: int | None = None) -> str:
     elif init.abstained:
         lines += wrap(f"nothing here answers this session's question well: {init.abstention_reason}", width)
     gate = init.age_gate
-    if gate and gate[1] and not init.nothing_stored and not init.abstained:  # (an abstention says it already)
+    # (not when the abstention is the gate's own, which says it already)
+    if gate and gate[1] and not init.nothing_stored and "(the age gate" not in (init.abstention_reason or ""):
         lines += wrap(f"older than {gate[0]} days: {plural(gate[1], 'matching memory', 'matching memories')} "
                       "left out unless they match the question strongly", width)
     # The context block as plain lines: no markdown heading, italics or "no memories" line (the

@@ -193,7 +193,6 @@ class PgStore(Store):
     def __init__(self, url: str, *, upgrade_to: int | None = None):  # noqa: ARG002 - migrations: pg-setup
         self._begin(shown_url(url), PgSessionStore(self))
         self.url = url
-        self.notices: list[str] = []
         with _locks_lock:
             self.lock = _locks.setdefault(url, threading.RLock())
         self._pg = None
@@ -326,10 +325,6 @@ class PgStore(Store):
         if state.startswith("08") or state in ("57P01", "57P02", "57P03") or (not state and stateless_is_lost):
             return _Unreachable(self.path, _first_line(exc))
         return StoreError(f"PostgreSQL error on {self.path}: {_first_line(exc)}")
-
-    def take_notices(self) -> list[str]:
-        out, self.notices = self.notices, []
-        return out
 
     def connect(self) -> None:  # the connection is held for the Store's life
         pass

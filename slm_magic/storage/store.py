@@ -86,11 +86,10 @@ class Store:
         new_file = self.path != ":memory:" and not os.path.exists(self.path)
         self._con: duckdb.DuckDBPyConnection | None = None
         self.connect()
-        self._notices: list[str] = []
         if new_file and os.path.exists(self.path):
             os.chmod(self.path, 0o600)  # memories are private: only their owner reads the file
             if new_folder:  # (said once: a mistyped path would otherwise look like memories lost)
-                self._notices.append(f"a new memory file at {self.path}, in a folder made for it")
+                self.notices.append(f"a new memory file at {self.path}, in a folder made for it")
         self._migrate(SCHEMA_VERSION if upgrade_to is None else upgrade_to)
 
     def _begin(self, path: str, sessions) -> None:
@@ -103,6 +102,8 @@ class Store:
         self.known_stamp: tuple = ()
         # Small read results (signal counts, recent summaries) kept until the file changes.
         self._cache: dict[tuple, tuple[tuple, object]] = {}
+        # Lines for the user about what the storage went through (a new file, a reconnect), said once.
+        self.notices: list[str] = []
 
     # --- the connection ---------------------------------------------------------------------
     LOCK_WAIT_S = 30.0
@@ -131,8 +132,8 @@ class Store:
             return work()
 
     def take_notices(self) -> list[str]:
-        """Lines for the user about what the storage went through (here: a new file made), once."""
-        out, self._notices = self._notices, []
+        """The notices not yet taken (each is said once)."""
+        out, self.notices = self.notices, []
         return out
 
     def connect(self) -> None:
