@@ -81,6 +81,8 @@ class SLMMagic(Magics, Configurable):
                     "words alone.").tag(config=True)
     embedding_model = Unicode("", help="The meaning channel's model: empty for the one shipped with slm_magic, else "
                               "a .npz table or a sentence-transformers model your machine has.").tag(config=True)
+    learning = Bool(True, help="Let your feedback re-rank your recalls (the learning loop); False: the default "
+                    "ranking, your signals kept.").tag(config=True)
     keep_code = Bool(True, help="%%remember also keeps the source of the cell run just before it (up to "
                                 "10,000 characters): the code that produced the finding.").tag(config=True)
 
@@ -162,9 +164,12 @@ class SLMMagic(Magics, Configurable):
         return value
 
     # --- the engine ---------------------------------------------------------------------------
-    @observe("db_path", "user", "session_timeout_hours", "semantic", "embedding_model")
+    @observe("db_path", "user", "session_timeout_hours", "semantic", "embedding_model", "learning")
     def _reopen(self, change) -> None:
+        # (the same file and user keep their session: only how it is ranked or timed changed)
+        session = None if change.name in ("db_path", "user") else self.session_id
         self.close()
+        self.session_id = session
 
     def close(self) -> None:
         if self._memory is not None:
@@ -186,7 +191,8 @@ class SLMMagic(Magics, Configurable):
             path = self.db_path or None
             try:
                 self._memory = Memory(path, user_id=self.user or None, session_timeout_hours=self.session_timeout_hours,
-                                      semantic=self.semantic, embedding_model=self.embedding_model or None)
+                                      semantic=self.semantic, embedding_model=self.embedding_model or None,
+                                      learning=self.learning)
             except SlmMagicError as exc:
                 raise _usage(exc) from None
             self._memory.detach()  # held only while a magic runs
@@ -383,8 +389,6 @@ class SLMMagic(Magics, Configurable):
             if mem.session_is_closed(self.session_id):
                 closed, self.session_id = self.session_id, None
                 raise UsageError(f"session {closed} was already closed elsewhere (%slm_start opens a new one)")
-            if args.summary:
-                mem.remember(args.summary, session_id=self.session_id, title="session summary")
             result = mem.close_session(self.session_id, summary=args.summary)
         self.session_id = None
         return result  # (a CloseSessionResult reads as one line)

@@ -490,11 +490,12 @@ class Memory:
     def status(self, session_id: str | None = None) -> StatusReport:
         st = self.store.user_stats(self.user_id)
         signals = self.store.signals.feedback_count(self.user_id)
+        learning = self.learning_status()
         return StatusReport(
             database=self.path, user_id=self.user_id, session_id=session_id, memories=st["observations"],
             summaries=st["summaries"],
             core_memories=len(self.core_memories()), sessions=st["sessions"], feedback_signals=signals,
-            learning_phase=self.learning_status().phase,
+            learning_phase=learning.phase, learning=learning.status,
             retrieval_mode=self.retrieval_mode, meaning=self.meaning_status(), index=self._index_words())
 
     @property

@@ -319,3 +319,17 @@ def test_the_forget_question_fits_80_columns(ip, monkeypatch, capsys):
     cell(ip, "%slm_forget --project a-rather-long-project-name")
     out = capsys.readouterr().out
     assert "add --yes to do it" in out and all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_a_closed_session_line_fits_80_columns_after_its_out_prompt(monkeypatch):
+    """%slm_close said its many summaries in one line of 160 characters, which a terminal of 80
+    cut anywhere: the line is wrapped at words, its first leaving room for "Out[n]: "."""
+    from IPython.lib.pretty import pretty
+
+    from slm_magic.results.models import OUT_PROMPT, CloseSessionResult
+
+    monkeypatch.setenv("COLUMNS", "80")
+    res = CloseSessionResult(success=True, session_id="slm-20261205-0a1b2c3d", summary_events_created=37)
+    lines = pretty(res).splitlines()
+    assert len(lines) > 1 and len(lines[0]) <= 80 - OUT_PROMPT and all(len(x) <= 80 for x in lines)
+    assert " ".join(lines) == str(res)  # (every word kept, in order)

@@ -72,6 +72,21 @@ def test_implicit_signals_from_what_the_user_does(mem, corpus, clock):
     assert ignored == [(noise["churn"][1],)]  # the others had positive signals
 
 
+def test_a_memory_is_used_by_what_the_new_one_says_not_by_shared_labels(mem):
+    """A note about the office move, filed under the same project and tags as a join finding
+    the session had shown, counted as "using" that finding: tags and project are on every
+    memory of a project, and 591 such signals taught the learned ranker to bury exact answers."""
+    finding = mem.remember("The left join of orders on customer_id drops 3% of rows: 412 customers have no account.",
+                           project="churn", tags=["data-quality", "join"])
+    sid = mem.session_init(max_results=0).session_id
+    assert [m.fact_id for m in mem.recall("rows dropped in the join", session_id=sid)] == [finding.fact_id]
+    mem.remember("The office moves to building C next month; bring badges.", project="churn",
+                 tags=["data-quality", "join"], session_id=sid)
+    assert [s for s, *_ in signals(mem, sid)] == []
+    mem.remember("the left join drops rows: 412 customers have no account, so orders lose 3%", session_id=sid)
+    assert [s for s, *_ in signals(mem, sid)] == ["used"]  # (what it says repeats the finding)
+
+
 def test_synthetic_sessions_give_no_implicit_signals(mem, corpus):
     useful, _ = corpus
     for sid in ("http:agent-1", "mcp:tool", "cli:run", "probe:x"):

@@ -109,6 +109,50 @@ def test_config(ip, tmp_path):
     assert cell(ip, "%recall churn note")[0].memories == []
 
 
+def test_a_setting_of_the_ranking_keeps_the_session(ip, capsys):
+    """`%config SLMMagic.semantic = False` made %slm_status say there was no session, and the
+    next magic said it "continued this notebook's session": the file and user were the same."""
+    init, _ = cell(ip, "%slm_start")
+    cell(ip, "%config SLMMagic.semantic = False")
+    status, err = cell(ip, "%slm_status")
+    assert err is None and status.session_id == init.session_id
+    capsys.readouterr()
+    cell(ip, "%recall churn")
+    assert "session" not in capsys.readouterr().out  # (no session opened or continued on the fly)
+    cell(ip, "%config SLMMagic.user = 'bob'")  # (another user: not alice's session)
+    assert cell(ip, "%slm_status")[0].session_id is None
+
+
+def test_a_closing_summary_is_the_sessions_not_an_ordinary_memory(ip):
+    """`%slm_close --summary` also stored its words as an ordinary memory, which then came first
+    for "how accurate is the churn model?" above the finding itself. It is the session's own
+    summary: in its whole-session summary (found when a question asks about sessions or days),
+    and in the timeline later sessions show."""
+    finding, _ = cell(ip, "%%remember --tags churn\nthe churn model reaches AUC 0.81 on the March holdout")
+    cell(ip, "%slm_close --summary 'churn: data joins, leakage, first model accuracy'")
+    res, _ = cell(ip, "%recall how accurate is the churn model")
+    assert [m.fact_id for m in res] == [finding.fact_id]  # (no memory of the summary's words)
+    sessions, _ = cell(ip, "%recall what did I do in my churn sessions")
+    assert any(m.fact.kind == "summary_event" and m.content.startswith("churn: data joins, leakage")
+               for m in sessions)
+    init, _ = cell(ip, "%slm_start --new")
+    assert [s.summary for s in init.recent_sessions][:1] == ["churn: data joins, leakage, first model accuracy"]
+
+
+def test_learning_can_be_turned_off_in_a_notebook_and_says_so(ip):
+    """`%config SLMMagic.learning = False` was "not recognized", and `Memory(learning=False)`
+    still said "learned ranking": a user whose feedback misled the ranker had no way out."""
+    fact, _ = cell(ip, "%%remember\nthe seed is fixed at 42")
+    cell(ip, f"%slm_feedback {fact.fact_id} up")
+    cell(ip, "%config SLMMagic.learning = False")
+    status, err = cell(ip, "%slm_status")
+    assert err is None and status.learning == "off (learning=False)" and status.feedback_signals == 1
+    assert "learning: off (learning=False)" in str(status)
+    init, _ = cell(ip, "%slm_start")
+    assert "learning: off, the default ranking (1 signal kept)" in " ".join(str(init).split())
+    assert ip.find_line_magic("recall").__self__.memory.settings.config.learning is False
+
+
 def test_settings_in_a_profile_load_and_bad_ones_are_refused_when_set(tmp_path, monkeypatch, caplog):
     """`c.SLMMagic.user = 'bob'` in ipython_config.py (or --SLMMagic.db_path=...) made
     %load_ext fail with an AttributeError: setting a trait closed a memory not made yet."""

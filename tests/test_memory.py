@@ -166,6 +166,35 @@ def test_the_age_gate_and_its_count_are_the_same_on_both_paths(clock):
             assert fb.older_matches == full.older_matches == 3, q
 
 
+def test_the_age_gate_says_which_older_matches_it_shows(clock):
+    """An older match shown because it matches strongly is said as shown, not counted as left
+    out (a newcomer read "1 matching memory left out" above that very memory), on both paths
+    and in a session's opening."""
+    from datetime import timedelta
+
+    with Memory(":memory:", clock=clock, semantic=False) as m:
+        now = clock.now
+        strong = m.remember("online orders: the client agreed to weekly online order files",
+                            created_at=now - timedelta(days=60))
+        m.remember("orders table has duplicates", created_at=now - timedelta(days=90))
+        m.remember("online orders start next week", created_at=now - timedelta(days=1))
+        for i in range(12):  # (a store of some size: the rare words weigh)
+            m.remember(f"feature {i}: lag of the weekly sales", created_at=now - timedelta(days=2))
+        m.config = bm25_only(m)
+        q = "client agreed online order files"
+        for res in (m.recall(q, max_age_days=30), recall_from_sql(m, q, max_age_days=30)):
+            shown = [r.fact_id for r in res]
+            assert strong.fact_id in shown and res.older_matches == 2 and res.older_shown == 1, shown
+            assert "older than 30 days: 2 matching memories; 1 shown because it matches the question strongly, " \
+                   "1 left out" in " ".join(str(res).split())
+        gate_only = m.recall("duplicates", max_age_days=30)  # (weak and old: only left out)
+        assert gate_only.older_shown == 0
+        assert "1 matching memory left out unless it matches" in " ".join(str(gate_only).split())
+        init = m.session_init(query=q, max_age_days=30)
+        said = " ".join(str(init).split())
+        assert init.age_gate == (30, 2, 1) and "2 matching memories; 1 shown because it matches" in said, said
+
+
 def test_sql_fallback_returns_the_same_top_10_with_tags_titles_and_sessions(clock):
     """One definition of the fields and the score: the file's postings, ranked by DuckDB,
     give what the in-process index gives without its n-gram channel."""

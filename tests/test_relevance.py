@@ -109,6 +109,16 @@ def test_every_field_is_searchable_and_says_where_it_matched(mem):
         assert field in res[0].matched, q
 
 
+def test_a_match_on_a_part_of_an_identifier_names_that_part(mem):
+    """"usage_daily table" matching "the usage tables" says "usage", the word the memory holds,
+    not "usage_daily", which it does not; a memory holding the identifier says it once."""
+    part = mem.remember("the usage tables are complete from March")
+    whole = mem.remember("usage_daily joins on the customer key")
+    got = {r.fact_id: r.matched for r in mem.recall("usage_daily table")}
+    assert got[part.fact_id] == {"content": ("usage", "table")}
+    assert got[whole.fact_id] == {"content": ("usage_daily",)}
+
+
 def test_the_age_gate_reads_relevance_and_keeps_only_strong_old_matches():
     from datetime import datetime, timedelta
 

@@ -170,6 +170,25 @@ def test_close_session_writes_one_summary_per_entity_once(mem, clock):
     assert "customer_id" in " ".join(m.content for m in by_day.memories)
 
 
+def test_a_session_left_open_is_closed_and_summarised_when_a_later_one_opens(mem, clock):
+    """A kernel killed (or a notebook never closed) left its session open for good: never
+    summarised, so "what did I do on Tuesday" found nothing of it. A new session closes the
+    user's sessions idle past the timeout, as %slm_close would, ended at their last activity."""
+    clock.now = datetime(2026, 6, 16, 10)  # a Tuesday
+    left = mem.session_init(origin="/work/churn.ipynb", reuse=True).session_id
+    mem.remember("the join on customer_id drops 3% of rows", session_id=left, tags="data-quality")
+    clock.now = datetime(2026, 6, 16, 11)
+    live = mem.session_init(origin="/work/other.ipynb", reuse=True).session_id  # (active an hour ago: stays)
+    assert not mem.session_is_closed(left)
+    clock.now = datetime(2026, 6, 18, 9)  # Thursday: both idle past the 24 hours
+    mem.session_init(origin="/work/forecast.ipynb", reuse=True)
+    assert mem.session_is_closed(left) and mem.session_is_closed(live)
+    assert mem.store.sessions.session(left)["ended_at"] == datetime(2026, 6, 16, 10)  # (its last activity)
+    assert "customer_id" in mem.store.sessions.summarised_entities(left)
+    by_day = mem.recall("what did I do last Tuesday")
+    assert by_day.memories and "customer_id" in " ".join(m.content for m in by_day.memories)
+
+
 def test_close_session_with_nothing_to_close(mem):
     assert mem.close_session().success is False
     sid = mem.session_init().session_id

@@ -228,10 +228,11 @@ def test_context_view_shows_the_age_gate(db_path, clock):
         clock.now += timedelta(days=200)
         mem.remember("collinear size features: keep mean radius")
         init = mem.session_init(query="size feature pilot", max_age_days=30)
-        assert init.age_gate == (30, 1)
+        # (its days, one older match, shown: it matches strongly; the note said "left out" of it)
+        assert init.age_gate == (30, 1, 1)
         view = ContextView(init, memory=mem)
         assert view.age_gate_note.layout.display is None
-        assert "older than 30 days: 1 matching memory left out unless it matches" in view.age_gate_note.value
+        assert "older than 30 days: 1 matching memory, shown because it matches" in view.age_gate_note.value
         off = mem.session_init(query="size feature pilot", max_age_days=0)
         assert off.age_gate is None and ContextView(off, memory=mem).age_gate_note.layout.display == "none"
 

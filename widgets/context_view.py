@@ -9,8 +9,8 @@ import ipywidgets as W
 from IPython.display import Markdown
 
 from slm_magic.core.scoring import AGE_GATE_RELEVANCE
-from slm_magic.results.display import (FAINT, INK, MUTED, PIN, learning_words, mode_words, one_line, plural, session_html,
-                                       session_text)
+from slm_magic.results.display import (FAINT, INK, MUTED, PIN, age_gate_words, learning_words, mode_words, one_line,
+                                       plural, session_html, session_text)
 from slm_magic.results.models import SessionInit
 
 from .memories_view import MemoriesView
@@ -68,9 +68,7 @@ class ContextView(SavedForm, W.VBox):
         self.age_gate_note = W.HTML(
             "" if not held else
             f"<div style='color:{MUTED};font-size:12px' title='the age gate: max_age_days={gate[0]}, relevance ≥ "
-            f"{AGE_GATE_RELEVANCE:.2f} to pass'>older than {gate[0]} days: "
-            f"{plural(gate[1], 'matching memory', 'matching memories')} "
-            f"left out unless {'it matches' if gate[1] == 1 else 'they match'} the question strongly</div>",
+            f"{AGE_GATE_RELEVANCE:.2f} to pass'>{html.escape(age_gate_words(*gate))}</div>",
             layout=W.Layout(display=None if held else "none"))
         recent = init.recent_sessions
         self.timeline = W.HTML(

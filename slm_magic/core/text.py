@@ -62,17 +62,23 @@ def term_hash(term: str) -> int:
 @lru_cache(maxsize=50_000)
 def _word_terms(raw: str) -> tuple[str, ...]:
     """Terms of one raw word: the stemmed word, plus its parts when it is an identifier."""
+    return tuple(term for term, _ in _term_sources(raw))
+
+
+def _term_sources(raw: str) -> list[tuple[str, str]]:
+    """(term, the word it stands for) of one raw word: the whole identifier for itself, each
+    part for that part ("usage" of "usage_daily"), a plain word for itself."""
     pieces = _CAMEL.sub("_", raw).casefold()
     parts = [p for p in _PART.findall(pieces)]
     word = raw.casefold()
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     if len(parts) > 1:
-        out.append(word)  # the whole identifier, so an exact name search ranks it first
+        out.append((word, word))  # the whole identifier, so an exact name search ranks it first
     for part in parts:
         if part in STOP_WORDS or (len(part) == 1 and not part.isdigit()):
             continue
-        out.append(_stem(part) if not part.isdigit() else part)
-    return tuple(out)
+        out.append((_stem(part) if not part.isdigit() else part, part if len(parts) > 1 else word))
+    return out
 
 
 def analyse(text: str) -> list[str]:
@@ -233,12 +239,13 @@ def query_grams(text: str) -> list[tuple[int, tuple[int, ...]]]:
 
 
 def term_words(text: str) -> dict[int, str]:
-    """Term hash -> the word of `text` it came from (casefolded): what a match is shown as."""
+    """Term hash -> the word of `text` it came from (casefolded; a part of an identifier for
+    that part's term): what a match is shown as."""
     out: dict[int, str] = {}
     for raw in _WORD.findall(unicodedata.normalize("NFKC", text)):
         if raw.casefold() not in STOP_WORDS:
-            for term in _word_terms(raw):
-                out.setdefault(term_hash(term), raw.casefold())
+            for term, word in _term_sources(raw):
+                out.setdefault(term_hash(term), word)
     return out
 
 

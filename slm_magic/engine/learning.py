@@ -171,6 +171,9 @@ class LearningLoop:
     def status(self, user_id: str | None = None) -> LearningStatus:
         user = self.user_id if user_id is None else user_id
         signals = self.store.signals.feedback_count(user)
+        if not self.settings.config.learning:  # (signals are still kept: turned on again, they count)
+            phase = 1 if signals < PHASE_2_SIGNALS else 2 if signals < PHASE_3_SIGNALS else 3
+            return LearningStatus(feedback_signals=signals, phase=phase, status="off (learning=False)", ranking="off")
         if signals < PHASE_2_SIGNALS:
             return LearningStatus(feedback_signals=signals, phase=1, status="collecting")
         if signals < PHASE_3_SIGNALS:

@@ -57,6 +57,14 @@ class Question:
     strict: bool
 
 
+def _older_shown(memories: list[ScoredMemory], updated_after: float | None) -> int:
+    """How many word matches shown are older than the age gate (they passed it by relevance)."""
+    if updated_after is None:
+        return 0
+    return sum(1 for m in memories if m.related_to is None and m.score.bm25 > 0
+               and epoch_seconds(m.fact.updated_at) < updated_after)
+
+
 class Recall:
     def __init__(self, store, settings: Settings, live: LiveIndex, working_sets: WorkingSets, learning,
                  clock: Callable[[], datetime], user_id: str):
@@ -117,7 +125,8 @@ class Recall:
         return RecallResult(query=query, project=project, memories=memories, retrieval_mode=self.mode,
                             degraded_mode=reason is not None, degraded_reason=reason,
                             elapsed_ms=(time.perf_counter() - started) * 1000, age_gate_days=max_age_days or None,
-                            older_matches=ranked.older_matches if max_age_days else 0, viewer=user)
+                            older_matches=ranked.older_matches if max_age_days else 0,
+                            older_shown=_older_shown(memories, q.updated_after), viewer=user)
 
     @staticmethod
     def check(query, *, session_id, limit, project, max_age_days, kind, type) -> None:

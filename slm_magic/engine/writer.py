@@ -134,7 +134,9 @@ class Writer:
             np.fromiter(counts.values(), np.int64, n), facts=[fact])
         sid = row["session_id"]
         if sid and not is_synthetic_session(sid) and self.working_sets.of(sid):
-            self.learning.implicit_used(sid, list(counts.keys()), int(doc_id), fact.user_id)
+            # (by what it says, not by the labels it shares: a project's tags are on every memory of it)
+            said, _ = field_counts(row["content"], row["title"])
+            self.learning.implicit_used(sid, list(said.keys()), int(doc_id), fact.user_id)
         return fact
 
     def _revise_topic(self, existing: str, topic_key: str, user: str, *, content, title, type, tags, project, core,

@@ -40,6 +40,22 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
+def age_gate_words(days: int | None, older: int, shown: int) -> str:
+    """What the age gate did, in one sentence ("" when no match was older than it): how many
+    matches are older than `days`, and which of them are shown (they match strongly) or left out."""
+    if not days or not older:
+        return ""
+    out = max(0, older - shown)
+    if not shown:
+        return (f"older than {days} days: {plural(out, 'matching memory', 'matching memories')} left out unless "
+                f"{'it matches' if out == 1 else 'they match'} the question strongly")
+    strong = f"shown because {'it matches' if shown == 1 else 'they match'} the question strongly"
+    if not out:
+        return f"older than {days} days: {plural(shown, 'matching memory', 'matching memories')}, {strong}"
+    return (f"older than {days} days: {plural(older, 'matching memory', 'matching memories')}; {shown:,} {strong}, "
+            f"{out:,} left out")
+
+
 def age_text(dt: datetime, now: datetime | None = None) -> str:
     now = now or datetime.utcnow()
     days = (now - dt).total_seconds() / 86_400
@@ -105,6 +121,8 @@ def mode_words(mode: str, *, technical: bool = False) -> str:
 
 def learning_words(learning) -> str:
     """The learning loop's phase, as a person would say it."""
+    if learning.ranking == "off":
+        return f"learning: off, the default ranking ({plural(learning.feedback_signals, 'signal')} kept)"
     if learning.phase == 1:
         return (f"learning: collecting feedback ({learning.feedback_signals} of {learning.signals_to_start} signals "
                 "before it starts)")
@@ -217,9 +235,7 @@ def recall_text(res, width: int | None = None, viewer: str | None = None) -> str
     if res.degraded_mode:
         lines += wrap(f"slower path: {mode_words(res.retrieval_mode)} ({res.degraded_reason})", width)
     if res.older_matches:
-        lines += wrap(f"older than {res.age_gate_days} days: "
-                      f"{plural(res.older_matches, 'matching memory', 'matching memories')} left out unless "
-                      "they match the question strongly", width)
+        lines += wrap(age_gate_words(res.age_gate_days, res.older_matches, res.older_shown), width)
     if not res.memories:
         return "\n".join(lines + ["no memory matched"])
     indent = 29  # under the memory column
@@ -289,9 +305,8 @@ def recall_html(res, viewer: str | None = None) -> str:
     if res.degraded_mode:
         cap += f" · <span style='color:{ERROR}'>slower path: {e(res.degraded_reason or '')}</span>"
     if res.older_matches:
-        cap += (f"<div style='color:{MUTED}'>older than {res.age_gate_days} days: "
-                f"{plural(res.older_matches, 'matching memory', 'matching memories')} left out unless they match "
-                "the question strongly</div>")
+        cap += (f"<div style='color:{MUTED}'>"
+                f"{e(age_gate_words(res.age_gate_days, res.older_matches, res.older_shown))}</div>")
     if not res.memories:
         return f"<div>{cap}</div><div><i>No memory matched.</i></div>"
     return f"<div>{cap}</div>{memories_html(res.memories, viewer)}"
@@ -312,8 +327,7 @@ def session_text(init, width: int | None = None) -> str:
     gate = init.age_gate
     # (not when the abstention is the gate's own, which says it already)
     if gate and gate[1] and not init.nothing_stored and "(the age gate" not in (init.abstention_reason or ""):
-        lines += wrap(f"older than {gate[0]} days: {plural(gate[1], 'matching memory', 'matching memories')} "
-                      "left out unless they match the question strongly", width)
+        lines += wrap(age_gate_words(*gate), width)
     # The context block as plain lines: no markdown heading, italics or "no memories" line (the
     # lines above say so), and words for the pin (fonts lack 📌)
     context = [raw[1:-1] if len(raw) > 1 and raw[0] == raw[-1] == "_" else raw
@@ -346,9 +360,7 @@ def session_html(init, viewer: str | None = None) -> str:
         out += f"<div style='color:{INK}'>{e(init.message)}</div>"
     gate = init.age_gate
     if gate and gate[1] and not init.nothing_stored:
-        out += (f"<div style='color:{MUTED}'>older than {gate[0]} days: "
-                f"{plural(gate[1], 'matching memory', 'matching memories')} left out unless they match the question "
-                "strongly</div>")
+        out += f"<div style='color:{MUTED}'>{e(age_gate_words(*gate))}</div>"
     if init.recent_sessions:
         out += f"<div style='color:{INK}'><b>earlier sessions</b>" + "".join(
             f"<div>{s.date:%Y-%m-%d %H:%M} {e(one_line(s.summary, 160))}</div>" for s in init.recent_sessions) + "</div>"

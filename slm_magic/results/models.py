@@ -14,7 +14,7 @@ from ..core.fields import matched_fields
 from ..core.scoring import AGE_GATE_RELEVANCE, RETRIEVAL_MODES, WEAK_RELEVANCE
 from ..core.scoring import SEARCH_WEIGHTS as SEARCH_WEIGHTS  # (re-exported: SearchScore's own weights)
 from ..core.scoring import TYPE_PRIORITY as TYPE_PRIORITY  # (re-exported: ContextScore's type priority)
-from .display import one_line, plural, recall_html, recall_text, session_html, session_text, terminal_width
+from .display import one_line, plural, recall_html, recall_text, session_html, session_text, terminal_width, wrap
 
 MemoryType = Literal["profile", "preference", "decision", "pattern", "discovery"]
 
@@ -23,7 +23,13 @@ class Readable:
     """A result a person reads: its `__str__` in a terminal, the same words as HTML in a notebook."""
 
     def _repr_pretty_(self, p, cycle: bool) -> None:
-        p.text(str(self))
+        """In a terminal: a line longer than it wrapped at words, the first leaving room for
+        IPython's "Out[n]: " (the terminal would cut words anywhere)."""
+        out = []
+        for i, line in enumerate(str(self).splitlines()):
+            room = terminal_width() - (OUT_PROMPT if i == 0 else 0)
+            out += [line] if len(line) <= room else wrap(line, room)
+        p.text("\n".join(out))
 
     def _repr_html_(self) -> str:
         lines = [html.escape(line) for line in str(self).splitlines()]
@@ -279,6 +285,7 @@ class StatusReport(Readable, BaseModel):
     feedback_signals: int
     learning_phase: int
     retrieval_mode: str
+    learning: str = ""  # the loop in words: collecting, active, learned, or off (LearningStatus.status)
     meaning: str = ""  # the meaning channel: its model and how many memories have vectors, or why it is off
     index: str = ""  # where this kernel's index came from (the saved index, or rebuilt and why)
 
@@ -429,10 +436,11 @@ class RecallResult(BaseModel):
     degraded_mode: bool = False
     degraded_reason: str | None = None
     elapsed_ms: float = 0.0
-    # With an age gate: its days, and how many matching memories are older than it (those
-    # are shown only if their relevance reaches 0.70).
+    # With an age gate: its days, how many matching memories are older than it (those are
+    # shown only if their relevance reaches 0.70), and how many of those are shown.
     age_gate_days: int | None = None
     older_matches: int = 0
+    older_shown: int = 0
     # Who asked: their own shared memories read "shared by you" in the text and HTML.
     viewer: str | None = Field(None, exclude=True, repr=False)
 
@@ -481,8 +489,8 @@ class LearningStatus(BaseModel):
     phase: Literal[1, 2, 3]
     status: str
     # Beyond the documented fields (kept out of `model_dump`): what ranks the recalls now (the
-    # default fusion, the per-memory usefulness prior, or a learned model, then its id). Phase 3
-    # with no usable model ranks as phase 2, and `status` says why.
+    # default fusion, the per-memory usefulness prior, or a learned model, then its id; "off"
+    # when learning=False). Phase 3 with no usable model ranks as phase 2, and `status` says why.
     ranking: str = Field("default fusion", exclude=True)
     model_id: str | None = Field(None, exclude=True)
 
@@ -519,7 +527,7 @@ class SessionInit(BaseModel):
     scored_memories: list[ScoredMemory] = Field(default_factory=list, exclude=True, repr=False)
     recent_sessions: list[SessionSummaryCompact] = Field(default_factory=list, exclude=True, repr=False)
     is_new: bool = Field(True, exclude=True)
-    age_gate: tuple[int, int] | None = Field(None, exclude=True)
+    age_gate: tuple[int, int, int] | None = Field(None, exclude=True)  # (days, older matches, of them shown)
     nothing_stored: bool = Field(False, exclude=True)
     # No question was given and the path named nothing (an "Untitled.ipynb" in "work"): the
     # memories are what is pinned and what is newest, not matches, and `message` says so.

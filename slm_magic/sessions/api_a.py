@@ -101,6 +101,7 @@ class SessionService:
         path_words = query_from_path(project_path, self._names())
         q = query.strip() or path_words
         if is_new:
+            self.close_stale(now)
             session_id = self.open(self.user_id, "slm", now, project=path_words.split(" ")[0], origin=origin)
             self.working_sets.start(session_id)
         q, res, core, scored = self._context(q, bool(query.strip()), max_results, max_age_days, now,
@@ -124,7 +125,7 @@ class SessionService:
             answer_confidence=conf.answer_confidence, abstained=conf.abstained, abstention_reason=reason,
             learning=self.learning.status(),
             scored_memories=scored, is_new=is_new, nothing_stored=nothing_stored,
-            age_gate=(max_age_days, res.older_matches) if res is not None and max_age_days else None,
+            age_gate=(max_age_days, res.older_matches, res.older_shown) if res is not None and max_age_days else None,
             recent_sessions=self.recent_summaries(self.user_id, RECENT_SESSIONS, exclude=session_id),
             opened_without_question=not q, query=q, message=message,
         )
@@ -286,26 +287,37 @@ class SessionService:
         sid = session_id.strip() or self.store.sessions.latest_session(self.user_id)
         if not sid:
             return CloseSessionResult(success=False, session_id="", summary_events_created=0)
+        return self._close(sid, summary, self.now())
+
+    def close_stale(self, now: datetime) -> None:
+        """Close the user's notebook sessions idle past the timeout (a kernel killed, a notebook
+        never closed), each summarised as `close_session` does and ended at its last activity:
+        otherwise they stay open for good, and what they held is in no day's summary."""
+        not_before = now - timedelta(hours=self.session_timeout_hours)
+        for sid, last in self.store.sessions.stale_sessions(self.user_id, "slm", not_before):
+            self._close(sid, None, last)
+
+    def _close(self, sid: str, summary: str | None, ended: datetime) -> CloseSessionResult:
         facts = self.session_facts(sid)
         known = self.store.sessions.session_started(sid)
         if known is None and not facts and not is_synthetic_session(sid):  # a typo must not look closed
             raise InvalidInput(f"no session with id {sid!r}")
         started = known or (min(f.created_at for f in facts) if facts else self.now())
-        written, topics = self._summarise(sid, started, facts)
+        written, topics = self._summarise(sid, started, facts, summary.strip() if summary else None)
         if not is_synthetic_session(sid):
             self.learning.ignored_at_close(sid, self.user_id)
         if summary is None and facts:
             summary, auto = generated_line(facts, topics), True
         else:
             auto = False
-        self.end(sid, self.now(), summary=summary.strip() if summary else None, auto=auto)
+        self.end(sid, ended, summary=summary.strip() if summary else None, auto=auto)
         return CloseSessionResult(success=True, session_id=sid, summary_events_created=written)
 
-    def _summarise(self, sid: str, started: datetime, facts: list[Fact]) -> tuple[int, list[str]]:
+    def _summarise(self, sid: str, started: datetime, facts: list[Fact], said: str | None = None) -> tuple[int, list[str]]:
         """Write a session's summary events: one per entity its memories touch and one of the
-        whole session, each only if the session has none for it yet (a close writes each once;
-        one forgotten on purpose stays forgotten). Returns how many were written and the
-        entities' labels, in order of appearance."""
+        whole session (opening with the user's own summary, `said`), each only if the session
+        has none for it yet (a close writes each once; one forgotten on purpose stays
+        forgotten). Returns how many were written and the entities' labels, in order of appearance."""
         done = set(self.store.sessions.summarised_entities(sid))
         groups, labels = entity_groups(facts)
         records: list[dict[str, Any]] = []
@@ -323,8 +335,8 @@ class SessionService:
                             "title": f"Session {started:%Y-%m-%d}: {labels[key]}", "created_at": self.now(),
                             "user_id": self.user_id})
             entities.append(key)
-        if facts and WHOLE_SESSION not in done:
-            records.append(self._whole_session(sid, started, facts, [labels[k] for k in groups]))
+        if (facts or said) and WHOLE_SESSION not in done:
+            records.append(self._whole_session(sid, started, facts, [labels[k] for k in groups], said))
             entities.append(WHOLE_SESSION)
         if records:
             ids = self.write_summaries(records)
@@ -363,7 +375,8 @@ class SessionService:
             topics: list[str] | None = None
             if closed and facts:
                 started = state[2] if state is not None else min(f.created_at for f in facts)
-                n, topics = self._summarise(sid, started, facts)
+                said = sessions.session(sid).get("summary") if state is not None and not state[1] else None
+                n, topics = self._summarise(sid, started, facts, said)
                 written += n
             if state is None or not state[1]:
                 continue
@@ -396,16 +409,18 @@ class SessionService:
         return self.write_summaries([{"content": summary, "session_id": sid, "user_id": user,
                                       "title": f"Session summary {now:%Y-%m-%d}", "created_at": now}])[0]
 
-    def _whole_session(self, sid: str, started: datetime, facts: list[Fact], touched: list[str]) -> dict[str, Any]:
-        """The one summary of a whole session, beside the per-entity ones: its day, every entity
-        it touched and what was kept; what "what did I do today" brings first (its topic key
-        starts with the day's `day_key`)."""
+    def _whole_session(self, sid: str, started: datetime, facts: list[Fact], touched: list[str],
+                       said: str | None = None) -> dict[str, Any]:
+        """The one summary of a whole session, beside the per-entity ones: the user's own words
+        for it (`said`, `%slm_close --summary`), its day, every entity it touched and what was
+        kept; what "what did I do today" brings first (its topic key starts with the day's `day_key`)."""
         quoted = "; ".join(one_line(f.content, 120) for f in facts[:_WHOLE_SNIPPETS])
         more = f" (+{len(facts) - _WHOLE_SNIPPETS} more)" if len(facts) > _WHOLE_SNIPPETS else ""
-        n = plural(len(facts), "memory", "memories")
-        content = (f"{n}, touching {', '.join(touched) or 'nothing named'}: {quoted}{more} (session {sid}, "
+        kept = (f"{plural(len(facts), 'memory', 'memories')}, touching {', '.join(touched) or 'nothing named'}: "
+                f"{quoted}{more} " if facts else "")
+        content = (f"{said + ': ' if said else ''}{kept}(session {sid}, "
                    f"{started:%A %d %B %Y}, {started:%Y-%m-%d}, day {day_term(started)})")
-        project = Counter(f.project for f in facts).most_common(1)[0][0]
+        project = Counter(f.project for f in facts).most_common(1)[0][0] if facts else ""
         return {"content": content, "session_id": sid, "project": project,
                 "title": f"The session of {started:%A %d %B %Y}",
                 "topic_key": day_key(started) + sid, "created_at": self.now(),

@@ -42,6 +42,14 @@ class SessionStore:
                 f"{where} ORDER BY last_activity_at DESC LIMIT 1", params).fetchall()
         return rows[0] if rows else None
 
+    def stale_sessions(self, user_id: str, api: str, not_before) -> list[tuple]:
+        """The user's open sessions of this API idle since before `not_before`, oldest first:
+        (session id, last activity)."""
+        with self.db.lock:
+            return self.db.con.execute(
+                "SELECT session_id, last_activity_at FROM sessions WHERE user_id = ? AND api = ? AND ended_at IS NULL "
+                "AND last_activity_at < ? ORDER BY last_activity_at", [user_id, api, not_before]).fetchall()
+
     def session_closed(self, session_id: str) -> bool:
         """Whether this session was ended (by any kernel or process); an unknown one is not."""
         return self.db.cached_read(("session_closed", session_id), lambda: self._session_closed(session_id))
