@@ -58,6 +58,11 @@ def run_notebook(notebook: Path, out_dir: Path, *, db: Path | None = None, timeo
 
 def outputs_text(notebook: Path) -> list[str]:
     """The plain-text outputs of an executed notebook, one string per cell."""
+    return [text for _, text in cells_text(notebook)]
+
+
+def cells_text(notebook: Path) -> list[tuple[str, str]]:
+    """(source, plain-text output) of each code cell of an executed notebook."""
     import nbformat
 
     nb = nbformat.read(notebook, as_version=4)
@@ -73,7 +78,7 @@ def outputs_text(notebook: Path) -> list[str]:
                 parts.append(o.data["text/plain"])
             elif o.output_type == "error":
                 parts.append(f"{o.ename}: {o.evalue}")
-        texts.append("".join(parts))
+        texts.append((c.source, "".join(parts)))
     return texts
 
 
@@ -84,12 +89,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="slm_magic_demo_"))
     executed = run_notebook(args.notebook, out)
-    for text in outputs_text(executed):
-        if text.strip():
+    for n, (source, text) in enumerate(cells_text(executed), 1):
+        if text.strip():  # (each output under the cell that made it, as a notebook shows them)
+            lines = source.strip().splitlines()
+            shown = lines[:3] + (["..."] if len(lines) > 3 else [])
+            print("\n".join(f"{'In [' + str(n) + ']:' if i == 0 else '':8}{line}" for i, line in enumerate(shown)))
             print(text.rstrip())
             print("-" * 60)
     print(f"executed notebook: {executed}")
-    print(f"memory file:       {out / 'memory.duckdb'}")
+    print(f"memory file:       {out / 'memory.duckdb'} (a scratch file: your own is $SLM_MAGIC_DB, else "
+          "~/.slm_magic/memory.duckdb)")
+    print("next: `make lab` opens these notebooks in JupyterLab, where the results are widgets and the Memory "
+          "panel is in the side bar")
     return 0
 
 

@@ -21,6 +21,7 @@ from traitlets.config import Configurable
 
 from . import magic_questions as questions
 from .core.scoring import AGE_GATE_RELEVANCE
+from .engine.validate import normalise_tags
 from .results.display import plural, terminal_width, wrap
 from .errors import InvalidImport, SlmMagicError
 from .memory import Memory
@@ -57,6 +58,17 @@ def readable_help(func):
         usage, _, rest = doc[2:].lstrip("\n").partition("\n\n")
         func.__doc__ = textwrap.dedent(usage) + "\n\n" + rest
     return func
+
+
+def _relabelled(fact, args) -> dict:
+    """The labels a %%remember's options give that its memory does not have yet (tags, type,
+    title, project, being pinned): what a cell run again with other options changes."""
+    asked = {"title": args.title, "type": args.type, "project": args.project,
+             "tags": None if args.tags is None else normalise_tags(args.tags)}
+    out = {k: v for k, v in asked.items() if v is not None and v != getattr(fact, k)}
+    if args.core and not fact.is_core:
+        out["core"] = True
+    return out
 
 
 def _usage(exc: Exception) -> UsageError:
@@ -338,10 +350,18 @@ class SLMMagic(Magics, Configurable):
         args = parse_argstring(self.remember, line)
         if not cell.strip():
             raise UsageError("%%remember needs a cell body: the text to remember")
-        where = self._provenance()
+        where, text = self._provenance(), cell.strip()
         with self._engine() as mem:
             sid = self._session(mem)
-            fact = mem.remember(cell.strip(), session_id=sid, tags=args.tags, project=args.project,
+            # (a cell run again, Run All: the memory it wrote, its labels changed if the cell's are)
+            same = None if args.topic or args.share else mem.find_text(text)
+            if same is not None and same.notebook == where["notebook"]:
+                changed = _relabelled(same, args)
+                if not changed:
+                    return MemoryChange(action="kept", fact=same)
+                fact = mem.revise(same.fact_id, content=text, **{k: v for k, v in changed.items() if k != "core"})
+                return MemoryChange(action="revised", fact=mem.pin(fact.fact_id) if changed.get("core") else fact)
+            fact = mem.remember(text, session_id=sid, tags=args.tags, project=args.project,
                                 type=args.type, title=args.title, topic_key=args.topic, core=args.core, share=args.share, **where)
         return MemoryChange(action="revised" if fact.revision_count else "remembered", fact=fact)
 
@@ -374,6 +394,10 @@ class SLMMagic(Magics, Configurable):
             sid = self._session(mem)
             res = mem.recall(query, session_id=sid, project=args.project, limit=limit, type=args.type,
                              related=args.related)
+            if args.project is not None and not res.memories and args.project not in (known := mem.projects()):
+                shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
+                print(f"slm_magic: no memory is filed under project {args.project!r}"
+                      + (f" (yours: {shown})" if known else " (none of your memories has a project)"))
         return self._mine(res, sid)
 
     @readable_help

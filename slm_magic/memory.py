@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import InvalidInput, StoreError, type_name
 from .core.identity import default_user
+from .core.ids import content_hash
 from .index.sparse import SparseIndex
 from .results.models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
@@ -414,6 +415,18 @@ class Memory:
         """
         return self.retrieval.recall(query, session_id=session_id, limit=limit, project=project, user_id=user_id,
                                      max_age_days=max_age_days, kind=kind, type=type, related=related, strict=strict)
+
+    def projects(self) -> list[str]:
+        """The projects the memories this user may read are filed under, sorted."""
+        return self.store.projects(self.user_id)
+
+    def find_text(self, content: str) -> Fact | None:
+        """This user's newest live memory with this text (told apart as a duplicate is:
+        `content_hash`), or None: what a cell run again would remember a second time."""
+        if not isinstance(content, str):
+            return None
+        fact_id = self.store.find_live(self.user_id, content_hash=content_hash(content))
+        return None if fact_id is None else self.get(fact_id)
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:
         """One memory of this Memory's user (or of `user_id`) by id; None if there is none:

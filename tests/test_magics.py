@@ -153,6 +153,39 @@ def test_learning_can_be_turned_off_in_a_notebook_and_says_so(ip):
     assert ip.find_line_magic("recall").__self__.memory.settings.config.learning is False
 
 
+def test_a_cell_run_again_keeps_its_memory_and_takes_new_labels(ip):
+    """Re-running a %%remember cell (Run All, a notebook opened again) added the same memory
+    each time: three identical rows for one finding. The same text from the same notebook is
+    that memory; changed options relabel it; other text, or --topic, works as before."""
+    source = "%%remember --tags pricing,churn --project pricing\nPrice increase of 5% on annual plans"
+    first, _ = cell(ip, source)
+    again, err = cell(ip, source)
+    assert err is None and again.action == "kept" and again.fact_id == first.fact_id
+    assert str(again).startswith(f"already remembered {first.fact_id[:8]}")
+    tagged, _ = cell(ip, source.replace("pricing,churn", "pricing,churn,q3"))
+    assert tagged.action == "revised" and tagged.fact_id == first.fact_id and tagged.tags == ("pricing", "churn", "q3")
+    pinned, _ = cell(ip, "%%remember --core\nPrice increase of 5% on annual plans")
+    assert pinned.fact_id == first.fact_id and pinned.is_core
+    other, _ = cell(ip, "%%remember\nPrice increase of 7% on monthly plans")
+    assert other.action == "remembered" and other.fact_id != first.fact_id
+    status, _ = cell(ip, "%slm_status")
+    assert status.memories == 2
+
+
+def test_a_project_no_memory_has_is_named_with_the_ones_there_are(ip, capsys):
+    """`%recall join --project Forecast` said only "no memory matched": projects are told apart
+    by case, and nothing said that no memory is filed under that one."""
+    cell(ip, "%%remember --project forecast\nthe join of sales on stores drops closed shops")
+    cell(ip, "%%remember --project churn\nthe churn label is 90 days without a login")
+    capsys.readouterr()
+    res, err = cell(ip, "%recall join --project Forecast")
+    out = capsys.readouterr().out
+    assert err is None and res.memories == []
+    assert "no memory is filed under project 'Forecast' (yours: churn, forecast)" in out
+    cell(ip, "%recall nothing like it --project forecast")  # (a project there is: no such line)
+    assert "filed under" not in capsys.readouterr().out
+
+
 def test_settings_in_a_profile_load_and_bad_ones_are_refused_when_set(tmp_path, monkeypatch, caplog):
     """`c.SLMMagic.user = 'bob'` in ipython_config.py (or --SLMMagic.db_path=...) made
     %load_ext fail with an AttributeError: setting a trait closed a memory not made yet."""

@@ -47,6 +47,7 @@ def venv(tmp_path_factory):
 def test_the_wheel_holds_the_package_the_widgets_and_the_licence(venv):
     names = zipfile.ZipFile(venv["wheel"]).namelist()
     assert "slm_magic/widgets/memories_view.py" in names and "slm_magic/notebooks/quickstart.ipynb" in names
+    assert "slm_magic/data/static-minilm-256.npz" in names  # (the meaning channel's model)
     assert not any(n.startswith("widgets/") for n in names)  # no top-level `widgets` package
     assert any(n.endswith("licenses/LICENSE") for n in names)
     meta = zipfile.ZipFile(venv["wheel"]).read(next(n for n in names if n.endswith("METADATA"))).decode()

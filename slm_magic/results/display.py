@@ -275,7 +275,8 @@ PIN = "📌"  # the engine's mark of a pinned memory in a context block
 
 def memories_html(memories, viewer: str | None = None) -> str:
     """Scored memories as an HTML table (where widgets do not render): matched words marked.
-    It scrolls sideways inside its own box in a narrow window."""
+    Four columns, the memory's labels on a line under it (as in a terminal), so that the table
+    fits a narrow output area instead of hiding its right half in a sideways scroll."""
     e = html.escape
     rows = []
     for i, m in enumerate(memories, 1):
@@ -284,16 +285,16 @@ def memories_html(memories, viewer: str | None = None) -> str:
         text = ((CORE_BADGE if f.is_core else "")
                 + (f"<b>{marked_html(one_line(f.title, 80), terms)}</b> · " if f.title else "")
                 + marked_html(one_line(f.content, 1000), terms))
+        labels = " · ".join(x for x in (e(f.type), e(", ".join(f.tags)), age_text(f.updated_at),
+                                        f"<span title='{e(f.notebook or '')}'>{where}</span>" if where else "",
+                                        e(author_text(f, viewer)) if f.shared else "",
+                                        f"<code>{e(f.fact_id[:8])}</code>") if x)
         rows.append(
             f"<tr><td {_NUMBER}>{i}</td><td {_NUMBER} title='SearchScore'>{s.value:.3f} <span class=slm-sbar "
-            f"style='{_BAR};width:{60 * min(1, s.value):.0f}px'></span></td><td {_NUMBER} title='relevance'>"
-            f"{s.relevance:.2f}</td><td style='text-align:left;min-width:16em'>{text}<div style='color:{MUTED}'>"
-            f"{e(_why_text(m))}</div></td><td {_LEFT}>{e(f.type)}</td><td {_LEFT}>{e(', '.join(f.tags))}</td>"
-            f"<td {_LEFT}>{age_text(f.updated_at)}</td><td {_LEFT} title='{e(f.notebook or '')}'>{where}"
-            f"{'<br>' + e(author_text(f, viewer)) if f.shared else ''}</td>"
-            f"<td {_LEFT}><code>{e(f.fact_id[:8])}</code></td></tr>")
-    head = "<tr>" + "".join(f"<th {_LEFT}>{h}</th>" for h in ("#", "score", "match", "memory", "type", "tags", "age",
-                                                              "from", "id")) + "</tr>"
+            f"style='{_BAR};width:{40 * min(1, s.value):.0f}px'></span></td><td {_NUMBER} title='relevance'>"
+            f"{s.relevance:.2f}</td><td style='text-align:left;overflow-wrap:anywhere'>{text}"
+            f"<div style='color:{MUTED}'>{e(_why_text(m))}</div><div style='color:{FAINT}'>{labels}</div></td></tr>")
+    head = "<tr>" + "".join(f"<th {_LEFT}>{h}</th>" for h in ("#", "score", "match", "memory")) + "</tr>"
     return f"{_CSS}<div style='overflow-x:auto'><table class=slm-t>{head}{''.join(rows)}</table></div>"
 
 

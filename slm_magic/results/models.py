@@ -75,8 +75,12 @@ class MemoryChange(Readable, BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    action: Literal["remembered", "revised", "pinned", "unpinned", "forgotten"]
+    action: Literal["remembered", "revised", "pinned", "unpinned", "forgotten", "kept"]  # kept: already remembered
     fact: Fact
+
+    @property
+    def _lead(self) -> str:
+        return "already remembered " if self.action == "kept" else f"{self.action} "
 
     def __getattr__(self, name: str):
         """The memory's own fields read through (`change.fact_id`, `change.tags`)."""
@@ -85,10 +89,10 @@ class MemoryChange(Readable, BaseModel):
         return super().__getattr__(name)
 
     def __str__(self) -> str:
-        return _fact_line(self.fact, f"{self.action} ")
+        return _fact_line(self.fact, self._lead)
 
     def _repr_pretty_(self, p, cycle: bool) -> None:
-        p.text(_fact_line(self.fact, f"{self.action} ", OUT_PROMPT))
+        p.text(_fact_line(self.fact, self._lead, OUT_PROMPT))
 
 
 class Provenance(Readable, BaseModel):

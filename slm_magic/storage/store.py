@@ -784,6 +784,13 @@ class Store:
                 self.con.unregister("_import_ids")
         return {r[0] for r in rows}
 
+    def projects(self, user_id: str) -> list[str]:
+        """The projects of the memories a user may read (their own and those shared), sorted."""
+        with self.lock:
+            return [p for (p,) in self.con.execute(
+                "SELECT DISTINCT project FROM memories WHERE (user_id = ? OR shared) AND kind = 'memory' "
+                "AND project <> '' ORDER BY project", [user_id]).fetchall()]
+
     def user_stats(self, user_id: str) -> dict:
         with self.lock:
             by_type = dict(self.con.execute(
