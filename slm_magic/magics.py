@@ -512,7 +512,7 @@ class SLMMagic(Magics, Configurable):
     @argument("path", nargs="?", default="", help="a .jsonl or .parquet file")
     @line_magic
     def slm_export(self, line: str) -> ExportReport:
-        """Write your memories and session summaries to PATH, every field kept."""
+        """Write your memories and session summaries to PATH, every field of each memory kept."""
         args = parse_argstring(self.slm_export, line)
         if not args.path:
             raise UsageError("usage: %slm_export PATH.jsonl|PATH.parquet")
@@ -547,7 +547,7 @@ class MagicsHelp:
         ("%slm_pin ID, %slm_unpin ID", "keep a memory in every session's context, or stop"),
         ("%slm_forget ID|--project P|--all", "delete for good (--project and --all ask for --yes)"),
         ("%slm_feedback ID up|down", "tell the ranking whether a memory helped"),
-        ("%slm_export PATH, %slm_import PATH", ".jsonl or .parquet, every field kept"),
+        ("%slm_export PATH, %slm_import PATH", ".jsonl or .parquet, every field of each memory kept"),
         ("%slm_help, %slm", "this list; %NAME? shows one magic's options"),
     )
 

@@ -213,7 +213,7 @@ class Memory:
     # --- export and import (their own part) ------------------------------------------------
     def export(self, path: str | os.PathLike[str], *, user_id: str | None = None) -> ExportReport:
         """Write one user's memories and session summaries (default: this Memory's user) to a
-        .jsonl or .parquet file, every field kept; returns how many of each."""
+        .jsonl or .parquet file, every field of each memory kept; returns how many of each."""
         return self.exchange.export(path, user_id=user_id)
 
     def import_file(self, path: str | os.PathLike[str], *, progress: bool | None = None,

@@ -333,3 +333,30 @@ def test_a_closed_session_line_fits_80_columns_after_its_out_prompt(monkeypatch)
     lines = pretty(res).splitlines()
     assert len(lines) > 1 and len(lines[0]) <= 80 - OUT_PROMPT and all(len(x) <= 80 for x in lines)
     assert " ".join(lines) == str(res)  # (every word kept, in order)
+
+
+def test_the_score_legend_names_the_lifts_a_score_has(ip, monkeypatch):
+    """The same %recall asked again in a session scored 0.822, 0.852, 0.882 with the same match
+    while the legend said "0.60 match + 0.25 recency + 0.15 revisions": the session's lift was
+    on no line a terminal shows."""
+    monkeypatch.setenv("COLUMNS", "80")
+    cell(ip, "%%remember\nthe churn label is 90 days without a login")
+    first, _ = cell(ip, "%recall churn label")
+    again, _ = cell(ip, "%recall churn label")
+    assert again[0].score.working_set > 0 and again[0].score.value > first[0].score.value
+    assert "lift" not in str(first) and "+ a lift for each time this session showed it" in " ".join(str(again).split())
+
+
+def test_an_import_of_another_users_memories_says_whose_they_are(tmp_path):
+    """`slm-magic --user bob import ana.jsonl` said "imported 3 new", and bob then found none:
+    an export keeps each memory's author. The report says whose they are."""
+    with Memory(tmp_path / "ana.duckdb", user_id="ana") as ana:
+        for i in range(3):
+            ana.remember(f"ana's finding {i} on the pricing model")
+        ana.export(tmp_path / "ana.jsonl")
+    with Memory(tmp_path / "bob.duckdb", user_id="bob") as bob:
+        report = bob.import_file(tmp_path / "ana.jsonl")
+        assert report.memories == 3 and report.others == {"ana": 3}
+        assert "3 memories of them are ana's, not bob's: open the memory as ana to read them" in str(report)
+        mine = bob.import_file(tmp_path / "ana.jsonl")
+        assert mine.others == {} and "ana's" not in str(mine)  # (nothing new: nothing to say)

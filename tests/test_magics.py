@@ -137,6 +137,8 @@ def test_a_closing_summary_is_the_sessions_not_an_ordinary_memory(ip):
                for m in sessions)
     init, _ = cell(ip, "%slm_start --new")
     assert [s.summary for s in init.recent_sessions][:1] == ["churn: data joins, leakage, first model accuracy"]
+    # (a terminal's %slm_start lists them too, as the notebook's view does)
+    assert "earlier sessions:" in str(init) and "churn: data joins, leakage, first model accuracy" in str(init)
 
 
 def test_learning_can_be_turned_off_in_a_notebook_and_says_so(ip):

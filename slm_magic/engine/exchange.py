@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -165,8 +166,10 @@ class Exchange:
             bar.close()
         self.live.save_soon()
         summaries = sum(1 for r in new if r["kind"] == "summary_event")
+        others = Counter(r["user_id"] for r in new if r["kind"] == "memory" and r["user_id"] != self.user_id)
         return ImportReport(path=str(path), memories=total - summaries, summaries=summaries,
-                            already_present=already, skipped=tuple(skipped))
+                            already_present=already, skipped=tuple(skipped), others=dict(others.most_common()),
+                            user_id=self.user_id)
 
     def _read(self, path: Path, fmt: str, on_invalid: str):
         """The file as a table with each row's `line_number`, and the lines set aside as not

@@ -97,10 +97,18 @@ def one_line(text: str, width: int) -> str:
 
 #: SearchScore's sum, in words (a heading's tip in the widgets).
 SCORE_FORMULA = "SearchScore = {:.2f}×relevance + {:.2f}×recency + {:.2f}×revision".format(*SEARCH_WEIGHTS)
-#: What the two numbers of a recall's text table mean (its last line).
-SCORE_LEGEND = ("score: how well a memory answers ({:.2f} match + {:.2f} recency + {:.2f} revisions); match: how "
+#: What the two numbers of a recall's text table mean (its last line); `{}`: the lifts some row has.
+SCORE_LEGEND = ("score: how well a memory answers ({:.2f} match + {:.2f} recency + {:.2f} revisions{{}}); match: how "
                 "much of the question it contains, in words and in meaning (strong from {:.2f}, weak under {:.2f})"
                 ).format(*SEARCH_WEIGHTS, AGE_GATE_RELEVANCE, WEAK_RELEVANCE)
+
+
+def score_legend(memories) -> str:
+    """SCORE_LEGEND, naming the parts beyond the three that some of these memories have (a
+    score then no longer adds up to the three alone)."""
+    extra = ([" + a lift for each time this session showed it"] if any(m.score.working_set for m in memories) else []) \
+        + ([" + what your feedback taught (either sign)"] if any(m.score.learned for m in memories) else [])
+    return SCORE_LEGEND.format("".join(extra))
 
 #: What each retrieval mode means, in a person's words (the API keeps the technical names).
 MODE_WORDS = {
@@ -136,7 +144,7 @@ def origin_html(prov) -> str:
     e = html.escape
     if prov is None:
         return f"<div style='color:{FAINT};font-size:12px'>this memory is gone</div>"
-    where = e(prov.notebook or "not written from a notebook")
+    where = e(prov.notebook) if prov.notebook else "outside a notebook"
     if prov.cell is not None:
         where += f", cell [{prov.cell}]"
     if prov.cell_id:
@@ -250,7 +258,7 @@ def recall_text(res, width: int | None = None, viewer: str | None = None) -> str
         lines += [" " * indent + b for b in body[1:]]
         lines += wrap(_why_text(m), width, indent)
         lines += wrap(_meta_text(f, viewer), width, indent)
-    lines += wrap(SCORE_LEGEND, width)
+    lines += wrap(score_legend(res.memories), width)
     if pinned:
         lines.append("* pinned: in every session's context")
     return "\n".join(lines)
@@ -329,6 +337,10 @@ def session_text(init, width: int | None = None) -> str:
     # (not when the abstention is the gate's own, which says it already)
     if gate and gate[1] and not init.nothing_stored and "(the age gate" not in (init.abstention_reason or ""):
         lines += wrap(age_gate_words(*gate), width)
+    if init.recent_sessions:  # (as the HTML and the widget show them)
+        lines.append("earlier sessions:")
+        for r in init.recent_sessions:
+            lines += wrap(f"{r.date:%Y-%m-%d %H:%M} {one_line(r.summary, 160)}", width, 2)
     # The context block as plain lines: no markdown heading, italics or "no memories" line (the
     # lines above say so), and words for the pin (fonts lack 📌)
     context = [raw[1:-1] if len(raw) > 1 and raw[0] == raw[-1] == "_" else raw

@@ -171,6 +171,10 @@ class ImportReport(Readable, BaseModel):
     summaries: int          # new session summaries added
     already_present: int    # rows whose fact_id this file already had
     skipped: tuple[Skipped, ...] = ()
+    # New memories another user wrote (an export keeps each memory's author), by user: the
+    # importer does not see them (`user_id`), which the report says.
+    others: dict[str, int] = Field(default_factory=dict)
+    user_id: str | None = Field(None, exclude=True)
 
     @property
     def added(self) -> int:
@@ -180,6 +184,10 @@ class ImportReport(Readable, BaseModel):
         kinds = (f" ({plural(self.memories, 'memory', 'memories')}, "
                  f"{plural(self.summaries, 'session summary', 'session summaries')})" if self.added else "")
         out = f"imported {self.added:,} new{kinds}, {self.already_present:,} already present, from {self.path}"
+        for user, n in list(self.others.items())[:3]:
+            yours = f", not {self.user_id}'s" if self.user_id else ""
+            out += (f"\n  {plural(n, 'memory', 'memories')} of them {'is' if n == 1 else 'are'} {user}'s{yours}: "
+                    f"open the memory as {user} to read them")
         for s in self.skipped[:10]:
             out += f"\n  skipped line {s.position}: {s.reason}"
         if len(self.skipped) > 10:
