@@ -90,6 +90,17 @@ def test_a_day_without_a_session_and_a_question_without_a_day_rank_as_before(mem
     assert all(not whole(m) for m in mem.recall("what did I do today", kind="memory"))  # kind still says
 
 
+def test_a_date_with_no_session_is_not_answered_by_its_numbers(mem, clock):
+    """"what did I do on 2026-11-12" (no session that day) brought other days' sessions as
+    strong matches "on content: 2026, 12": a date is the temporal channel's, not three words."""
+    demo_session(mem)  # (Monday 01 June 2026: its summaries say "2026-06-01")
+    clock.now = datetime(2026, 6, 20, 9)
+    other_day = mem.recall("what did I do on 2026-06-12", limit=10)
+    assert all(m.score.bm25 == 0 and m.strength != "strong" for m in other_day), other_day  # (by meaning at most)
+    named = mem.recall("what did I do on 2026-06-01", limit=3)
+    assert whole(named[0]) and named[0].score.temporal == 1.0
+
+
 def test_the_sql_fallback_brings_the_day_first_too(mem):
     sid = demo_session(mem)
     mem.live.degrade("test: answer from SQL")

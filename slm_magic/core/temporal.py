@@ -49,6 +49,12 @@ def temporal_terms(query: str, now: datetime) -> list[str]:
     return list(dict.fromkeys(day_term(d) for d in days))
 
 
+def without_dates(query: str) -> str:
+    """The query without the dates it spells out ("2026-11-12"): a date is asked of the
+    temporal channel, and its numbers alone ("2026", "12") would match every other date."""
+    return _ISO.sub(" ", query)
+
+
 #: The topic key that marks a day's whole-session summary: `day_key(day) + session_id`.
 def day_key(day: date | str) -> str:
     """The start of the topic key of every whole-session summary of `day` (a date, or its

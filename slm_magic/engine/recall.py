@@ -18,7 +18,7 @@ from ..core.clock import epoch_seconds
 from ..core.fields import KINDS, TYPE_CODE
 from ..core.scoring import retrieval_mode
 from ..core.session_ids import is_synthetic_session
-from ..core.temporal import day_key, temporal_terms
+from ..core.temporal import day_key, temporal_terms, without_dates
 from ..errors import InvalidInput, StoreError, type_name
 from ..index.live import LiveIndex
 from ..ranking.fusion import days_first, rank_days, rank_index, rank_related
@@ -210,6 +210,7 @@ class Recall:
         channel); "auto" keeps summaries only for questions about days or sessions."""
         expanded = query.replace("\x00", "")
         days = temporal_terms(expanded, now_dt)
+        expanded = without_dates(expanded)
         index = self.live.index
         if days and index is not None:  # only days something was written about
             days = [d for d in days if text.term_hash(d) in index.cols]
