@@ -99,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"executed notebook: {executed}")
     print(f"memory file:       {out / 'memory.duckdb'} (a scratch file: your own is $SLM_MAGIC_DB, else "
           "~/.slm_magic/memory.duckdb)")
-    print("next: `make lab` opens these notebooks in JupyterLab, where the results are widgets and the Memory "
-          "panel is in the side bar")
+    lab = "`make lab`" if (REPO / "Makefile").is_file() else f"`jupyter lab {executed}`"
+    print(f"next: {lab} opens the notebook in JupyterLab, where the results are widgets and the Memory panel is in "
+          "the side bar")
     return 0
 
 

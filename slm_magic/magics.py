@@ -21,7 +21,7 @@ from traitlets.config import Configurable
 
 from . import magic_questions as questions
 from .core.scoring import AGE_GATE_RELEVANCE
-from .engine.validate import normalise_tags
+from .engine.validate import normalise_tags, redact
 from .results.display import plural, terminal_width, wrap
 from .errors import InvalidImport, SlmMagicError
 from .memory import Memory
@@ -60,11 +60,12 @@ def readable_help(func):
     return func
 
 
-def _relabelled(fact, args) -> dict:
-    """The labels a %%remember's options give that its memory does not have yet (tags, type,
-    title, project, being pinned): what a cell run again with other options changes."""
-    asked = {"title": args.title, "type": args.type, "project": args.project,
-             "tags": None if args.tags is None else normalise_tags(args.tags)}
+def _relabelled(fact, args, text: str) -> dict:
+    """What a %%remember cell run again asks that its memory does not have yet: its text as
+    stored (an edit of case or spacing), the labels its options give (tags, type, title,
+    project), being pinned."""
+    asked = {"content": redact(text), "title": None if args.title is None else redact(args.title),
+             "type": args.type, "project": args.project, "tags": None if args.tags is None else normalise_tags(args.tags)}
     out = {k: v for k, v in asked.items() if v is not None and v != getattr(fact, k)}
     if args.core and not fact.is_core:
         out["core"] = True
@@ -354,13 +355,18 @@ class SLMMagic(Magics, Configurable):
         with self._engine() as mem:
             sid = self._session(mem)
             # (a cell run again, Run All: the memory it wrote, its labels changed if the cell's are)
-            same = None if args.topic or args.share else mem.find_text(text)
-            if same is not None and same.notebook == where["notebook"]:
-                changed = _relabelled(same, args)
+            # (--share: a shared memory is another one, which --topic revises)
+            same = None if args.topic or args.share else mem.find_text(text, notebook=where["notebook"])
+            if same is not None:
+                changed = _relabelled(same, args, text)
                 if not changed:
                     return MemoryChange(action="kept", fact=same)
-                fact = mem.revise(same.fact_id, content=text, **{k: v for k, v in changed.items() if k != "core"})
-                return MemoryChange(action="revised", fact=mem.pin(fact.fact_id) if changed.get("core") else fact)
+                labels = {k: v for k, v in changed.items() if k not in ("content", "core")}
+                revised = labels or "content" in changed
+                fact = mem.revise(same.fact_id, content=text, **labels) if revised else same
+                if changed.get("core"):  # (pinned alone is no revision: the score counts revisions)
+                    return MemoryChange(action="revised" if revised else "pinned", fact=mem.pin(fact.fact_id))
+                return MemoryChange(action="revised", fact=fact)
             fact = mem.remember(text, session_id=sid, tags=args.tags, project=args.project,
                                 type=args.type, title=args.title, topic_key=args.topic, core=args.core, share=args.share, **where)
         return MemoryChange(action="revised" if fact.revision_count else "remembered", fact=fact)
@@ -397,12 +403,13 @@ class SLMMagic(Magics, Configurable):
             if args.project is not None and not res.memories and args.project not in (known := mem.projects()):
                 shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
                 print(f"slm_magic: no memory is filed under project {args.project!r}"
-                      + (f" (yours: {shown})" if known else " (none of your memories has a project)"))
+                      + (f" (projects: {shown})" if known else " (no memory you can read has a project)"))
         return self._mine(res, sid)
 
     @readable_help
     @magic_arguments()
-    @argument("--summary", "-s", default=None, help="a summary of the session, stored and searchable")
+    @argument("--summary", "-s", default=None, help="the session in your words: shown when later sessions open, "
+              "found by questions about sessions and days")
     @line_magic
     def slm_close(self, line: str):
         """Close the session: one searchable summary per thing it touched."""

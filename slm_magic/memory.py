@@ -17,6 +17,7 @@ from typing import Any
 from .errors import InvalidInput, StoreError, type_name
 from .core.identity import default_user
 from .core.ids import content_hash
+from .engine.validate import redact
 from .index.sparse import SparseIndex
 from .results.models import (MEMORY_TYPES, CloseSessionResult, ExportReport, Fact, ForgetReport, ImportReport, LearningStatus,
                      MemoryPage, Observation, ObservationCompact, Provenance, RecallResult, Remembered, SaveResult,
@@ -420,12 +421,13 @@ class Memory:
         """The projects the memories this user may read are filed under, sorted."""
         return self.store.projects(self.user_id)
 
-    def find_text(self, content: str) -> Fact | None:
-        """This user's newest live memory with this text (told apart as a duplicate is:
-        `content_hash`), or None: what a cell run again would remember a second time."""
+    def find_text(self, content: str, *, notebook: str | None = None) -> Fact | None:
+        """This user's newest memory written from `notebook` (None: outside one) with this text
+        as it would be stored (`<private>` spans redacted; case and spaces as a duplicate is
+        told apart), or None: what a cell run again would remember a second time."""
         if not isinstance(content, str):
             return None
-        fact_id = self.store.find_live(self.user_id, content_hash=content_hash(content))
+        fact_id = self.store.same_text(self.user_id, content_hash(redact(content)), notebook)
         return None if fact_id is None else self.get(fact_id)
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:

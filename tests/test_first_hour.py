@@ -360,3 +360,21 @@ def test_an_import_of_another_users_memories_says_whose_they_are(tmp_path):
         assert "3 memories of them are ana's, not bob's: open the memory as ana to read them" in str(report)
         mine = bob.import_file(tmp_path / "ana.jsonl")
         assert mine.others == {} and "ana's" not in str(mine)  # (nothing new: nothing to say)
+
+
+def test_wrapping_keeps_indents_and_never_touches_code(monkeypatch):
+    """The wrap of long result lines re-flowed the code kept with a memory into invalid Python
+    and lost the indent of an import report's skipped lines."""
+    from IPython.lib.pretty import pretty
+
+    from slm_magic.results.models import ImportReport, Provenance, Skipped
+
+    monkeypatch.setenv("COLUMNS", "80")
+    code = "df = orders.merge(accounts, on='customer_id', how='left', validate='many_to_one', indicator=True)  # x"
+    prov = Provenance(fact_id="a" * 16, notebook="/work/churn.ipynb", cell=3, code=code)
+    assert pretty(prov).splitlines()[-1] == code
+    report = ImportReport(path="/work/x.jsonl", memories=1, summaries=0, already_present=0,
+                          skipped=(Skipped(position=7, reason="content must be a non-empty string " * 4),))
+    lines = pretty(report).splitlines()
+    skipped = lines[next(i for i, x in enumerate(lines) if "skipped line 7" in x):]
+    assert all(len(x) <= 80 for x in lines) and len(skipped) == 2 and all(x.startswith("  ") for x in skipped)

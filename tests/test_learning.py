@@ -83,6 +83,10 @@ def test_a_memory_is_used_by_what_the_new_one_says_not_by_shared_labels(mem):
     mem.remember("The office moves to building C next month; bring badges.", project="churn",
                  tags=["data-quality", "join"], session_id=sid)
     assert [s for s, *_ in signals(mem, sid)] == []
+    short = mem.remember("churn label: 90 days", project="churn", tags=["churn"])  # (its labels repeat its word)
+    assert short.fact_id in [m.fact_id for m in mem.recall("churn label", session_id=sid)]
+    mem.remember("the churn dashboard moved to grafana last week", project="churn", session_id=sid)
+    assert [s for s, *_ in signals(mem, sid)] == []
     mem.remember("the left join drops rows: 412 customers have no account, so orders lose 3%", session_id=sid)
     assert [s for s, *_ in signals(mem, sid)] == ["used"]  # (what it says repeats the finding)
 

@@ -137,6 +137,9 @@ def test_a_closing_summary_is_the_sessions_not_an_ordinary_memory(ip):
                for m in sessions)
     init, _ = cell(ip, "%slm_start --new")
     assert [s.summary for s in init.recent_sessions][:1] == ["churn: data joins, leakage, first model accuracy"]
+    cell(ip, f"%slm_forget {finding.fact_id}")  # (its session's summaries written again: the user's words stay)
+    after, _ = cell(ip, "%recall what did I do in my churn sessions")
+    assert any(m.content.startswith("churn: data joins, leakage") for m in after)
     # (a terminal's %slm_start lists them too, as the notebook's view does)
     assert "earlier sessions:" in str(init) and "churn: data joins, leakage, first model accuracy" in str(init)
 
@@ -167,11 +170,17 @@ def test_a_cell_run_again_keeps_its_memory_and_takes_new_labels(ip):
     tagged, _ = cell(ip, source.replace("pricing,churn", "pricing,churn,q3"))
     assert tagged.action == "revised" and tagged.fact_id == first.fact_id and tagged.tags == ("pricing", "churn", "q3")
     pinned, _ = cell(ip, "%%remember --core\nPrice increase of 5% on annual plans")
-    assert pinned.fact_id == first.fact_id and pinned.is_core
+    assert pinned.action == "pinned" and pinned.fact_id == first.fact_id and pinned.is_core
+    assert pinned.fact.revision_count == 1  # (the relabelling's; pinning alone is no revision)
+    edited, _ = cell(ip, "%%remember\nPrice increase of 5% on Annual plans")  # (an edit a duplicate ignores)
+    assert edited.action == "revised" and edited.fact_id == first.fact_id and "Annual" in edited.content
+    secret = "%%remember\nthe API key is <private>abc123</private> for the staging proxy"
+    kept, _ = cell(ip, secret)
+    assert cell(ip, secret)[0].action == "kept" and "[REDACTED]" in kept.content  # (as it is stored)
     other, _ = cell(ip, "%%remember\nPrice increase of 7% on monthly plans")
     assert other.action == "remembered" and other.fact_id != first.fact_id
     status, _ = cell(ip, "%slm_status")
-    assert status.memories == 2
+    assert status.memories == 3
 
 
 def test_a_project_no_memory_has_is_named_with_the_ones_there_are(ip, capsys):
@@ -183,7 +192,7 @@ def test_a_project_no_memory_has_is_named_with_the_ones_there_are(ip, capsys):
     res, err = cell(ip, "%recall join --project Forecast")
     out = capsys.readouterr().out
     assert err is None and res.memories == []
-    assert "no memory is filed under project 'Forecast' (yours: churn, forecast)" in out
+    assert "no memory is filed under project 'Forecast' (projects: churn, forecast)" in out
     cell(ip, "%recall nothing like it --project forecast")  # (a project there is: no such line)
     assert "filed under" not in capsys.readouterr().out
 

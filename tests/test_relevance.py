@@ -117,6 +117,9 @@ def test_a_match_on_a_part_of_an_identifier_names_that_part(mem):
     got = {r.fact_id: r.matched for r in mem.recall("usage_daily table")}
     assert got[part.fact_id] == {"content": ("usage", "table")}
     assert got[whole.fact_id] == {"content": ("usage_daily",)}
+    plain = mem.remember("the user may use the main usage table at any age")  # (words inside others stay)
+    said = next(r.matched for r in mem.recall("user use age usage main ai") if r.fact_id == plain.fact_id)
+    assert said == {"content": ("user", "use", "age", "usage", "main")}
 
 
 def test_the_age_gate_reads_relevance_and_keeps_only_strong_old_matches():

@@ -189,6 +189,28 @@ def test_a_session_left_open_is_closed_and_summarised_when_a_later_one_opens(mem
     assert by_day.memories and "customer_id" in " ".join(m.content for m in by_day.memories)
 
 
+def test_a_session_still_writing_is_not_stale_and_a_bad_one_blocks_no_opening(mem, clock):
+    """A session is idle by its newest memory too (as `%slm_start` continuing it reads), so a
+    kernel that opened yesterday and wrote this morning keeps its session when another notebook
+    opens. A session whose summary cannot be written (a label past the title's limit) is ended
+    with a notice, and every later opening works."""
+    clock.now = datetime(2026, 6, 15, 9)
+    busy = mem.session_init(origin="/work/a.ipynb", reuse=True).session_id
+    long_name = "x_" + "y" * 1_200
+    mem.remember(f"the column {long_name} is always empty", session_id=busy)
+    clock.now = datetime(2026, 6, 16, 8)
+    mem.remember("the join on customer_id drops 3% of rows", session_id=busy)
+    clock.now = datetime(2026, 6, 16, 9, 30)
+    mem.session_init(origin="/work/b.ipynb", reuse=True)
+    assert not mem.session_is_closed(busy)
+    clock.now = datetime(2026, 6, 18, 9)  # (now idle past the timeout: closed, its summary too long for a title)
+    mem.session_init(origin="/work/c.ipynb", reuse=True)
+    assert mem.session_is_closed(busy)
+    assert mem.store.sessions.session(busy)["ended_at"] == datetime(2026, 6, 16, 8)
+    assert all(len(m.fact.title or "") <= 1_000 for m in mem.recall("what did I do on 2026-06-15", limit=20))
+    assert mem.session_init(origin="/work/d.ipynb", reuse=True).is_new  # (nothing blocks an opening)
+
+
 def test_close_session_with_nothing_to_close(mem):
     assert mem.close_session().success is False
     sid = mem.session_init().session_id

@@ -71,7 +71,7 @@ def matched_fields(terms: Mapping[int, str], content: str, title: str | None, ta
             hit = tuple(dict.fromkeys(w for h, w in terms.items() if h in have))
             # (a part of an identifier that matched whole says nothing more: "usage_daily", not
             # "usage_daily, usage, daily")
-            hit = tuple(w for w in hit if not any(w != v and w in v for v in hit))
+            hit = tuple(w for w in hit if not any(w != v and w in text.identifier_parts(v) for v in hit))
             if hit:
                 out[name] = hit
     return out

@@ -50,8 +50,8 @@ def temporal_terms(query: str, now: datetime) -> list[str]:
 
 
 def without_dates(query: str) -> str:
-    """The query without the dates it spells out ("2026-11-12"): a date is asked of the
-    temporal channel, and its numbers alone ("2026", "12") would match every other date."""
+    """The query without the dates it spells out ("2026-11-12"): a date asked of the sessions
+    is the temporal channel's, and its numbers alone ("2026", "12") would match every other date."""
     return _ISO.sub(" ", query)
 
 

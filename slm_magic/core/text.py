@@ -40,6 +40,16 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # Split identifiers such as df_churn_v2 or customerId into their parts.
 _PART = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+# A code of hex digits with letters and digits mixed (a session id's "3d9f0a12", a commit): one
+# term, never its fragments, whose "3" or "12" would match any question with that number.
+_HEX_CODE = re.compile(r"(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{6,}")
+_HEX_CODES = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{6,}\b", re.IGNORECASE)
+
+
+def without_codes(text: str) -> str:
+    """The text without its hex codes (`_HEX_CODE`): what a model embeds, since a code's word
+    pieces mean nothing and a session id's differ in every run."""
+    return _HEX_CODES.sub("", text)
 
 _stemmer = Stemmer.Stemmer("english")
 
@@ -68,9 +78,11 @@ def _word_terms(raw: str) -> tuple[str, ...]:
 def _term_sources(raw: str) -> list[tuple[str, str]]:
     """(term, the word it stands for) of one raw word: the whole identifier for itself, each
     part for that part ("usage" of "usage_daily"), a plain word for itself."""
+    word = raw.casefold()
+    if _HEX_CODE.fullmatch(word):
+        return [(word, word)]
     pieces = _CAMEL.sub("_", raw).casefold()
     parts = [p for p in _PART.findall(pieces)]
-    word = raw.casefold()
     out: list[tuple[str, str]] = []
     if len(parts) > 1:
         out.append((word, word))  # the whole identifier, so an exact name search ranks it first
@@ -141,7 +153,10 @@ def gram_hash(gram: str) -> int:
 @lru_cache(maxsize=200_000)
 def term_grams(term: str) -> tuple[int, ...]:
     """Ids of the character 3-grams of one index term, a space padding each side: what
-    the n-gram channel sees ("dedup" and "deduplic" share " de", "ded", "edu", "dup")."""
+    the n-gram channel sees ("dedup" and "deduplic" share " de", "ded", "edu", "dup"). A hex
+    code has none: its grams are chance, as its fragments are."""
+    if _HEX_CODE.fullmatch(term):
+        return ()
     w = f" {term} "
     return tuple(gram_hash(w[i:i + GRAM_N]) for i in range(len(w) - GRAM_N + 1))
 
@@ -236,6 +251,13 @@ def _cached(cache: dict, fill: Callable[[Iterable[str]], None], words: Sequence[
 def query_grams(text: str) -> list[tuple[int, tuple[int, ...]]]:
     """(term hash, its gram hashes) for each index term of a query, in order."""
     return [(term_hash(t), term_grams(t)) for t in analyse(text)]
+
+
+def identifier_parts(word: str) -> frozenset[str]:
+    """The parts of an identifier as `term_words` names them ("usage_daily": usage, daily);
+    nothing for a plain word."""
+    parts = _PART.findall(word)
+    return frozenset(parts) if len(parts) > 1 else frozenset()
 
 
 def term_words(text: str) -> dict[int, str]:

@@ -131,14 +131,16 @@ class LearningLoop:
             shown = shown[index.docs.alive[shown] & (index.docs.user[shown] == index.lookup_code("user", user_id))]
         if not shown.size:
             return
-        covered = np.zeros(shown.size)  # how many of each shown memory's indexed words the new one has
+        # How many of each shown memory's words the new one has, each word once: a posting's tf
+        # also counts the word's weight in the shown memory's tags and project, which a note
+        # filed under the same project shares without using the memory.
+        covered = np.zeros(shown.size)
         for term in set(new_terms):
             col = index.cols.get(term)
             if col is None:
                 continue
-            docs, tfs = index.postings(col)
-            slot, hit = locate(shown, docs)
-            np.add.at(covered, slot, tfs[hit])
+            docs, _ = index.postings(col)
+            np.add.at(covered, locate(shown, docs)[0], 1.0)
         used = shown[covered >= USED_OVERLAP * np.maximum(index.docs.dl[shown], 1.0)]
         if not used.size:
             return
@@ -171,12 +173,12 @@ class LearningLoop:
     def status(self, user_id: str | None = None) -> LearningStatus:
         user = self.user_id if user_id is None else user_id
         signals = self.store.signals.feedback_count(user)
+        phase = 1 if signals < PHASE_2_SIGNALS else 2 if signals < PHASE_3_SIGNALS else 3
         if not self.settings.config.learning:  # (signals are still kept: turned on again, they count)
-            phase = 1 if signals < PHASE_2_SIGNALS else 2 if signals < PHASE_3_SIGNALS else 3
             return LearningStatus(feedback_signals=signals, phase=phase, status="off (learning=False)", ranking="off")
-        if signals < PHASE_2_SIGNALS:
+        if phase == 1:
             return LearningStatus(feedback_signals=signals, phase=1, status="collecting")
-        if signals < PHASE_3_SIGNALS:
+        if phase == 2:
             return LearningStatus(feedback_signals=signals, phase=2, status="active learning",
                                   ranking="usefulness prior")
         ranker, model_id, why = self._ranker(user)

@@ -154,7 +154,7 @@ class Recall:
         words = text.term_words(query)
         model = self.settings.model
         # (the question's vector, for whichever path ranks: the index's, else the file's)
-        vector = model.encode([query])[0] if model is not None and limit > 0 else None
+        vector = model.encode([text.without_codes(query)])[0] if model is not None and limit > 0 else None
         # (by meaning alone only for a question that means something to the model and does not
         # ask for memories by the identifiers they hold)
         admit = vector is not None and model.knows(words.values()) \
@@ -210,14 +210,16 @@ class Recall:
         channel); "auto" keeps summaries only for questions about days or sessions."""
         expanded = query.replace("\x00", "")
         days = temporal_terms(expanded, now_dt)
-        expanded = without_dates(expanded)
+        about_sessions = _ASKS_ABOUT_SESSIONS.search(query) is not None
+        if about_sessions:  # (a date asked of the sessions is the temporal channel's: its numbers
+            expanded = without_dates(expanded)  # alone, "2026" or "12", would match every other day)
         index = self.live.index
         if days and index is not None:  # only days something was written about
             days = [d for d in days if text.term_hash(d) in index.cols]
         if days:
             expanded = f"{expanded} {' '.join(days)}"
         if kind == "auto":
-            kind = None if days or _ASKS_ABOUT_SESSIONS.search(query) else "memory"
+            kind = None if days or about_sessions else "memory"
         counts = text.query_counts(expanded, self.known_terms)
         qtf = list(counts.values())
         return list(counts.keys()), qtf, sum(qtf), kind, days

@@ -26,6 +26,8 @@ from typing import Protocol
 import numpy as np
 import xxhash
 
+from ..core.text import without_codes
+
 DEFAULT_MODEL = "default"
 #: A catch-up with another kernel's writes, or a change of model, that finds this many memories
 #: without vectors leaves them to the background (index/fill.py) instead of working them out
@@ -47,9 +49,10 @@ class EmbeddingModel(Protocol):
 
 
 def memory_text(content: str, title: str | None = None, tags: Iterable[str] | None = None) -> str:
-    """What a memory's vector is made of: its title, content and tags (as the user wrote them)."""
+    """What a memory's vector is made of: its title, content and tags (as the user wrote them,
+    without hex codes: `text.without_codes`)."""
     parts = [title or "", content or "", " ".join(tags or ())]
-    return "\n".join(p for p in parts if p)
+    return without_codes("\n".join(p for p in parts if p))
 
 
 def memory_texts(contents: Sequence[str], titles: Sequence[str | None] | None = None,

@@ -23,12 +23,12 @@ class Readable:
     """A result a person reads: its `__str__` in a terminal, the same words as HTML in a notebook."""
 
     def _repr_pretty_(self, p, cycle: bool) -> None:
-        """In a terminal: a line longer than it wrapped at words, the first leaving room for
-        IPython's "Out[n]: " (the terminal would cut words anywhere)."""
+        """In a terminal: a line longer than it wrapped at words under its own indent, the first
+        leaving room for IPython's "Out[n]: " (the terminal would cut words anywhere)."""
         out = []
         for i, line in enumerate(str(self).splitlines()):
             room = terminal_width() - (OUT_PROMPT if i == 0 else 0)
-            out += [line] if len(line) <= room else wrap(line, room)
+            out += [line] if len(line) <= room else wrap(line, room, len(line) - len(line.lstrip(" ")))
         p.text("\n".join(out))
 
     def _repr_html_(self) -> str:
@@ -114,6 +114,9 @@ class Provenance(Readable, BaseModel):
         if self.cell_id:
             where += f" (id {self.cell_id})"
         return f"{self.fact_id} came from {where}" + (f"\nthe cell before it:\n{self.code}" if self.code else "")
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:  # (code as it was written: never wrapped)
+        p.text(str(self))
 
 
 class Skipped(BaseModel):

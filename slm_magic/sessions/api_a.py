@@ -16,7 +16,7 @@ from typing import Any
 
 from ..ranking.calibration import RELEVANCE_FLOOR, AnswerConfidence
 from ..results.display import one_line, plural
-from ..errors import InvalidInput
+from ..errors import InvalidInput, SlmMagicError
 from ..results.models import (CloseSessionResult, Fact, RecallResult, ScoredMemory, SearchScore, SessionInit,
                               SessionMemory, SessionSummaryCompact)
 from ..core.scoring import recency, revision, search_score
@@ -34,6 +34,7 @@ _WHOLE_SNIPPETS = 6             # what a whole-session summary quotes of the ses
 
 
 RECENT_SESSIONS = 5             # summaries of earlier sessions shown when one opens
+STALE_PER_OPENING = 5           # sessions idle past the timeout that one opening closes
 
 
 def _check_init(project_path, query, max_results, max_age_days, origin) -> None:
@@ -292,10 +293,20 @@ class SessionService:
     def close_stale(self, now: datetime) -> None:
         """Close the user's notebook sessions idle past the timeout (a kernel killed, a notebook
         never closed), each summarised as `close_session` does and ended at its last activity:
-        otherwise they stay open for good, and what they held is in no day's summary."""
+        otherwise they stay open for good, and what they held is in no day's summary. A few at
+        each opening (a file of many never closed is not one long wait); each ended first, so
+        that two kernels opening at once summarise it once, and one that cannot be summarised
+        is said and left ended."""
+        sessions = self.store.sessions
         not_before = now - timedelta(hours=self.session_timeout_hours)
-        for sid, last in self.store.sessions.stale_sessions(self.user_id, "slm", not_before):
-            self._close(sid, None, last)
+        for sid, last in sessions.stale_sessions(self.user_id, "slm", not_before, STALE_PER_OPENING):
+            if not sessions.claim_end(sid, last):
+                continue
+            try:
+                self._close(sid, None, last)
+            except SlmMagicError as exc:
+                self.store.notice(f"session {sid}, idle since {last:%Y-%m-%d %H:%M}, was closed without "
+                                          f"its summaries ({exc})")
 
     def _close(self, sid: str, summary: str | None, ended: datetime) -> CloseSessionResult:
         facts = self.session_facts(sid)
@@ -332,7 +343,7 @@ class SessionService:
                        f"{snippets}{more}")
             records.append({"content": content, "session_id": sid, "project": members[0].project,
                             "tags": [t for t in members[0].tags if t.lower() == key.lstrip("#")] or None,
-                            "title": f"Session {started:%Y-%m-%d}: {labels[key]}", "created_at": self.now(),
+                            "title": f"Session {started:%Y-%m-%d}: {one_line(labels[key], 80)}", "created_at": self.now(),
                             "user_id": self.user_id})
             entities.append(key)
         if (facts or said) and WHOLE_SESSION not in done:
@@ -373,9 +384,9 @@ class SessionService:
             facts = self.session_facts(sid)
             state = sessions.summary_state(sid)  # (api, is_auto_generated, started_at), None if never opened
             topics: list[str] | None = None
-            if closed and facts:
+            said = sessions.session(sid).get("summary") if state is not None and not state[1] else None
+            if closed and (facts or said):  # (the user's own words for it stay searchable)
                 started = state[2] if state is not None else min(f.created_at for f in facts)
-                said = sessions.session(sid).get("summary") if state is not None and not state[1] else None
                 n, topics = self._summarise(sid, started, facts, said)
                 written += n
             if state is None or not state[1]:

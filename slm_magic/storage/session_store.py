@@ -42,13 +42,22 @@ class SessionStore:
                 f"{where} ORDER BY last_activity_at DESC LIMIT 1", params).fetchall()
         return rows[0] if rows else None
 
-    def stale_sessions(self, user_id: str, api: str, not_before) -> list[tuple]:
-        """The user's open sessions of this API idle since before `not_before`, oldest first:
+    def stale_sessions(self, user_id: str, api: str, not_before, limit: int) -> list[tuple]:
+        """The user's open sessions of this API idle since before `not_before` (by the rule
+        `touch_if_live` reads: its last touch or its newest memory), the `limit` oldest first:
         (session id, last activity)."""
         with self.db.lock:
             return self.db.con.execute(
-                "SELECT session_id, last_activity_at FROM sessions WHERE user_id = ? AND api = ? AND ended_at IS NULL "
-                "AND last_activity_at < ? ORDER BY last_activity_at", [user_id, api, not_before]).fetchall()
+                "SELECT session_id, active FROM (SELECT session_id, greatest(last_activity_at, (SELECT max(created_at) "
+                "FROM memories m WHERE m.session_id = sessions.session_id)) AS active FROM sessions "
+                "WHERE user_id = ? AND api = ? AND ended_at IS NULL) AS s WHERE active < ? ORDER BY active LIMIT ?",
+                [user_id, api, not_before, limit]).fetchall()
+
+    def claim_end(self, session_id: str, ended) -> bool:
+        """End an open session at `ended` unless someone did first: True for the one who did
+        (two kernels opening at once close a stale session once)."""
+        return bool(self.db.write_meta("UPDATE sessions SET ended_at = ? WHERE session_id = ? AND ended_at IS NULL "
+                                       "RETURNING session_id", [ended, session_id]))
 
     def session_closed(self, session_id: str) -> bool:
         """Whether this session was ended (by any kernel or process); an unknown one is not."""

@@ -131,6 +131,10 @@ class Store:
         with self.lock:
             return work()
 
+    def notice(self, line: str) -> None:
+        """A line for the user from a part above the store (said with the storage's own)."""
+        self.notices.append(line)
+
     def take_notices(self) -> list[str]:
         """The notices not yet taken (each is said once)."""
         out, self.notices = self.notices, []
@@ -577,6 +581,16 @@ class Store:
             rows = self.con.execute(
                 f"SELECT fact_id FROM memories WHERE user_id = ? AND {col} = ? AND kind = 'memory' "
                 "ORDER BY updated_at DESC LIMIT 1", [user_id, val]).fetchall()
+        return rows[0][0] if rows else None
+
+    def same_text(self, user_id: str, content_hash: str, notebook: str | None):
+        """fact_id of the user's newest memory with this normalised content written from this
+        notebook (None: outside one), or None."""
+        with self.lock:
+            rows = self.con.execute(
+                "SELECT fact_id FROM memories WHERE user_id = ? AND content_hash = ? AND kind = 'memory' "
+                "AND notebook IS NOT DISTINCT FROM ? ORDER BY updated_at DESC LIMIT 1",
+                [user_id, content_hash, notebook]).fetchall()
         return rows[0][0] if rows else None
 
     def fact_rows(self, since: int = 0, docs: tuple[int, int] | None = None, vectors: bool = False):
