@@ -116,6 +116,8 @@ def test_a_session_ids_hex_is_one_term_never_its_fragments(mem):
     plain = mem.remember("the export keeps 3 days of history")
     assert [m.fact_id for m in mem.recall("job 3d9f0a12", limit=3)][:1] == [code.fact_id]  # (found by its code)
     assert {m.fact_id for m in mem.recall("3 days", limit=10)} == {plain.fact_id}  # (not by its "3")
+    model = mem.settings.model  # (nor by its word pieces: two codes embed alike, as nothing)
+    assert (model.encode(["job 3d9f0a12 ran"]) == model.encode(["job 77be1c05 ran"])).all()
 
 
 def test_the_sql_fallback_brings_the_day_first_too(mem):

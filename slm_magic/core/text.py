@@ -43,13 +43,11 @@ _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 # A code of hex digits with letters and digits mixed (a session id's "3d9f0a12", a commit): one
 # term, never its fragments, whose "3" or "12" would match any question with that number.
 _HEX_CODE = re.compile(r"(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{6,}")
-_HEX_CODES = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{6,}\b", re.IGNORECASE)
 
 
-def without_codes(text: str) -> str:
-    """The text without its hex codes (`_HEX_CODE`): what a model embeds, since a code's word
-    pieces mean nothing and a session id's differ in every run."""
-    return _HEX_CODES.sub("", text)
+def is_code(word: str) -> bool:
+    """Whether a (case-folded) word is a hex code (`_HEX_CODE`): one term, nothing embedded."""
+    return _HEX_CODE.fullmatch(word) is not None
 
 _stemmer = Stemmer.Stemmer("english")
 
@@ -79,7 +77,7 @@ def _term_sources(raw: str) -> list[tuple[str, str]]:
     """(term, the word it stands for) of one raw word: the whole identifier for itself, each
     part for that part ("usage" of "usage_daily"), a plain word for itself."""
     word = raw.casefold()
-    if _HEX_CODE.fullmatch(word):
+    if is_code(word):
         return [(word, word)]
     pieces = _CAMEL.sub("_", raw).casefold()
     parts = [p for p in _PART.findall(pieces)]
@@ -155,7 +153,7 @@ def term_grams(term: str) -> tuple[int, ...]:
     """Ids of the character 3-grams of one index term, a space padding each side: what
     the n-gram channel sees ("dedup" and "deduplic" share " de", "ded", "edu", "dup"). A hex
     code has none: its grams are chance, as its fragments are."""
-    if _HEX_CODE.fullmatch(term):
+    if is_code(term):
         return ()
     w = f" {term} "
     return tuple(gram_hash(w[i:i + GRAM_N]) for i in range(len(w) - GRAM_N + 1))

@@ -154,7 +154,7 @@ class Recall:
         words = text.term_words(query)
         model = self.settings.model
         # (the question's vector, for whichever path ranks: the index's, else the file's)
-        vector = model.encode([text.without_codes(query)])[0] if model is not None and limit > 0 else None
+        vector = model.encode([query])[0] if model is not None and limit > 0 else None
         # (by meaning alone only for a question that means something to the model and does not
         # ask for memories by the identifiers they hold)
         admit = vector is not None and model.knows(words.values()) \

@@ -26,7 +26,7 @@ from typing import Protocol
 import numpy as np
 import xxhash
 
-from ..core.text import without_codes
+from ..core.text import is_code
 
 DEFAULT_MODEL = "default"
 #: A catch-up with another kernel's writes, or a change of model, that finds this many memories
@@ -49,10 +49,9 @@ class EmbeddingModel(Protocol):
 
 
 def memory_text(content: str, title: str | None = None, tags: Iterable[str] | None = None) -> str:
-    """What a memory's vector is made of: its title, content and tags (as the user wrote them,
-    without hex codes: `text.without_codes`)."""
+    """What a memory's vector is made of: its title, content and tags (as the user wrote them)."""
     parts = [title or "", content or "", " ".join(tags or ())]
-    return without_codes("\n".join(p for p in parts if p))
+    return "\n".join(p for p in parts if p)
 
 
 def memory_texts(contents: Sequence[str], titles: Sequence[str | None] | None = None,
@@ -150,6 +149,8 @@ class WordPiece:
     def _cut(self, word: str) -> tuple[int, ...]:
         if len(word) > 100:
             return (self.unk,)
+        if is_code(word):  # (a hex code's pieces mean nothing, and a session id's differ in every run)
+            return ()
         ids, start, vocab = [], 0, self.vocab
         while start < len(word):
             end, cur = len(word), None
