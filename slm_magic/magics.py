@@ -402,8 +402,9 @@ class SLMMagic(Magics, Configurable):
                              related=args.related)
             if args.project is not None and not res.memories and args.project not in (known := mem.projects()):
                 shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
-                print(f"slm_magic: no memory is filed under project {args.project!r}"
-                      + (f" (projects: {shown})" if known else " (no memory you can read has a project)"))
+                print("\n".join(wrap(f"slm_magic: no memory is filed under project {args.project!r}"
+                                     + (f" (projects: {shown})" if known else " (no memory you can read has a project)"),
+                                     terminal_width())))
         return self._mine(res, sid)
 
     @readable_help

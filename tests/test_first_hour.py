@@ -378,3 +378,41 @@ def test_wrapping_keeps_indents_and_never_touches_code(monkeypatch):
     lines = pretty(report).splitlines()
     skipped = lines[next(i for i, x in enumerate(lines) if "skipped line 7" in x):]
     assert all(len(x) <= 80 for x in lines) and len(skipped) == 2 and all(x.startswith("  ") for x in skipped)
+
+
+def test_a_private_span_in_a_sessions_summary_is_redacted_everywhere(tmp_path):
+    """`%slm_close --summary "… <private>S3cret</private> …"` kept the secret in the session's
+    row, and every later %slm_start showed it in "earlier sessions"; the summary memory itself
+    was redacted. Both APIs' session summaries are redacted as every memory is."""
+    secret = "Rotated the replica password to <private>S3cret-Pa55</private> and told the team"
+    with Memory(tmp_path / "m.duckdb", user_id="ana") as mem:
+        sid = mem.session_init().session_id
+        mem.remember("the replica password rotates monthly", session_id=sid)
+        mem.close_session(sid, summary=secret)
+        mem.mem_session_start("ana")
+        mem.mem_session_summary("ana", "api key <private>abc123</private> moved to the vault")
+        mem.mem_session_end("ana", summary="done; <private>token-xyz</private> revoked")
+        shown = str(mem.session_init()) + " ".join(s.summary for s in mem.mem_session_start("ana").sessions_context)
+        assert "[REDACTED]" in shown and "S3cret" not in shown and "token-xyz" not in shown
+    raw = (tmp_path / "m.duckdb").read_bytes()
+    assert b"S3cret" not in raw and b"abc123" not in raw and b"token-xyz" not in raw
+
+
+def test_a_negative_score_keeps_the_table_in_its_columns():
+    """A learned part can take a score below 0, and "-0.061" pushed that row's match, id and
+    memory one column right of the header's."""
+    from datetime import datetime
+
+    from slm_magic.results.display import recall_text
+    from slm_magic.results.models import Fact, RecallResult, ScoredMemory, SearchScore
+
+    def row(fid, value):
+        fact = Fact(fact_id=fid * 16, content=f"memory {fid}", created_at=datetime(2026, 1, 1),
+                    updated_at=datetime(2026, 1, 1))
+        score = SearchScore(value=value, relevance=0.98, bm25=0.9, tfidf=0.0, recency=0.1, revision=0.0)
+        return ScoredMemory(fact=fact, score=score)
+
+    text = recall_text(RecallResult(query="replica", memories=[row("a", 0.612), row("b", -0.061)]), width=80)
+    head, first, second = [x for x in text.splitlines() if x.lstrip().startswith(("#", "1 ", "2 "))][:3]
+    assert head.index("match") + len("match") == first.index("0.98") + 4 == second.index("0.98") + 4
+    assert first.index("memory a") == second.index("memory b") == head.index("memory")

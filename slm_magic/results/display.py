@@ -246,15 +246,16 @@ def recall_text(res, width: int | None = None, viewer: str | None = None) -> str
         lines += wrap(age_gate_words(res.age_gate_days, res.older_matches, res.older_shown), width)
     if not res.memories:
         return "\n".join(lines + ["no memory matched"])
-    indent = 29  # under the memory column
-    lines.append(f"{'#':>3}  {'score':>5}  {'match':>5}  {'id':8}  memory")
+    wide = any(m.score.value < 0 for m in res.memories)  # (a learned part can take a score below 0)
+    indent = 29 + wide  # under the memory column
+    lines.append(f"{'#':>3}  {'score':>{5 + wide}}  {'match':>5}  {'id':8}  memory")
     pinned = False
     for i, m in enumerate(res.memories, 1):
         s, f = m.score, m.fact
         pinned |= f.is_core
         mark = "*" if f.is_core else " "
         body = wrap(_titled(f), width - indent, lines=3)
-        lines.append(f"{i:>3}  {s.value:5.3f}  {s.relevance:5.2f}  {f.fact_id[:8]}{mark} {body[0]}")
+        lines.append(f"{i:>3}  {s.value:{5 + wide}.3f}  {s.relevance:5.2f}  {f.fact_id[:8]}{mark} {body[0]}")
         lines += [" " * indent + b for b in body[1:]]
         lines += wrap(_why_text(m), width, indent)
         lines += wrap(_meta_text(f, viewer), width, indent)

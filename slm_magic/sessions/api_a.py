@@ -16,6 +16,7 @@ from typing import Any
 
 from ..ranking.calibration import RELEVANCE_FLOOR, AnswerConfidence
 from ..results.display import one_line, plural
+from ..engine.validate import redact
 from ..errors import InvalidInput, SlmMagicError
 from ..results.models import (CloseSessionResult, Fact, RecallResult, ScoredMemory, SearchScore, SessionInit,
                               SessionMemory, SessionSummaryCompact)
@@ -240,8 +241,9 @@ class SessionService:
         return self.writer.write_many(records, kind="summary_event", type_override="summary")
 
     def set_summary(self, session_id: str, summary: str) -> None:
-        """Give a live session the summary later sessions show of it (it stays open)."""
-        self.store.sessions.set_session_summary(session_id, summary)
+        """Give a live session the summary later sessions show of it (it stays open), its
+        `<private>` spans redacted as in every memory."""
+        self.store.sessions.set_session_summary(session_id, redact(summary))
 
     def recent_summaries(self, user: str, limit: int, *, exclude: str | None = None) -> list[SessionSummaryCompact]:
         """The user's latest session summaries, newest first (the timeline a new session shows)."""
@@ -249,8 +251,8 @@ class SessionService:
                 for s, d, t, a in self.store.sessions.recent_summaries(user, limit, exclude=exclude)]
 
     def end(self, session_id: str, now: datetime, *, summary: str | None, auto: bool) -> None:
-        """Mark a session ended with the summary later sessions show of it."""
-        self.store.sessions.end_session(session_id, now, summary=summary, auto=auto)
+        """Mark a session ended with the summary later sessions show of it (`<private>` redacted)."""
+        self.store.sessions.end_session(session_id, now, summary=None if summary is None else redact(summary), auto=auto)
 
     def _static_score(self, fact: Fact, now: datetime) -> SearchScore:
         """SearchScore of a memory the query did not match: its recency and revision only."""
