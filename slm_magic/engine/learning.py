@@ -21,6 +21,7 @@ it cannot be fitted or loaded, phase 2 ranks and the status says why.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from ..results.models import PHASE_2_SIGNALS, PHASE_3_SIGNALS, LearningStatus
 from ..index.rows import fact_of
 from ..index.sparse import locate
 from ..ranking.learner import Learner
-from ..ranking.reranker import CANDIDATES, LinearRanker, Usage, feature_matrix
+from ..ranking.reranker import CANDIDATES, LinearRanker, Usage, feature_matrix, held_out_orders
 
 #: Explicit signals and their value: +1 useful, -1 not useful.
 EXPLICIT_SIGNALS = {"up": 1.0, "down": -1.0}
@@ -206,6 +207,9 @@ class LearningLoop:
         if row is None:
             return None, None, why or "no model trained yet"
         model_id, _, _, params = row
+        rejected = _rejection(params)
+        if rejected is not None:
+            return None, None, rejected
         cached = self._rankers.get(user_id)
         if cached is None or cached[0] != model_id:
             try:
@@ -237,31 +241,40 @@ class LearningLoop:
         user = self.user_id if user_id is None else user_id
         signals = self.store.signals.feedback_count(user)
         try:
-            X, y = self._training_rows(user)
+            X, y, asked = self._training_rows(user)
+            check = held_out_orders(X, y, asked, weight=LEARNED_WEIGHT)
             ranker = LinearRanker.fit(X, y, weight=LEARNED_WEIGHT)
         except Exception as exc:  # noqa: BLE001 - the ranking falls back to phase 2 and says why
             self._training_errors[user] = (f"training failed: {exc}", signals)
             return None
         self._training_errors.pop(user, None)
+        params = ranker.to_json()
+        if check is not None and check[0] < check[1]:
+            # (stored as the newest model, so no kernel goes on with an older one: the same
+            # feedback would not have it either; refitted as the signals grow, as any model)
+            params = json.dumps({"rejected": f"a learned ranking ordered your own feedback, asked of questions it "
+                                             f"was not fitted on, worse than the default ({check[0]:.2f} of the "
+                                             f"pairs against {check[1]:.2f})"})
         row = self.store.signals.latest_model(user, "ranker")
         version = 1 if row is None else row[1] + 1
         model_id = f"ranker-v{version}"
         # trained_on: the user's signal count when fitted (what the retraining rule compares)
         self.store.signals.save_model(f"{model_id}-{uuid.uuid4().hex[:8]}", user, "ranker", version,
-                                             self.now(), signals, ranker.to_json())
-        return self.store.signals.latest_model(user, "ranker")[0]
+                                      self.now(), signals, params)
+        return self.store.signals.latest_model(user, "ranker")[0] if check is None or check[0] >= check[1] else None
 
-    def _training_rows(self, user: str) -> tuple[np.ndarray, np.ndarray]:
+    def _training_rows(self, user: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each signal with a query becomes a row: the features its memory has among that
-        query's default candidates now (its own query's signals left out of the prior)."""
+        query's default candidates now (its own query's signals left out of the prior), its
+        label, and which question it was given for."""
         if self.live.index is None:
             raise RuntimeError("the in-process index is not available")
         by_query: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
         for query, project, doc, value in self.store.signals.training_signals(user):
             by_query[(query, project)].append((int(doc), float(value)))
         usage = Usage(*self.store.signals.signal_sums(user))
-        X, y = [], []
-        for (query, project), items in by_query.items():
+        X, y, asked = [], [], []
+        for number, ((query, project), items) in enumerate(by_query.items()):
             ranked, cs = self.candidates(query, user, CANDIDATES, project)
             if not ranked.doc_ids.size:
                 continue
@@ -276,6 +289,17 @@ class LearningLoop:
                 if doc in row_of:
                     X.append(feats[row_of[doc]])
                     y.append(value > 0)
+                    asked.append(number)
         if not X:
             raise ValueError("no signal's memory is among its query's candidates")
-        return np.array(X), np.array(y)
+        return np.array(X), np.array(y), np.array(asked)
+
+
+def _rejection(params: str) -> str | None:
+    """Why the newest fit was not adopted (`train`'s check), or None for a model."""
+    try:
+        got = json.loads(params)
+    except ValueError:
+        return None
+    return got.get("rejected") if isinstance(got, dict) and isinstance(got.get("rejected"), str) else None
+

@@ -150,7 +150,7 @@ class LinearRanker:
     def to_json(self) -> str:
         return json.dumps({"features": list(self.features), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
                            "coef": self.coef.tolist(), "intercept": self.intercept, "base_rate": self.base_rate,
-                           "weight": self.weight})
+                           "weight": self.weight, "checked": True})
 
     @classmethod
     def from_json(cls, text: str) -> "LinearRanker":
@@ -164,7 +164,47 @@ class LinearRanker:
             raise ValueError(f"unreadable ranker parameters ({exc})") from None
         if features != FEATURES:
             raise ValueError("it was fitted on other features (made by another slm_magic version)")
+        if d.get("checked") is not True:
+            raise ValueError("it was adopted without the check on feedback it was not fitted on "
+                             "(made by an earlier slm_magic version)")
         if any(a.shape != (len(FEATURES),) or not np.isfinite(a).all() for a in arrays) or not all(
                 math.isfinite(x) for x in numbers) or (arrays[1] <= 0).any():
             raise ValueError("its parameters are malformed")
         return cls(features, *arrays, *numbers)
+
+
+def held_out_orders(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, weight: float,
+                    folds: int = 5) -> tuple[float, float] | None:
+    """How well a model orders feedback it was not fitted on, beside the default fusion: the
+    share of (useful, not useful) pairs of one question that each puts in the right order,
+    each row scored by a model fitted on the other questions (`folds` groups of questions).
+    None when no question has both kinds of signal, or too few questions to hold any out."""
+    y = np.asarray(y, dtype=bool)
+    asked = np.unique(groups)
+    if asked.size < 2:
+        return None
+    fold_of = {g: i % folds for i, g in enumerate(asked.tolist())}
+    fold = np.array([fold_of[g] for g in groups.tolist()])
+    p = np.full(y.size, np.nan)
+    for f in np.unique(fold).tolist():
+        train = fold != f
+        if y[train].all() or not y[train].any():
+            return None
+        p[~train] = LinearRanker.fit(X[train], y[train], weight=weight).probability(X[~train])
+    default = X[:, FEATURES.index("score_vs_top")]
+    model_right = default_right = pairs = 0.0
+    for g in asked.tolist():
+        rows = groups == g
+        pos, neg = rows & y, rows & ~y
+        if not pos.any() or not neg.any():
+            continue
+        for score, add in ((p, 0), (default, 1)):
+            d = score[pos][:, None] - score[neg][None, :]
+            right = float((d > 0).sum() + 0.5 * (d == 0).sum())
+            if add:
+                default_right += right
+            else:
+                model_right += right
+        pairs += float(pos.sum() * neg.sum())
+    return (model_right / pairs, default_right / pairs) if pairs else None
+
