@@ -203,6 +203,24 @@ def test_a_stored_model_adopted_without_the_check_is_set_aside_then_refitted(mem
     assert mem.learning_status().status == "learned ranking"
 
 
+def test_a_rejected_fit_ranks_as_phase_two_and_waits_for_new_signals(mem, corpus):
+    """A fit the check sets aside is stored as rejected, with its reason in the status, and the
+    next fit waits for the signals to grow as after any fit (not one fit per click)."""
+    useful, _ = corpus
+    simulate(mem, useful, 67)
+    models = "SELECT count(*) FROM models WHERE kind = 'ranker'"
+    assert mem.store.con.execute(models).fetchall() == [(1,)]
+    reason = "a learned ranking ordered your own feedback … worse than the default (0.43 of the pairs against 0.57)"
+    mem.store.con.execute("UPDATE models SET params = ?", [json.dumps({"rejected": reason})])
+    mem.store._cache.clear()
+    mem.learning._rankers.clear()
+    status = mem.learning_status()
+    assert status.ranking == "usefulness prior" and status.status == f"phase 2 ranking used: {reason}"
+    assert all(m.score.learned <= 0.10 for m in mem.recall("what did we decide about churn"))  # (the prior's bound)
+    simulate(mem, useful, 3)  # (nine more signals: no fit yet)
+    assert mem.store.con.execute(models).fetchall() == [(1,)]
+
+
 def test_training_that_cannot_tell_anything_apart_says_so(mem, corpus):
     useful, _ = corpus
     for i in range(200):

@@ -227,8 +227,9 @@ class LearningLoop:
         if signals < PHASE_3_SIGNALS:
             return
         row = self.store.signals.latest_model(user_id, "ranker")
+        # (a model this version cannot read is refitted now; a rejected fit, as any, when signals grew)
         if (row is not None and signals < max(row[2] + RETRAIN_MIN_NEW, RETRAIN_GROWTH * row[2])
-                and self._ranker(user_id)[0] is not None):  # (a model this version cannot read: refit now)
+                and (_rejection(row[3]) is not None or self._ranker(user_id)[0] is not None)):
             return
         failed_at = self._training_errors.get(user_id, (None, 0))[1]
         if failed_at and signals < failed_at + RETRAIN_MIN_NEW:
