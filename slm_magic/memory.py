@@ -427,7 +427,7 @@ class Memory:
         told apart), or None: what a cell run again would remember a second time."""
         if not isinstance(content, str):
             return None
-        fact_id = self.store.same_text(self.user_id, content_hash(redact(content)), notebook)
+        fact_id = self.store.find_live(self.user_id, content_hash=content_hash(redact(content)), notebook=notebook)
         return None if fact_id is None else self.get(fact_id)
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:

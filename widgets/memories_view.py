@@ -89,9 +89,11 @@ def _html(value: str = "", **layout) -> W.HTML:
 
 MARK = "background:#fff3a3;color:#1f2328;padding:0 1px;border-radius:2px"
 # What a match's strength looks like: a strong one stands out, a weak one looks weak.
-STRENGTH = {"listed": ("newest", "#374151", "#f3f4f6"), **{strength: (STRENGTH_WORDS[strength], fg, bg) for strength, fg, bg in (
-    ("strong", "#166534", "#dcfce7"), ("partial", "#1e3a8a", "#e0e7ff"), ("weak", "#6b7280", "#f3f4f6"),
-    ("related", "#6b7280", "#f3f4f6"))}}
+STRENGTH = {"strong": (STRENGTH_WORDS["strong"], "#166534", "#dcfce7"),
+            "partial": (STRENGTH_WORDS["partial"], "#1e3a8a", "#e0e7ff"),
+            "weak": (STRENGTH_WORDS["weak"], "#6b7280", "#f3f4f6"),
+            "related": (STRENGTH_WORDS["related"], "#6b7280", "#f3f4f6"),
+            "listed": ("newest", "#374151", "#f3f4f6")}
 
 
 def _marked(text: str, terms) -> str:

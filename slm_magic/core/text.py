@@ -73,12 +73,13 @@ def _word_terms(raw: str) -> tuple[str, ...]:
     return tuple(term for term, _ in _term_sources(raw))
 
 
-def _term_sources(raw: str) -> list[tuple[str, str]]:
+@lru_cache(maxsize=50_000)
+def _term_sources(raw: str) -> tuple[tuple[str, str], ...]:
     """(term, the word it stands for) of one raw word: the whole identifier for itself, each
     part for that part ("usage" of "usage_daily"), a plain word for itself."""
     word = raw.casefold()
     if is_code(word):
-        return [(word, word)]
+        return ((word, word),)
     pieces = _CAMEL.sub("_", raw).casefold()
     parts = [p for p in _PART.findall(pieces)]
     out: list[tuple[str, str]] = []
@@ -88,7 +89,7 @@ def _term_sources(raw: str) -> list[tuple[str, str]]:
         if part in STOP_WORDS or (len(part) == 1 and not part.isdigit()):
             continue
         out.append((_stem(part) if not part.isdigit() else part, part if len(parts) > 1 else word))
-    return out
+    return tuple(out)
 
 
 def analyse(text: str) -> list[str]:
@@ -251,6 +252,7 @@ def query_grams(text: str) -> list[tuple[int, tuple[int, ...]]]:
     return [(term_hash(t), term_grams(t)) for t in analyse(text)]
 
 
+@lru_cache(maxsize=10_000)
 def identifier_parts(word: str) -> frozenset[str]:
     """The parts of an identifier as `term_words` names them ("usage_daily": usage, daily);
     nothing for a plain word."""

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..index import bulk
 from ..errors import InvalidImport, InvalidInput
@@ -52,6 +53,18 @@ def _format(path: Path) -> str:
     if suffix in (".parquet", ".pq"):
         return "parquet"
     raise InvalidInput(f"{path.name}: use a .jsonl or .parquet file")
+
+
+def _has_nul(table: pa.Table) -> bool:
+    """Whether any text of the table holds a NUL: one look per column, so that an import looks
+    at each row's values only when one does."""
+    for col in table.columns:
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            col = pc.list_flatten(col)
+        if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) \
+                and pc.any(pc.match_substring(col, "\x00")).as_py():
+            return True
+    return False
 
 
 def _unread(path: Path, exc: Exception) -> InvalidInput:
@@ -138,7 +151,7 @@ class Exchange:
             table, unreadable = self._read(path, fmt, on_invalid)
             present = self.store.existing_fact_ids([x for x in table.column("fact_id").to_pylist() if x])
         rows = table.to_pylist()
-        self._complete(rows, fmt)
+        self._complete(rows, fmt, nuls=_has_nul(table))
         skipped = sorted(unreadable + self._check_imported(rows, path, where, on_invalid), key=lambda s: s.position)
         bad = {s.position for s in skipped}
         notes = [r["fact_id"] for r in rows if r["_note"] and r["line_number"] not in bad]
@@ -200,14 +213,14 @@ class Exchange:
                                  pa.array(numbers, pa.int64()))
         return table, [Skipped(position=number, reason=why) for number, why in bad]
 
-    def _complete(self, rows: list[dict], fmt: str) -> None:
+    def _complete(self, rows: list[dict], fmt: str, *, nuls: bool = True) -> None:
         """Fill in what a hand-written line leaves out and can be computed: a plain note (no
         fact_id) gets its id from its user and content, its text redacted, and every row its
         content hash, kind, type and timestamps. Tags that cannot be read are the row's `_why`."""
         now = self.now()
         for r in rows:
             r["_why"] = _read_by_hand(r, fmt)
-            for name, value in r.items():  # (NULs dropped, as a write drops them: PostgreSQL's text refuses them)
+            for name, value in r.items() if nuls else ():  # (NULs dropped, as a write drops them: PostgreSQL's text refuses them)
                 if isinstance(value, str) and "\x00" in value:
                     r[name] = value.replace("\x00", "")
                 elif isinstance(value, list) and any(isinstance(t, str) and "\x00" in t for t in value):

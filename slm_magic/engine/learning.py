@@ -64,7 +64,7 @@ class LearningLoop:
         # The default fusion's best candidates for a query (`Recall.candidates`): what a learned
         # ranker is trained on. Given once recall is built (it ranks with this loop's learners).
         self.candidates: Callable[..., tuple] | None = None
-        self._rankers: dict[str, tuple] = {}          # user -> (model id, its parsed ranker)
+        self._rankers: dict[str, tuple] = {}          # user -> the newest fit, read (`_stored`)
         self._training_errors: dict[str, tuple] = {}  # user -> (why the last training failed, at how many signals)
 
     def feedback(self, fact_id: str, signal: str, *, session_id: str | None = None,
@@ -178,9 +178,9 @@ class LearningLoop:
         if not self.settings.config.learning:  # (signals are still kept: turned on again, they count)
             return LearningStatus(feedback_signals=signals, phase=phase, status="off (learning=False)", ranking="off")
         if phase == 1:
-            return LearningStatus(feedback_signals=signals, phase=1, status="collecting")
+            return LearningStatus(feedback_signals=signals, phase=phase, status="collecting")
         if phase == 2:
-            return LearningStatus(feedback_signals=signals, phase=2, status="active learning",
+            return LearningStatus(feedback_signals=signals, phase=phase, status="active learning",
                                   ranking="usefulness prior")
         ranker, model_id, why = self._ranker(user)
         if ranker is None:
@@ -202,22 +202,28 @@ class LearningLoop:
 
     def _ranker(self, user_id: str) -> tuple[LinearRanker | None, str | None, str | None]:
         """(the stored model, its id, None) or (None, None, why there is none)."""
+        ranker, model_id, why, _ = self._stored(user_id)
+        return ranker, model_id if ranker is not None else None, why
+
+    def _stored(self, user_id: str) -> tuple[LinearRanker | None, str | None, str | None, bool]:
+        """The newest stored fit, read once per model (a recall asks for it): (its model or None,
+        its id, why there is no model, whether this version reads it: a model, or a fit that
+        `train`'s check rejected)."""
         why = self._training_errors.get(user_id, (None, 0))[0]
         row = self.store.signals.latest_model(user_id, "ranker")
         if row is None:
-            return None, None, why or "no model trained yet"
+            return None, None, why or "no model trained yet", False
         model_id, _, _, params = row
-        rejected = _rejection(params)
-        if rejected is not None:
-            return None, None, rejected
         cached = self._rankers.get(user_id)
         if cached is None or cached[0] != model_id:
+            rejected = _rejection(params)
             try:
-                cached = (model_id, LinearRanker.from_json(params))
+                cached = (model_id, None, rejected, True) if rejected is not None else \
+                    (model_id, LinearRanker.from_json(params), None, True)
             except ValueError as exc:
-                return None, None, f"model {model_id} could not be loaded: {exc}"
-            self._rankers[user_id] = cached  # one parsed model per user: the newest
-        return cached[1], model_id, None
+                cached = (model_id, None, f"model {model_id} could not be loaded: {exc}", False)
+            self._rankers[user_id] = cached  # one parsed fit per user: the newest
+        return cached[1], cached[0], cached[2], cached[3]
 
     def _maybe_retrain(self, user_id: str) -> None:
         """Fit a new ranker when the signals reach phase 3 or have grown enough since the last."""
@@ -229,7 +235,7 @@ class LearningLoop:
         row = self.store.signals.latest_model(user_id, "ranker")
         # (a model this version cannot read is refitted now; a rejected fit, as any, when signals grew)
         if (row is not None and signals < max(row[2] + RETRAIN_MIN_NEW, RETRAIN_GROWTH * row[2])
-                and (_rejection(row[3]) is not None or self._ranker(user_id)[0] is not None)):
+                and self._stored(user_id)[3]):
             return
         failed_at = self._training_errors.get(user_id, (None, 0))[1]
         if failed_at and signals < failed_at + RETRAIN_MIN_NEW:
@@ -249,8 +255,9 @@ class LearningLoop:
             self._training_errors[user] = (f"training failed: {exc}", signals)
             return None
         self._training_errors.pop(user, None)
+        adopted = check is None or check[0] >= check[1]
         params = ranker.to_json()
-        if check is not None and check[0] < check[1]:
+        if not adopted:
             # (stored as the newest model, so no kernel goes on with an older one: the same
             # feedback would not have it either; refitted as the signals grow, as any model)
             params = json.dumps({"rejected": f"a learned ranking ordered your own feedback, asked of questions it "
@@ -262,7 +269,7 @@ class LearningLoop:
         # trained_on: the user's signal count when fitted (what the retraining rule compares)
         self.store.signals.save_model(f"{model_id}-{uuid.uuid4().hex[:8]}", user, "ranker", version,
                                       self.now(), signals, params)
-        return self.store.signals.latest_model(user, "ranker")[0] if check is None or check[0] >= check[1] else None
+        return self.store.signals.latest_model(user, "ranker")[0] if adopted else None
 
     def _training_rows(self, user: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each signal with a query becomes a row: the features its memory has among that

@@ -308,7 +308,7 @@ class SessionService:
                 self._close(sid, None, last)
             except SlmMagicError as exc:
                 self.store.notice(f"session {sid}, idle since {last:%Y-%m-%d %H:%M}, was closed without "
-                                          f"its summaries ({exc})")
+                                  f"its summaries ({exc})")
 
     def _close(self, sid: str, summary: str | None, ended: datetime) -> CloseSessionResult:
         facts = self.session_facts(sid)
@@ -316,14 +316,15 @@ class SessionService:
         if known is None and not facts and not is_synthetic_session(sid):  # a typo must not look closed
             raise InvalidInput(f"no session with id {sid!r}")
         started = known or (min(f.created_at for f in facts) if facts else self.now())
-        written, topics = self._summarise(sid, started, facts, summary.strip() if summary else None)
+        summary = summary.strip() if summary else None
+        written, topics = self._summarise(sid, started, facts, summary)
         if not is_synthetic_session(sid):
             self.learning.ignored_at_close(sid, self.user_id)
         if summary is None and facts:
             summary, auto = generated_line(facts, topics), True
         else:
             auto = False
-        self.end(sid, ended, summary=summary.strip() if summary else None, auto=auto)
+        self.end(sid, ended, summary=summary, auto=auto)
         return CloseSessionResult(success=True, session_id=sid, summary_events_created=written)
 
     def _summarise(self, sid: str, started: datetime, facts: list[Fact], said: str | None = None) -> tuple[int, list[str]]:
@@ -384,9 +385,9 @@ class SessionService:
         sessions = self.store.sessions
         for sid, (closed, kept_line) in plan.items():
             facts = self.session_facts(sid)
-            state = sessions.summary_state(sid)  # (api, is_auto_generated, started_at), None if never opened
+            state = sessions.summary_state(sid)  # (api, is_auto_generated, started_at, summary), None if never opened
             topics: list[str] | None = None
-            said = sessions.session(sid).get("summary") if state is not None and not state[1] else None
+            said = state[3] if state is not None and not state[1] else None
             if closed and (facts or said):  # (the user's own words for it stay searchable)
                 started = state[2] if state is not None else min(f.created_at for f in facts)
                 n, topics = self._summarise(sid, started, facts, said)

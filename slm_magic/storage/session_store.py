@@ -164,9 +164,9 @@ class SessionStore:
                           [list(fact_ids)])
 
     def summary_state(self, session_id: str):
-        """(api, is_auto_generated, started_at) of a session, None if it was never opened."""
+        """(api, is_auto_generated, started_at, summary) of a session, None if it was never opened."""
         with self.db.lock:
-            rows = self.db.con.execute("SELECT api, is_auto_generated, started_at FROM sessions WHERE session_id = ?",
+            rows = self.db.con.execute("SELECT api, is_auto_generated, started_at, summary FROM sessions WHERE session_id = ?",
                                        [session_id]).fetchall()
         return rows[0] if rows else None
 

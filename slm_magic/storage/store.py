@@ -89,7 +89,7 @@ class Store:
         if new_file and os.path.exists(self.path):
             os.chmod(self.path, 0o600)  # memories are private: only their owner reads the file
             if new_folder:  # (said once: a mistyped path would otherwise look like memories lost)
-                self.notices.append(f"a new memory file at {self.path}, in a folder made for it")
+                self.notice(f"a new memory file at {self.path}, in a folder made for it")
         self._migrate(SCHEMA_VERSION if upgrade_to is None else upgrade_to)
 
     def _begin(self, path: str, sessions) -> None:
@@ -574,23 +574,16 @@ class Store:
                 [*params, limit, offset]).fetchall()
         return rows, int(total)
 
-    def find_live(self, user_id: str, *, topic_key: str | None = None, content_hash: str | None = None):
-        """fact_id of the user's memory with this topic key (or this normalised content)."""
+    def find_live(self, user_id: str, *, topic_key: str | None = None, content_hash: str | None = None,
+                  notebook: str | None | type(...) = ...):
+        """fact_id of the user's newest memory with this topic key (or this normalised content),
+        written from `notebook` when one is given (None: outside a notebook)."""
         col, val = ("topic_key", topic_key) if topic_key is not None else ("content_hash", content_hash)
+        where, params = ("", []) if notebook is ... else (" AND notebook IS NOT DISTINCT FROM ?", [notebook])
         with self.lock:
             rows = self.con.execute(
-                f"SELECT fact_id FROM memories WHERE user_id = ? AND {col} = ? AND kind = 'memory' "
-                "ORDER BY updated_at DESC LIMIT 1", [user_id, val]).fetchall()
-        return rows[0][0] if rows else None
-
-    def same_text(self, user_id: str, content_hash: str, notebook: str | None):
-        """fact_id of the user's newest memory with this normalised content written from this
-        notebook (None: outside one), or None."""
-        with self.lock:
-            rows = self.con.execute(
-                "SELECT fact_id FROM memories WHERE user_id = ? AND content_hash = ? AND kind = 'memory' "
-                "AND notebook IS NOT DISTINCT FROM ? ORDER BY updated_at DESC LIMIT 1",
-                [user_id, content_hash, notebook]).fetchall()
+                f"SELECT fact_id FROM memories WHERE user_id = ? AND {col} = ? AND kind = 'memory'{where} "
+                "ORDER BY updated_at DESC LIMIT 1", [user_id, val, *params]).fetchall()
         return rows[0][0] if rows else None
 
     def fact_rows(self, since: int = 0, docs: tuple[int, int] | None = None, vectors: bool = False):
