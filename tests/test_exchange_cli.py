@@ -171,3 +171,23 @@ def test_the_console_reads_a_note_from_stdin_as_a_cell_and_has_nothing_to_ask_of
     capsys.readouterr()
     assert main(["--db", db, "forget", "--project", "nosuch"]) == 0  # (was: exit 2, "forget 0 memories? add --yes")
     assert capsys.readouterr().out == "slm-magic: no memory of project nosuch: nothing to forget\n"
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_an_import_drops_nuls_from_every_kind_of_file(tmp_path, suffix):
+    """A NUL in an imported value is dropped as a write drops it (PostgreSQL's text refuses
+    it): in a JSON line it is an escape, decoded row by row, in a parquet file a character;
+    a file without one is not looked at row by row."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / f"notes{suffix}"
+    rows = [{"content": "a note with a NUL \x00 inside", "tags": ["x\x00y"]}, {"content": "a plain note", "tags": []}]
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # ("\x00" written as its escape)
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    with Memory(tmp_path / "m.duckdb") as mem:
+        assert mem.import_file(path).memories == 2
+        got = {(f.content, f.tags) for f in mem.browse().facts}
+    assert got == {("a note with a NUL  inside", ("xy",)), ("a plain note", ())}

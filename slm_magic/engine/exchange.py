@@ -56,13 +56,14 @@ def _format(path: Path) -> str:
 
 
 def _has_nul(table: pa.Table) -> bool:
-    """Whether any text of the table holds a NUL: one look per column, so that an import looks
-    at each row's values only when one does."""
+    """Whether any text of the table may hold a NUL, itself or as a JSON line's escape of it
+    (decoded row by row later): one look per column, so that an import looks at each row's
+    values only when one may."""
     for col in table.columns:
         if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
             col = pc.list_flatten(col)
-        if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) \
-                and pc.any(pc.match_substring(col, "\x00")).as_py():
+        if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) and (
+                pc.any(pc.match_substring(col, "\x00")).as_py() or pc.any(pc.match_substring(col, "\\u0000")).as_py()):
             return True
     return False
 
