@@ -157,7 +157,7 @@ def test_a_day_s_session_is_scored_as_every_other_match_is(mem, question):
 
     sid = demo_session(mem)
     now = mem.now()
-    terms, qtf, qlen, _, days = mem.retrieval.analyse(question, now, "auto")
+    terms, qtf, qlen, _, days, _ = mem.retrieval.analyse(question, now, "auto")
     cs = mem.index.channel_scores(terms, qtf, qlen, text.query_grams(question))
     day_docs = mem.retrieval.day_docs(mem.user_id, days, None)
     assert len(day_docs) == 1
@@ -186,3 +186,93 @@ def test_one_way_to_pick_rows_of_a_ranking():
     scored = r.take(np.array([1]), score=np.array([2.0]), learned=np.array([0.3]))
     assert scored.score.tolist() == [2.0] and scored.learned.tolist() == [0.3] and scored.relevance.tolist() == [0.5]
     assert not hasattr(Ranked, "subset")
+
+
+# --- the days a person means: their own calendar, and spans of days ---------------------------
+
+@pytest.fixture
+def new_york(monkeypatch):
+    """The machine's time zone set to New York (UTC-4 in June), as a user's laptop there has it."""
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_a_day_is_the_users_own_day_not_greenwichs(mem, clock, new_york):
+    """A session at 21:30 in New York on Monday 1 June is 01:30 UTC on Tuesday: it was filed under
+    Tuesday, so "what did I do today" asked that evening found nothing."""
+    clock.now = datetime(2026, 6, 2, 1, 30)  # (UTC)
+    sid = demo_session(mem)
+    assert sid.startswith("slm-20260601-")
+    top = mem.recall("what did I do today", limit=3)[0]
+    assert whole(top) and top.fact.session_id == sid and top.fact.topic_key == day_key(datetime(2026, 6, 1)) + sid
+    assert "Monday 01 June 2026" in top.content and "Tuesday" not in top.content
+    clock.now = datetime(2026, 6, 2, 14)  # (10:00 on Tuesday in New York)
+    assert mem.recall("what did I do yesterday", limit=3)[0].fact.session_id == sid
+    assert not any(m.score.temporal for m in mem.recall("what did I do today", limit=10))
+    from slm_magic.results.display import when_text
+    assert when_text(datetime(2026, 6, 2, 1, 30)) == "2026-06-01 21:30"  # (what the views show)
+
+
+def test_a_span_of_days_brings_each_of_its_sessions(mem, clock):
+    """"last week", "this week", "in June", "since Wednesday": each day's sessions of the span
+    first, none from outside it."""
+    days = {}
+    for day in (datetime(2026, 6, 3, 9), datetime(2026, 6, 5, 9), datetime(2026, 6, 9, 9), datetime(2026, 5, 20, 9)):
+        clock.now = day
+        days[day.date()] = demo_session(mem, [(f"Worked on the forecast of {day:%A %d %B}.", "forecast", "discovery")],
+                                        project="sales")
+    clock.now = datetime(2026, 6, 10, 12)  # (a Wednesday)
+    by_day = {sid: d for d, sid in days.items()}
+
+    def sessions_first(question: str) -> set:
+        res = mem.recall(question, limit=10)
+        firsts = [m for m in res if m.score.temporal > 0]
+        assert all(whole(m) for m in firsts) and res[:len(firsts)] == firsts, question
+        return {by_day[m.fact.session_id].isoformat() for m in firsts}
+
+    assert sessions_first("what did I do last week") == {"2026-06-03", "2026-06-05"}
+    assert sessions_first("what did I do this week") == {"2026-06-09"}
+    assert sessions_first("what did I work on in June?") == {"2026-06-03", "2026-06-05", "2026-06-09"}
+    assert sessions_first("what did I do last month") == {"2026-05-20"}
+    assert sessions_first("anything since Friday?") == {"2026-06-05", "2026-06-09"}
+    assert sessions_first("what did I do on June 5th") == {"2026-06-05"}
+    assert sessions_first("what did I do in the past 3 days") == {"2026-06-09"}
+    assert sessions_first("and three weeks ago?") == {"2026-05-20"}
+    assert sessions_first("what did I do two weeks ago") == set()
+
+
+@pytest.mark.parametrize("question, first, last, n", [
+    ("last week", "20260525", "20260531", 7), ("this week", "20260601", "20260601", 1),
+    ("two weeks ago", "20260518", "20260524", 7), ("the past week", "20260526", "20260601", 7),
+    ("in the last 3 days", "20260529", "20260601", 4), ("last month", "20260501", "20260531", 31),
+    ("in October", "20251001", "20251031", 31), ("during May 2026", "20260501", "20260531", 31),
+    ("the day before yesterday", "20260530", "20260530", 1), ("last weekend", "20260530", "20260531", 2),
+    ("on 12 May", "20260512", "20260512", 1), ("May 12th", "20260512", "20260512", 1),
+    ("since 2026-05-29", "20260529", "20260601", 4), ("a week ago", "20260525", "20260531", 7),
+])
+def test_the_days_each_phrase_names(question, first, last, n):
+    from slm_magic.core.temporal import temporal_terms
+
+    got = temporal_terms(question, datetime(2026, 6, 1, 12))  # (a Monday)
+    assert (got[0], got[-1], len(got)) == (first, last, n)
+
+
+@pytest.mark.parametrize("question", ["this may be wrong", "it may 12 times", "2 may fail", "the mar of the join",
+                                      "weekends are quiet", "version 2 of the model", "in sep=';' files"])
+def test_words_that_only_look_like_dates_name_no_day(question):
+    from slm_magic.core.temporal import temporal_terms
+
+    assert temporal_terms(question, datetime(2026, 6, 1, 12)) == []
+
+
+def test_a_date_in_words_asked_of_the_sessions_is_not_its_numbers(mem, clock):
+    demo_session(mem)  # (Monday 01 June 2026)
+    clock.now = datetime(2026, 6, 20, 9)
+    other_day = mem.recall("what did I do on June 12", limit=10)
+    assert all(m.score.bm25 == 0 and not m.matched for m in other_day), other_day
+    assert whole(mem.recall("what did I do on June 1st", limit=3)[0])

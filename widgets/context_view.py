@@ -10,7 +10,7 @@ from IPython.display import Markdown
 
 from slm_magic.core.scoring import AGE_GATE_RELEVANCE
 from slm_magic.results.display import (FAINT, INK, MUTED, PIN, age_gate_words, learning_words, mode_words, one_line,
-                                       plural, session_html, session_text)
+                                       plural, session_html, session_text, when_text)
 from slm_magic.results.models import SessionInit
 
 from .memories_view import MemoriesView
@@ -74,7 +74,7 @@ class ContextView(SavedForm, W.VBox):
         self.timeline = W.HTML(
             f"<div style='color:{INK};font-size:12px'><b>earlier sessions</b>" + "".join(
                 f"<div>"
-                f"<span style='font-variant-numeric:tabular-nums;color:{FAINT}'>{s.date:%Y-%m-%d %H:%M}</span> "
+                f"<span style='font-variant-numeric:tabular-nums;color:{FAINT}'>{when_text(s.date)}</span> "
                 f"{html.escape(one_line(s.summary, 160))}</div>" for s in recent) + "</div>",
             layout=W.Layout(display=None if recent else "none"))
         self.memories = MemoriesView(init.scored_memories, memory=memory, session_id=init.session_id,

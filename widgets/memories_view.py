@@ -17,7 +17,7 @@ import ipywidgets as W
 
 from slm_magic.results.display import (CORE_BADGE, ERROR, FAINT, INK, MUTED, SCORE_FORMULA, STRENGTH_WORDS, age_text,
                                        author_text, marked_html, memories_html, mode_words, one_line, origin_html, plural,
-                                       recall_html, recall_text)
+                                       recall_html, recall_text, when_text)
 from slm_magic.errors import SlmMagicError
 from slm_magic.results.models import Fact, RecallResult, ScoredMemory
 
@@ -199,7 +199,7 @@ class MemoryRow:
             parts.insert(0, f"<span class='slm-forgotten' style='color:{ERROR}'>forgotten</span>")
         if f.tags:
             parts.append(" ".join(f"<span class='slm-tag'>{_marked(t, terms)}</span>" for t in f.tags))
-        parts.append(f"<span title='updated {f.updated_at:%Y-%m-%d %H:%M} UTC'>{age_text(f.updated_at)}</span>")
+        parts.append(f"<span title='updated {when_text(f.updated_at)}'>{age_text(f.updated_at)}</span>")
         if f.notebook or f.cell is not None:
             name = (f.notebook or "").rsplit("/", 1)[-1]
             where = f"{name} [{f.cell}]" if f.cell is not None else name

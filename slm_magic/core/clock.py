@@ -1,9 +1,10 @@
-"""Time as the store keeps it: naive UTC datetimes, and seconds since the epoch for the index."""
+"""Time as the store keeps it: naive UTC datetimes, and seconds since the epoch for the index;
+and as a person reads it: the days and hours of the machine's own time zone."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Any
 
 from ..errors import InvalidInput
@@ -25,6 +26,20 @@ def to_utc_naive(value: Any, default: datetime) -> datetime:
             value = value.astimezone(timezone.utc)
         value = value.replace(tzinfo=None)
     return value
+
+
+def local(dt: datetime) -> datetime:
+    """A naive UTC time as the machine's wall clock reads it (naive): the day a person means by
+    "today" or "last Tuesday" ends at their midnight, not at Greenwich's."""
+    try:
+        return dt.replace(tzinfo=timezone.utc).astimezone().replace(tzinfo=None)
+    except (OverflowError, OSError, ValueError):  # (a time at the calendar's ends stays as it is)
+        return dt
+
+
+def local_day(dt: datetime) -> date:
+    """The machine's calendar day of a naive UTC time."""
+    return local(dt).date()
 
 
 def utcnow() -> datetime:

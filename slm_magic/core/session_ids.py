@@ -6,6 +6,8 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
+from .clock import local
+
 #: Sessions opened by tools, not people.
 SYNTHETIC_SESSION_PREFIXES = ("http:", "mcp:", "cli:", "probe:")
 
@@ -15,4 +17,4 @@ def is_synthetic_session(session_id: str | None) -> bool:
 
 
 def new_session_id(now: datetime) -> str:
-    return f"slm-{now:%Y%m%d}-{secrets.token_hex(4)}"
+    return f"slm-{local(now):%Y%m%d}-{secrets.token_hex(4)}"  # (the day the person is in)

@@ -1,5 +1,6 @@
-"""Day references in a query ("yesterday", "last Tuesday", "3 days ago", "2026-06-16"),
-turned into the YYYYMMDD day terms that session ids and session summaries carry.
+"""The days a question names ("yesterday", "last Tuesday", "3 days ago", "last week", "in
+October", "since March 3", "2026-06-16"), turned into the YYYYMMDD day terms that session ids
+and session summaries carry. Days are the machine's own calendar days (core/clock.local).
 
 This is the temporal channel: summary events are written with their session's day, so a
 question about a day finds what was done that day without any date arithmetic in the index.
@@ -10,13 +11,47 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
+from .clock import local_day
+
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_REL = re.compile(
-    r"\b(?:(?P<today>today)|(?P<yesterday>yesterday)|(?P<n>\d{1,3})\s+days?\s+ago|"
-    r"(?:(?P<last>last|past|previous)\s+|on\s+|this\s+)?(?P<weekday>" + "|".join(_WEEKDAYS) + r"))\b",
-    re.IGNORECASE,
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")
+_MONTH_OF = {**{m: i for i, m in enumerate(_MONTHS, start=1)}, **{m[:3]: i for i, m in enumerate(_MONTHS, start=1)},
+             "sept": 9}
+_COUNT_OF = {w: i for i, w in enumerate(("one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                                         "ten", "eleven", "twelve"), start=1)} | {"a": 1, "an": 1}
+#: Words that are a month only in a date's company ("may 12" in "it may 12 times" is not one),
+#: and those that are not one even after "in" ("in sep", unless a year follows).
+_ALSO_WORDS = {"may", "mar", "march", "jan", "sep", "oct", "nov", "dec"}
+_NOT_ALONE = {"mar", "jan", "sep"}
+#: The most days one question names (a "since" two years back keeps its latest year).
+MAX_DAYS = 366
+
+_N = r"\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+_MONTH = "|".join(sorted(_MONTH_OF, key=len, reverse=True))
+_YEAR = r"(?:19|20)\d\d"
+_ORD = "st|nd|rd|th"
+_DAY_NAMED = re.compile(
+    rf"""\b(?P<since>since\s+|from\s+)?(?:
+      (?P<before>(?:the\s+)?day\s+before\s+yesterday)
+    | (?P<today>today|tonight|this\s+(?:morning|afternoon|evening))
+    | (?P<yesterday>yesterday)
+    | (?P<days_ago>{_N})\s+days?\s+ago
+    | (?P<weeks_ago>{_N})\s+weeks?\s+ago
+    | (?:the\s+)?(?:past|last)\s+(?P<span>{_N})\s+days
+    | (?:the\s+)?past\s+(?P<past_week>week)
+    | (?P<week>this|last|previous)\s+week
+    | (?P<month_rel>this|last|previous)\s+month
+    | (?:(?P<weekend_last>last|previous)\s+|this\s+|the\s+)?(?P<weekend>weekend)
+    | (?P<on1>on\s+)?(?:the\s+)?(?P<dom1>\d{{1,2}})(?P<ord1>{_ORD})?\s+(?:of\s+)?(?P<mon1>{_MONTH})\.?(?:,?\s+(?P<y1>{_YEAR}))?
+    | (?P<on2>on\s+)?(?P<mon2>{_MONTH})\.?\s+(?P<dom2>\d{{1,2}})(?P<ord2>{_ORD})?(?:,?\s+(?P<y2>{_YEAR}))?
+    | (?(since)|(?P<prep>in|during|throughout|of|last|early|late|mid)[\s-]+)(?P<mon3>{_MONTH})(?:\s+(?P<y3>{_YEAR}))?
+    | (?P<mon4>{_MONTH})\s+(?P<y4>{_YEAR})
+    | (?:(?P<last>last|past|previous)\s+|on\s+|this\s+)?(?P<weekday>{"|".join(_WEEKDAYS)})
+    | (?P<iso>{_YEAR}-\d\d-\d\d)
+    )\b(?!-\d)""",
+    re.IGNORECASE | re.VERBOSE,
 )
-_ISO = re.compile(r"\b(20\d\d)-(\d\d)-(\d\d)\b")
 
 
 def day_term(day: date) -> str:
@@ -24,35 +59,110 @@ def day_term(day: date) -> str:
 
 
 def temporal_terms(query: str, now: datetime) -> list[str]:
-    """Day terms for the days a query refers to, relative to `now` (empty if none)."""
+    """Day terms for the days a query refers to, relative to `now` (naive UTC; the days are
+    the machine's local ones), in the order named, at most MAX_DAYS (empty if none)."""
     if not query or not any(ch.isalpha() or ch.isdigit() for ch in query):
         return []
-    today = now.date()
+    today = local_day(now)
     days: list[date] = []
-    for m in _REL.finditer(query):
-        if m.group("today"):
-            days.append(today)
-        elif m.group("yesterday"):
-            days.append(today - timedelta(days=1))
-        elif m.group("n"):
-            days.append(today - timedelta(days=int(m.group("n"))))
-        elif m.group("weekday"):
-            back = (today.weekday() - _WEEKDAYS.index(m.group("weekday").lower())) % 7
-            if back == 0 and m.group("last"):
-                back = 7  # "last Monday" said on a Monday means a week ago
-            days.append(today - timedelta(days=back))
-    for m in _ISO.finditer(query):
-        try:
-            days.append(date(int(m.group(1)), int(m.group(2)), int(m.group(3))))
-        except ValueError:
+    for m in _DAY_NAMED.finditer(query):
+        first, last = _span(m, today, query) or (None, None)
+        if first is None:
             continue
-    return list(dict.fromkeys(day_term(d) for d in days))
+        if m.group("since"):
+            last = max(last, today)
+        last = min(last, max(today, first))  # (a range never runs past today; a date named outright stays)
+        days += [last - timedelta(days=i) for i in range(min((last - first).days + 1, MAX_DAYS))][::-1]
+    return list(dict.fromkeys(day_term(d) for d in days[-MAX_DAYS:]))
+
+
+def _span(m: re.Match, today: date, query: str) -> tuple[date, date] | None:
+    """The first and last day of one phrase that names days, None where it names none."""
+    g = m.group
+    if g("before"):
+        return _day(today - timedelta(days=2))
+    if g("today"):
+        return _day(today)
+    if g("yesterday"):
+        return _day(today - timedelta(days=1))
+    if g("days_ago"):
+        return _day(today - timedelta(days=_count(g("days_ago"))))
+    if g("weeks_ago"):
+        return _week_of(today - timedelta(weeks=_count(g("weeks_ago"))))
+    if g("span"):
+        return today - timedelta(days=_count(g("span"))), today
+    if g("past_week"):
+        return today - timedelta(days=6), today
+    if g("week"):
+        return _week_of(today - timedelta(weeks=0 if g("week").lower() == "this" else 1))
+    if g("month_rel"):
+        month = today.replace(day=1)
+        return _month_of(month if g("month_rel").lower() == "this" else month - timedelta(days=1))
+    if g("weekend"):
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7)
+        if g("weekend_last") and today.weekday() >= 5:
+            saturday -= timedelta(weeks=1)
+        return saturday, saturday + timedelta(days=1)
+    if g("mon1") or g("mon2"):
+        i = 1 if g("mon1") else 2
+        month, dom, year = g(f"mon{i}"), g(f"dom{i}"), g(f"y{i}")
+        if month.lower() in _ALSO_WORDS and not (g(f"ord{i}") or year or g("since") or g(f"on{i}")) \
+                and not re.search(r"\b(?:by|until|till|before|after|in|of)\s+$", query[:m.start()], re.I):
+            return None  # ("it may 12 times", "2 may fail": not dates)
+        return _day(_dated(today, _MONTH_OF[month.lower()], int(dom), year))
+    if g("mon3") or g("mon4"):
+        month, year = (g("mon3"), g("y3")) if g("mon3") else (g("mon4"), g("y4"))
+        if g("mon3") and month.lower() in _NOT_ALONE and not year:
+            return None
+        number, prep = _MONTH_OF[month.lower()], (g("prep") or "").lower()
+        y = int(year) if year else today.year - (number > today.month or (prep == "last" and number == today.month))
+        return _month_of(date(y, number, 1))
+    if g("weekday"):
+        back = (today.weekday() - _WEEKDAYS.index(g("weekday").lower())) % 7
+        if back == 0 and g("last"):
+            back = 7  # "last Monday" said on a Monday means a week ago
+        return _day(today - timedelta(days=back))
+    if g("iso"):
+        try:
+            return _day(date.fromisoformat(g("iso")))
+        except ValueError:
+            return None
+    return None
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _COUNT_OF[word.lower()]
+
+
+def _day(day: date | None) -> tuple[date, date] | None:
+    return None if day is None else (day, day)
+
+
+def _week_of(day: date) -> tuple[date, date]:
+    """Monday to Sunday of the week that holds `day`."""
+    monday = day - timedelta(days=day.weekday())
+    return monday, monday + timedelta(days=6)
+
+
+def _month_of(day: date) -> tuple[date, date]:
+    first = day.replace(day=1)
+    return first, (first + timedelta(days=32)).replace(day=1) - timedelta(days=1)
+
+
+def _dated(today: date, month: int, dom: int, year: str | None) -> date | None:
+    """A day of a month; without a year, the latest such day not after today."""
+    try:
+        day = date(int(year) if year else today.year, month, dom)
+        return day if year or day <= today else date(today.year - 1, month, dom)
+    except ValueError:  # (February 30th, the 31st of a short month)
+        return None
 
 
 def without_dates(query: str) -> str:
-    """The query without the dates it spells out ("2026-11-12"): a date asked of the sessions
-    is the temporal channel's, and its numbers alone ("2026", "12") would match every other date."""
-    return _ISO.sub(" ", query)
+    """The query without the dates it spells out with numbers ("2026-11-12", "on November 12",
+    "3 days ago"): a date asked of the sessions is the temporal channel's, and its numbers alone
+    ("2026", "12") would match every other day."""
+    return _DAY_NAMED.sub(lambda m: " " if any(ch.isdigit() for ch in m.group(0)) else m.group(0), query)
 
 
 #: The topic key that marks a day's whole-session summary: `day_key(day) + session_id`.

@@ -149,9 +149,9 @@ class Recall:
 
     def question(self, query: str, now_dt: datetime, *, user: str, project: str | None, limit: int,
                  kind: str | None, type: str | None, max_age_days: int | None, strict: bool) -> Question:
-        terms, qtf, qlen, kind, days = self.analyse(query, now_dt, kind)
+        terms, qtf, qlen, kind, days, asked = self.analyse(query, now_dt, kind)
         days = days if kind in (None, "summary_event") and type in (None, "summary") and limit else []
-        words = text.term_words(query)
+        words = text.term_words(asked)  # (a date the temporal channel took is no word a match shows)
         model = self.settings.model
         # (the question's vector, for whichever path ranks: the index's, else the file's)
         vector = model.encode([query])[0] if model is not None and limit > 0 else None
@@ -205,9 +205,10 @@ class Recall:
         return ranked, scored_memories(ranked, self.live.rows.get(ranked.doc_ids.tolist()), q.words)
 
     def analyse(self, query: str, now_dt: datetime, kind: str | None):
-        """(terms, their counts, length, kind to keep, day terms) of a query. Dates it speaks of
-        ("yesterday", "last Tuesday") become the day terms session summaries carry (the temporal
-        channel); "auto" keeps summaries only for questions about days or sessions."""
+        """(terms, their counts, length, kind to keep, day terms, the words asked) of a query.
+        Dates it speaks of ("yesterday", "last week") become the day terms session summaries
+        carry (the temporal channel); "auto" keeps summaries only for questions about days or
+        sessions, whose dates spelled with numbers are the channel's alone."""
         expanded = query.replace("\x00", "")
         days = temporal_terms(expanded, now_dt)
         about_sessions = _ASKS_ABOUT_SESSIONS.search(query) is not None
@@ -216,13 +217,14 @@ class Recall:
         index = self.live.index
         if days and index is not None:  # only days something was written about
             days = [d for d in days if text.term_hash(d) in index.cols]
+        asked = expanded
         if days:
             expanded = f"{expanded} {' '.join(days)}"
         if kind == "auto":
             kind = None if days or about_sessions else "memory"
         counts = text.query_counts(expanded, self.known_terms)
         qtf = list(counts.values())
-        return list(counts.keys()), qtf, sum(qtf), kind, days
+        return list(counts.keys()), qtf, sum(qtf), kind, days, asked
 
     def day_docs(self, user: str, days: list[str], project: str | None) -> list[int]:
         """Index positions of the user's whole-session summaries of these days (YYYYMMDD)."""
@@ -240,7 +242,7 @@ class Recall:
         """The default fusion's best k for a query (no session, no learning), with the channel
         scores they came from: what the learned ranker is trained on."""
         now_dt = self.clock()
-        terms, qtf, qlen, kind, _ = self.analyse(query, now_dt, "auto")
+        terms, qtf, qlen, kind, _, _ = self.analyse(query, now_dt, "auto")
         index = self.live.index
         user_code = index.lookup_code("user", user)
         project_code = None if project is None else index.lookup_code("project", project)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from ..core.clock import local_day
 from ..errors import InvalidInput
 from ..memory import Memory
 from ..results.display import PART_TIPS, PART_WORDS, STRENGTH_WORDS
@@ -46,7 +47,7 @@ class Query:
         return bool(self.tag or self.author or self.since or self.until)
 
     def keeps(self, fact: Fact) -> bool:
-        day = fact.created_at.date()
+        day = local_day(fact.created_at)  # (the day the panel shows it on)
         return ((not self.tag or self.tag in fact.tags) and (not self.author or fact.user_id == self.author)
                 and (self.since is None or day >= self.since) and (self.until is None or day <= self.until))
 
@@ -220,7 +221,7 @@ def _line(content: str, n: int = 120) -> str:
 def _session_json(s: dict[str, Any], summary: str | None) -> dict[str, Any]:
     iso = lambda d: d.isoformat() if isinstance(d, datetime) else d
     memories = sorted(s["memories"], key=lambda m: m["created_at"])[:8]
-    return {"session_id": s["session_id"], "day": s["first"].date().isoformat(), "first": iso(s["first"]),
+    return {"session_id": s["session_id"], "day": local_day(s["first"]).isoformat(), "first": iso(s["first"]),
             "last": iso(s["last"]), "count": s["count"], "projects": sorted(s["projects"]),
             "notebooks": sorted(s["notebooks"]), "types": sorted(s["types"]), "summary": summary,
             "memories": [{**m, "created_at": iso(m["created_at"])} for m in memories]}

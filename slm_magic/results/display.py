@@ -15,6 +15,7 @@ import shutil
 import textwrap
 from datetime import datetime
 
+from ..core.clock import local, utcnow
 from ..core.scoring import AGE_GATE_RELEVANCE, SEARCH_WEIGHTS, WEAK_RELEVANCE
 
 # The views' text colours: JupyterLab's theme variables (a dark theme's text is light), with the
@@ -56,8 +57,13 @@ def age_gate_words(days: int | None, older: int, shown: int) -> str:
             f"{out:,} left out")
 
 
+def when_text(dt: datetime) -> str:
+    """A stored time (UTC) as the reader's clock shows it, to the minute."""
+    return f"{local(dt):%Y-%m-%d %H:%M}"
+
+
 def age_text(dt: datetime, now: datetime | None = None) -> str:
-    now = now or datetime.utcnow()
+    now = now or utcnow()
     days = (now - dt).total_seconds() / 86_400
     if days < 1 / 24:
         return "now"
@@ -341,7 +347,7 @@ def session_text(init, width: int | None = None) -> str:
     if init.recent_sessions:  # (as the HTML and the widget show them)
         lines.append("earlier sessions:")
         for r in init.recent_sessions:
-            lines += wrap(f"{r.date:%Y-%m-%d %H:%M} {one_line(r.summary, 160)}", width, 2)
+            lines += wrap(f"{when_text(r.date)} {one_line(r.summary, 160)}", width, 2)
     # The context block as plain lines: no markdown heading, italics or "no memories" line (the
     # lines above say so), and words for the pin (fonts lack 📌)
     context = [raw[1:-1] if len(raw) > 1 and raw[0] == raw[-1] == "_" else raw
@@ -377,7 +383,7 @@ def session_html(init, viewer: str | None = None) -> str:
         out += f"<div style='color:{MUTED}'>{e(age_gate_words(*gate))}</div>"
     if init.recent_sessions:
         out += f"<div style='color:{INK}'><b>earlier sessions</b>" + "".join(
-            f"<div>{s.date:%Y-%m-%d %H:%M} {e(one_line(s.summary, 160))}</div>" for s in init.recent_sessions) + "</div>"
+            f"<div>{when_text(s.date)} {e(one_line(s.summary, 160))}</div>" for s in init.recent_sessions) + "</div>"
     if init.scored_memories:
         out += memories_html(init.scored_memories, viewer)
     elif init.memories:

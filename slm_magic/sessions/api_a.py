@@ -20,6 +20,7 @@ from ..engine.validate import redact
 from ..errors import InvalidInput, SlmMagicError
 from ..results.models import (CloseSessionResult, Fact, RecallResult, ScoredMemory, SearchScore, SessionInit,
                               SessionMemory, SessionSummaryCompact)
+from ..core.clock import local
 from ..core.scoring import recency, revision, search_score
 from ..index.rows import fact_of
 from ..core.session_ids import is_synthetic_session, new_session_id
@@ -307,7 +308,7 @@ class SessionService:
             try:
                 self._close(sid, None, last)
             except SlmMagicError as exc:
-                self.store.notice(f"session {sid}, idle since {last:%Y-%m-%d %H:%M}, was closed without "
+                self.store.notice(f"session {sid}, idle since {local(last):%Y-%m-%d %H:%M}, was closed without "
                                   f"its summaries ({exc})")
 
     def _close(self, sid: str, summary: str | None, ended: datetime) -> CloseSessionResult:
@@ -331,7 +332,9 @@ class SessionService:
         """Write a session's summary events: one per entity its memories touch and one of the
         whole session (opening with the user's own summary, `said`), each only if the session
         has none for it yet (a close writes each once; one forgotten on purpose stays
-        forgotten). Returns how many were written and the entities' labels, in order of appearance."""
+        forgotten). Returns how many were written and the entities' labels, in order of appearance.
+        Their day is the one on the user's own calendar (`started` is UTC)."""
+        started = local(started)
         done = set(self.store.sessions.summarised_entities(sid))
         groups, labels = entity_groups(facts)
         records: list[dict[str, Any]] = []
@@ -421,7 +424,7 @@ class SessionService:
     def write_observations_summary(self, user: str, sid: str, summary: str, now: datetime) -> str:
         """An API B session's summary is also an observation of type "summary", so search finds it."""
         return self.write_summaries([{"content": summary, "session_id": sid, "user_id": user,
-                                      "title": f"Session summary {now:%Y-%m-%d}", "created_at": now}])[0]
+                                      "title": f"Session summary {local(now):%Y-%m-%d}", "created_at": now}])[0]
 
     def _whole_session(self, sid: str, started: datetime, facts: list[Fact], touched: list[str],
                        said: str | None = None) -> dict[str, Any]:

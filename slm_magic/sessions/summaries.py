@@ -8,6 +8,7 @@ import re
 from collections import defaultdict
 from datetime import datetime
 
+from ..core.clock import local
 from ..results.display import one_line
 from ..results.models import Fact, SessionMemory
 
@@ -71,5 +72,5 @@ def render_context(memories: list[SessionMemory], dates: dict[str, datetime], no
     for m in memories:
         when = dates.get(m.fact_id)
         badge = "📌 " if m.is_core else ""
-        lines.append(f"- {badge}{one_line(m.content, 300)}" + (f" ({when:%Y-%m-%d})" if when else ""))
+        lines.append(f"- {badge}{one_line(m.content, 300)}" + (f" ({local(when):%Y-%m-%d})" if when else ""))
     return "\n".join(lines) + "\n"
