@@ -276,3 +276,46 @@ def test_a_date_in_words_asked_of_the_sessions_is_not_its_numbers(mem, clock):
     other_day = mem.recall("what did I do on June 12", limit=10)
     assert all(m.score.bm25 == 0 and not m.matched for m in other_day), other_day
     assert whole(mem.recall("what did I do on June 1st", limit=3)[0])
+
+
+def test_a_day_still_in_an_open_session_is_answered_by_what_was_written(mem, clock):
+    """"what did I do today" asked in the session still under way found nothing: a day had an
+    answer only once its session was closed and summarised."""
+    sid = mem.session_init(query="churn").session_id
+    kept = [mem.remember(text, session_id=sid, tags=tags).fact_id for text, tags, _ in DEMO[:2]]
+    clock.now = datetime(2026, 6, 1, 17)
+    res = mem.recall("what did I do today", session_id=sid, limit=10)
+    assert {m.fact_id for m in res} == set(kept) and all(m.score.temporal == 1.0 for m in res)
+    assert mem.recall("what did I do today", kind="memory", limit=10).memories == []  # (kind still says)
+    clock.now = datetime(2026, 6, 2, 9)  # (the next morning, the session still open: within the timeout)
+    assert {m.fact_id for m in mem.recall("what did I do yesterday", limit=10)} == set(kept)
+    assert mem.recall("what did I do today", limit=10).memories == []
+    mem.close_session(sid)  # (once closed, its summary stands for them)
+    closed = mem.recall("what did I do yesterday", limit=10)
+    assert whole(closed[0]) and not {m.fact_id for m in closed if m.score.temporal} & set(kept)
+
+
+def test_the_file_answers_a_days_open_session_as_the_index_does(tmp_path, clock):
+    db = str(tmp_path / "m.duckdb")
+    with Memory(db, clock=clock, semantic=False) as mem:
+        sid = mem.session_init(query="churn").session_id
+        kept = {mem.remember(text, session_id=sid, tags=tags).fact_id for text, tags, _ in DEMO[:3]}
+        in_process = mem.recall("what did I do today", limit=10)
+        mem.live.degrade("a test: the index is taken away")
+        from_file = mem.recall("what did I do today", limit=10)
+    assert from_file.degraded_mode and "sql" in from_file.retrieval_mode
+    assert {m.fact_id for m in from_file} == {m.fact_id for m in in_process} == kept
+    assert all(m.score.temporal == 1.0 for m in from_file)
+
+
+def test_a_question_about_something_else_that_mentions_a_time_ranks_by_its_words(mem, clock):
+    """"why does the left join drop rows today" is about the join, not about the day: the
+    day's sessions and what it wrote do not come first (in a store written today they would
+    be everything, in the order of their age)."""
+    sid = demo_session(mem)
+    mem.remember("the join keeps every order once customer_id is deduplicated", tags="join")
+    res = mem.recall("why does the left join drop rows today", limit=5)
+    assert res[0].fact.content.startswith("The left join of orders") and res[0].score.temporal == 0
+    assert all(m.fact.kind == "memory" and m.score.temporal == 0 for m in res)
+    assert whole(mem.recall("what did I do today", limit=5)[0])  # (a question about the day still is)
+    assert sid

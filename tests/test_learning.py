@@ -308,3 +308,27 @@ def test_a_signal_keeps_the_project_filter_of_the_recall_it_judged(mem, corpus):
     mem.feedback(res[0].fact_id, "up", session_id=sid)  # as %slm_feedback does: no query, no project
     assert mem.store.con.execute("SELECT query, rank, project FROM feedback").fetchall() == [
         ("decision churn", 1, "bank")]
+
+
+def test_a_judgement_given_again_in_a_session_counts_once_and_a_changed_mind_replaces_it(ip):
+    """A 👍 clicked twice, or a `%slm_feedback` cell run again, counted as two signals: the
+    learning loop reached its phases on repeats."""
+    def cell(source):
+        res = ip.run_cell(source, store_history=True)
+        return res.result, res.error_in_exec
+
+    fact, _ = cell("%%remember\nalways fix the random seed")
+    cell("%recall random seed")
+    for _ in range(3):
+        msg, err = cell(f"%slm_feedback {fact.fact_id} up")
+        assert err is None and str(msg) == f"feedback up recorded for {fact.fact_id[:8]}"
+    mem = ip.magics_manager.registry["SLMMagic"].memory
+    rows = lambda: mem.store.con.execute("SELECT signal, query FROM feedback").fetchall()  # noqa: E731
+    assert rows() == [("up", "random seed")] and mem.feedback_count() == 1
+    cell(f"%slm_feedback {fact.fact_id} down")
+    assert rows() == [("down", "random seed")] and mem.feedback_count() == 1
+    cell("%recall fix the seed")  # (another question: a judgement of its own)
+    cell(f"%slm_feedback {fact.fact_id} up")
+    assert sorted(rows()) == [("down", "random seed"), ("up", "fix the seed")]
+    mem.feedback(fact.fact_id, "up", query="random seed")  # (outside a session every call is a signal, as before)
+    assert mem.feedback_count() == 3

@@ -42,6 +42,14 @@ def local_day(dt: datetime) -> date:
     return local(dt).date()
 
 
+def utc_of_local(dt: datetime) -> datetime:
+    """The naive UTC time of a naive wall-clock time of the machine (`local`'s inverse)."""
+    try:
+        return dt.astimezone(timezone.utc).replace(tzinfo=None)
+    except (OverflowError, OSError, ValueError):
+        return dt
+
+
 def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-from .clock import local_day
+from . import text
+from .clock import local_day, utc_of_local
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -26,6 +27,14 @@ _ALSO_WORDS = {"may", "mar", "march", "jan", "sep", "oct", "nov", "dec"}
 _NOT_ALONE = {"mar", "jan", "sep"}
 #: The most days one question names (a "since" two years back keeps its latest year).
 MAX_DAYS = 366
+
+#: What a question about a span of time may say besides its dates and stop words ("what did I
+#: work on last week?"): it asks what was done then, and what was written then answers it.
+_ABOUT_THE_TIME = frozenset(
+    "do did done doing work worked working happen happened happening write wrote written note noted notes learn "
+    "learned learnt find found decide decided change changed keep kept remember remembered save saved add added "
+    "anything something everything stuff things session sessions notebook notebooks day days week weeks month "
+    "months time".split())
 
 _N = r"\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
 _MONTH = "|".join(sorted(_MONTH_OF, key=len, reverse=True))
@@ -74,6 +83,19 @@ def temporal_terms(query: str, now: datetime) -> list[str]:
         last = min(last, max(today, first))  # (a range never runs past today; a date named outright stays)
         days += [last - timedelta(days=i) for i in range(min((last - first).days + 1, MAX_DAYS))][::-1]
     return list(dict.fromkeys(day_term(d) for d in days[-MAX_DAYS:]))
+
+
+def day_spans(days: list[str]) -> list[tuple[datetime, datetime]]:
+    """Day terms (YYYYMMDD) as the UTC times they run over: (from, until, excluded), one per run
+    of consecutive days."""
+    runs: list[list[date]] = []
+    for d in sorted({datetime.strptime(t, "%Y%m%d").date() for t in days}):
+        if runs and (d - runs[-1][1]).days == 1:
+            runs[-1][1] = d
+        else:
+            runs.append([d, d])
+    return [(utc_of_local(datetime.combine(first, datetime.min.time())),
+             utc_of_local(datetime.combine(last + timedelta(days=1), datetime.min.time()))) for first, last in runs]
 
 
 def _span(m: re.Match, today: date, query: str) -> tuple[date, date] | None:
@@ -156,6 +178,14 @@ def _dated(today: date, month: int, dom: int, year: str | None) -> date | None:
         return day if year or day <= today else date(today.year - 1, month, dom)
     except ValueError:  # (February 30th, the 31st of a short month)
         return None
+
+
+def asks_what_was_done(query: str) -> bool:
+    """Whether a question names days and asks only what was done on them ("what did I do
+    today", "anything last week?"), not about something that happened to be then ("why does
+    the tally miss today's purchases"): the first is answered by everything written on those days."""
+    rest = _DAY_NAMED.sub(" ", query)
+    return rest != query and all(w.casefold() in _ABOUT_THE_TIME for w in text.term_words(rest).values())
 
 
 def without_dates(query: str) -> str:

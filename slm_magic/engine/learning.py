@@ -70,7 +70,9 @@ class LearningLoop:
     def feedback(self, fact_id: str, signal: str, *, session_id: str | None = None,
                  query: str | None = None, rank: int | None = None, project: str | None = None) -> str:
         """Record that a memory was useful ("up") or not ("down") for `query` (recalled with
-        the `project` filter, if any); returns the signal's id."""
+        the `project` filter, if any); returns the signal's id. In a session, one judgement per
+        memory and question: the same again (a button clicked twice, a cell run again) counts
+        once, the other one replaces it."""
         if not isinstance(signal, str) or signal not in EXPLICIT_SIGNALS:
             raise InvalidInput(f"signal must be one of {', '.join(EXPLICIT_SIGNALS)}; got {signal!r}")
         fact = self._readable(fact_id) if isinstance(fact_id, str) else None
@@ -85,8 +87,14 @@ class LearningLoop:
             shown = self.last_showing(fact_id)
             if shown is not None and shown[0] == session_id:
                 query, rank, project = shown[1], rank or shown[2], project if project is not None else shown[3]
+        signals = self.store.signals
+        earlier = signals.judgement(session_id, self.user_id, fact_id, query, EXPLICIT_SIGNALS) if session_id else None
+        if earlier is not None and earlier[1] == signal:
+            return earlier[0]
+        if earlier is not None:  # (a mind changed)
+            signals.drop_signal(earlier[0])
         signal_id = uuid.uuid4().hex[:16]
-        self.store.signals.add_feedback([(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
+        signals.add_feedback([(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
                                   self.now(), self.user_id, project)])
         self._maybe_retrain(self.user_id)
         return signal_id

@@ -18,7 +18,7 @@ from ..core.clock import epoch_seconds
 from ..core.fields import KINDS, TYPE_CODE
 from ..core.scoring import retrieval_mode
 from ..core.session_ids import is_synthetic_session
-from ..core.temporal import day_key, temporal_terms, without_dates
+from ..core.temporal import WHOLE_SESSION, asks_what_was_done, day_key, day_spans, temporal_terms, without_dates
 from ..errors import InvalidInput, StoreError, type_name
 from ..index.live import LiveIndex
 from ..ranking.fusion import days_first, rank_days, rank_index, rank_related
@@ -32,6 +32,8 @@ from .recall_sql import recall_sql
 from .settings import Settings
 from .working_sets import WorkingSets
 
+#: The most memories not yet summarised that a question about days brings first (the newest).
+DAY_MEMORIES = 100
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
 
 
@@ -46,6 +48,7 @@ class Question:
     kind: str | None
     type: str | None
     days: list[str]                 # the day terms it names (the temporal channel)
+    whole_days: bool                # whether it asks what was done on them (their memories answer it)
     words: dict[int, str]           # term hash -> the word as asked (what a match shows)
     vector: np.ndarray | None       # its meaning, when the channel runs
     admit: bool                     # whether a memory may come by meaning alone
@@ -115,8 +118,8 @@ class Recall:
             ranked, memories = recall_sql(
                 self.store, self.settings.config, self.settings.model, q.terms, q.qtf, q.words, now=q.now, user=user,
                 project=project, limit=limit, updated_after=q.updated_after, kind=q.kind, type=type,
-                day_docs=self.day_docs(user, q.days, project) if q.days else (), question=q.vector, strict=strict,
-                admit=q.admit)
+                day_docs=self.day_docs(user, q.days, project, q.whole_days) if q.days else (), question=q.vector,
+                strict=strict, admit=q.admit)
         self.live.start_checks()  # (a new kernel's first recall is answered before they read the saved index)
         if tracked and memories:
             doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
@@ -159,7 +162,8 @@ class Recall:
         # ask for memories by the identifiers they hold)
         admit = vector is not None and model.knows(words.values()) \
             and not text.names_identifiers(query, self.known_terms)
-        return Question(query, terms, qtf, qlen, kind, type, days, words, vector, admit, epoch_seconds(now_dt),
+        whole_days = bool(days) and kind is None
+        return Question(query, terms, qtf, qlen, kind, type, days, whole_days, words, vector, admit, epoch_seconds(now_dt),
                         epoch_seconds(now_dt) - max_age_days * 86_400 if max_age_days else None, user, project, limit,
                         strict)
 
@@ -195,7 +199,7 @@ class Recall:
             if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
                 ranked = learner.rerank(ranked, cs, index, limit)
             if q.days:  # the temporal channel: that day's sessions first
-                ranked = days_first(rank_days(index, cs, cfg, self.day_docs(q.user, q.days, q.project),
+                ranked = days_first(rank_days(index, cs, cfg, self.day_docs(q.user, q.days, q.project, q.whole_days),
                                               now=q.now, working_set=ws), ranked, cfg, limit)
         ranked = ranked.take(np.arange(min(limit, ranked.doc_ids.size)))
         if related:
@@ -206,29 +210,40 @@ class Recall:
 
     def analyse(self, query: str, now_dt: datetime, kind: str | None):
         """(terms, their counts, length, kind to keep, day terms, the words asked) of a query.
-        Dates it speaks of ("yesterday", "last week") become the day terms session summaries
-        carry (the temporal channel); "auto" keeps summaries only for questions about days or
-        sessions, whose dates spelled with numbers are the channel's alone."""
+        The days a question about a time names ("what did I do yesterday", "anything last
+        week?", "my sessions in October") are the temporal channel's: their summaries, and what
+        no summary stands for yet, come first; a question about something else that mentions a
+        time ("why does the tally miss today's purchases") ranks by its words. "auto" keeps
+        summaries only for questions about days or sessions, whose dates spelled with numbers
+        are the channel's alone."""
         expanded = query.replace("\x00", "")
-        days = temporal_terms(expanded, now_dt)
         about_sessions = _ASKS_ABOUT_SESSIONS.search(query) is not None
+        days = temporal_terms(expanded, now_dt) if about_sessions or asks_what_was_done(expanded) else []
         if about_sessions:  # (a date asked of the sessions is the temporal channel's: its numbers
             expanded = without_dates(expanded)  # alone, "2026" or "12", would match every other day)
         index = self.live.index
-        if days and index is not None:  # only days something was written about
-            days = [d for d in days if text.term_hash(d) in index.cols]
         asked = expanded
-        if days:
-            expanded = f"{expanded} {' '.join(days)}"
+        # (the day terms some summary holds join the words; a day's memories not yet summarised
+        # are the temporal channel's alone)
+        held = [d for d in days if text.term_hash(d) in index.cols] if index is not None else days
+        if held:
+            expanded = f"{expanded} {' '.join(held)}"
         if kind == "auto":
             kind = None if days or about_sessions else "memory"
         counts = text.query_counts(expanded, self.known_terms)
         qtf = list(counts.values())
         return list(counts.keys()), qtf, sum(qtf), kind, days, asked
 
-    def day_docs(self, user: str, days: list[str], project: str | None) -> list[int]:
-        """Index positions of the user's whole-session summaries of these days (YYYYMMDD)."""
-        return self.store.sessions.day_summaries(user, [day_key(d) for d in days], project)
+    def day_docs(self, user: str, days: list[str], project: str | None, memories: bool = False) -> list[int]:
+        """Index positions of the user's whole-session summaries of these days (YYYYMMDD) and,
+        with `memories` (a question of what was done then), of what the user wrote on them
+        that no such summary stands for yet (a session still open, as the one asking about
+        today usually is)."""
+        sessions = self.store.sessions
+        docs = sessions.day_summaries(user, [day_key(d) for d in days], project)
+        if memories:
+            docs += sessions.day_memories(user, day_spans(days), project, WHOLE_SESSION, DAY_MEMORIES)
+        return sorted(set(docs))
 
     def known_terms(self, hashes: list[int]) -> set[int]:
         """Which of these terms some memory holds (the index's vocabulary, else the file's)."""

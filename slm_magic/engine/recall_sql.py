@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ..core.clock import epoch_seconds
 from ..core.scoring import (RankingConfig, admission, bm25_idf, bm25_relevance, bm25_term, fuse,
                             idf_max, length_norm, recency, revision, search_score, spread)
 from ..index.meaning import EmbeddingModel, fact_texts
@@ -97,11 +98,29 @@ def rank_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Seq
         ranked = meaning_sql(store, cfg, model, ranked, updated, held, question, now=now, user=user, project=project,
                              kind=kind, type=type, limit=limit, strict=strict and not len(days), admit=admit,
                              updated_after=updated_after)
-    if len(days) and every is not None:
-        on_days = every.take(np.flatnonzero(np.isin(every.doc_ids, list(days))))
+    if len(days):
+        on_days = Ranked.empty() if every is None else every.take(np.flatnonzero(np.isin(every.doc_ids, list(days))))
+        unmatched = sorted(set(days) - set(on_days.doc_ids.tolist()))  # (a day's memory need match no word)
+        if unmatched:
+            on_days = on_days.followed_by(_unmatched(store, cfg, unmatched, now, kind, type))
         ranked = days_first(on_days, ranked, cfg, limit)
     ranked.older_matches = older
     return ranked
+
+
+def _unmatched(store, cfg: RankingConfig, docs: list[int], now: float, kind: str | None, type: str | None) -> Ranked:
+    """Memories of a day the question names that hold none of its words, scored as in process:
+    relevance 0, their recency and revision."""
+    found = [(d, fact_of(row)) for d, row in sorted(store.facts_by_doc(docs).items())]
+    found = [(d, f) for d, f in found if (kind is None or f.kind == kind) and (type is None or f.type == type)]
+    if not found:
+        return Ranked.empty()
+    c = np.array([d for d, _ in found], dtype=np.int64)
+    facts = [f for _, f in found]
+    rec = recency(np.array([epoch_seconds(f.updated_at) for f in facts]), now, cfg.recency_half_life_days)
+    rev = revision(np.array([f.revision_count for f in facts], dtype=np.float64), cfg.revision_cap)
+    z = np.zeros(c.size)
+    return Ranked(c, search_score(z, rec, rev, cfg), z, z, z, rec, rev, z)
 
 
 def meaning_sql(store, cfg: RankingConfig, model: EmbeddingModel, words: Ranked, updated: np.ndarray,

@@ -43,7 +43,7 @@ def rank_days(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: n
     docs = np.asarray(docs, dtype=np.int64)
     docs = docs[(docs >= 0) & (docs < t.size)]
     docs = docs[t.alive[docs]]
-    if not docs.size or not cs.has_matches:
+    if not docs.size:  # (a day's memory need match no word of the question: the day is its match)
         return Ranked.empty()
     parts = scored(index, cs, cfg, docs, now=now, working_set=working_set)
     return with_grams(index, cs, cfg, docs, parts, None, docs.size)

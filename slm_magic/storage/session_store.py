@@ -90,6 +90,26 @@ class SessionStore:
                 "SELECT doc_id FROM memories WHERE user_id = ? AND kind = 'summary_event' AND topic_key IS NOT NULL "
                 f"AND ({where}) ORDER BY doc_id", params).fetchall()]
 
+    def day_memories(self, user_id: str, spans: list[tuple], project: str | None, whole: str,
+                     limit: int) -> list[int]:
+        """Index positions of the user's memories written within `spans` ((start, end) UTC
+        times, end excluded) that no whole-session summary (entity `whole`) stands for yet: those
+        of a session still open, or of none. The newest `limit`, in doc order."""
+        if not spans or limit <= 0:
+            return []
+        where = " OR ".join(["(m.created_at >= ? AND m.created_at < ?)"] * len(spans))
+        params = [user_id, *(t for span in spans for t in span)]
+        if project is not None:
+            where = f"({where}) AND m.project = ?"
+            params.append(project)
+        with self.db.lock:
+            rows = self.db.con.execute(
+                "SELECT m.doc_id FROM memories m WHERE m.user_id = ? AND m.kind = 'memory' "
+                f"AND ({where}) AND (m.session_id IS NULL OR NOT EXISTS (SELECT 1 FROM summary_events s "
+                "WHERE s.session_id = m.session_id AND s.entity = ?)) ORDER BY m.created_at DESC, m.doc_id DESC "
+                "LIMIT ?", [*params, whole, limit]).fetchall()
+        return sorted(int(d) for (d,) in rows)
+
     def set_session_summary(self, session_id: str, summary: str) -> None:
         self.db.write_meta("UPDATE sessions SET summary = ? WHERE session_id = ?", [summary, session_id])
 

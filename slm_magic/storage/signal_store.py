@@ -33,6 +33,20 @@ class SignalStore:
                        "unnest(?::VARCHAR[]), unnest(?::FLOAT8[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), "
                        "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]) ON CONFLICT DO NOTHING", cols)
 
+    def judgement(self, session_id: str, user_id: str, fact_id: str, query: str | None,
+                  signals) -> tuple[str, str] | None:
+        """(signal_id, signal) of the user's judgement (one of `signals`) of a memory for a query
+        (None: for no query) in a session, the newest if several; None if none."""
+        with self.db.lock:
+            rows = self.db.con.execute(
+                "SELECT signal_id, signal FROM feedback WHERE session_id = ? AND user_id = ? AND fact_id = ? AND query "
+                "IS NOT DISTINCT FROM ? AND signal IN (SELECT unnest(?::VARCHAR[])) ORDER BY created_at DESC LIMIT 1",
+                [session_id, user_id, fact_id, query, list(signals)]).fetchall()
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def drop_signal(self, signal_id: str) -> None:
+        self.db.write_meta("DELETE FROM feedback WHERE signal_id = ?", [signal_id])
+
     # --- learning ---------------------------------------------------------------------------
     def signal_sums(self, user_id: str):
         """Per live memory of a user: (doc_ids, sum of signal values, times shown), cached."""
