@@ -191,3 +191,22 @@ def test_an_import_drops_nuls_from_every_kind_of_file(tmp_path, suffix):
         assert mem.import_file(path).memories == 2
         got = {(f.content, f.tags) for f in mem.browse().facts}
     assert got == {("a note with a NUL  inside", ("xy",)), ("a plain note", ())}
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_forget_in_the_importing_file_rewrites_the_summaries_that_quote_it(filled, tmp_path, clock, suffix):
+    """An export kept the summaries but not what each stands for: in the file it was imported
+    into, forgetting a memory left its words in the session's summaries."""
+    out = tmp_path / f"export{suffix}"
+    filled.export(out)
+    secret = next(f for f in filled.session_facts(next(iter(
+        {r[0] for r in filled.store.con.execute("SELECT session_id FROM summary_events").fetchall()})))
+        if f.content.startswith("ünïcödé"))
+    with Memory(tmp_path / "b.duckdb", clock=clock) as other:
+        other.import_file(out)
+        quoting = lambda m: [r[0] for r in m.store.con.execute(  # noqa: E731
+            "SELECT fact_id FROM memories WHERE kind = 'summary_event' AND content LIKE '%DROP TABLE%'").fetchall()]
+        assert quoting(other)  # (the close's summaries quote it, in the file and in its copy)
+        other.forget(secret.fact_id)
+        assert quoting(other) == [] and not any("DROP TABLE" in m.content for m in other.recall("ünïcödé quotes"))
+        assert other.recall("join customer_id", limit=3)[0].fact.kind == "memory"  # (the rest as it was)

@@ -39,7 +39,11 @@ _TYPES = {"fact_id": "VARCHAR", "user_id": "VARCHAR", "session_id": "VARCHAR", "
           "content_hash": "VARCHAR", "tags": "VARCHAR[]", "is_core": "BOOLEAN", "source": "VARCHAR",
           "notebook": "VARCHAR", "cell": "INTEGER", "cell_id": "VARCHAR", "code": "VARCHAR",
           "created_at": "TIMESTAMP", "updated_at": "TIMESTAMP",
-          "revision_count": "INTEGER", "kind": "VARCHAR", "shared": "BOOLEAN"}
+          "revision_count": "INTEGER", "kind": "VARCHAR", "shared": "BOOLEAN", "summary_of": "VARCHAR"}
+#: Beside a memory's own fields in a file: the thing a summary written by a session's close
+#: stands for (None for a memory, or a summary the user wrote), so that a forget in the file it
+#: is imported into rewrites the summaries that quote what it forgets, as in the file it left.
+LINK_COLUMNS = ("summary_of",)
 BATCH = 20_000
 #: Fields a hand-written line may spell its own way (tags as "a,b", a date with its offset):
 #: a JSON file's are read as JSON and each line's checked, so a bad one is named by its line.
@@ -189,7 +193,7 @@ class Exchange:
         """The file as a table with each row's `line_number`, and the lines set aside as not
         JSON objects (with on_invalid="skip": the others are read without them)."""
         # (JSON: the fields a person writes by hand are read as written and checked here)
-        types = {c: "JSON" if c in _HAND_WRITTEN and fmt == "json" else _TYPES[c] for c in EXPORT_COLUMNS}
+        types = {c: "JSON" if c in _HAND_WRITTEN and fmt == "json" else _TYPES[c] for c in (*EXPORT_COLUMNS, *LINK_COLUMNS)}
         try:
             return self.store.read_export(path, fmt, types), []
         except Exception as exc:  # noqa: BLE001 - unreadable or not ours: say so, change nothing
@@ -290,6 +294,10 @@ class Exchange:
         self.writer.with_vectors(columns, self.writer.vectors_of(columns))  # (made again, never read from the file)
         self.working_sets.flush()
         self.store.insert_many(columns)
+        links = [(r["session_id"], r["summary_of"], r["fact_id"], r["created_at"], user)
+                 for r, user in zip(rows, columns["user_id"])
+                 if r["kind"] == "summary_event" and r["session_id"] and r.get("summary_of")]
+        self.store.sessions.link_summaries(links)
         self.live.sync()
 
 

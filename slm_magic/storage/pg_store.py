@@ -40,7 +40,7 @@ import numpy as np
 from . import pg_schema
 from ..errors import StoreError
 from .session_store import SessionStore
-from .store import Store
+from .store import Store, export_select
 from .columns import FILL_VECTORS, insert_columns, vector_columns
 from .dialect import POSTGRES
 
@@ -582,7 +582,7 @@ class PgStore(Store):
     def write_export(self, path, fmt: str, user_id: str, columns: Sequence[str]) -> None:
         from . import attachments
 
-        table = self.con.execute(f"SELECT {', '.join(columns)} FROM memories WHERE user_id = ? "
+        table = self.con.execute(f"SELECT {export_select(columns)} FROM memories WHERE user_id = ? "
                                  "ORDER BY coalesce(seq, doc_id)", [user_id]).to_arrow_table()
         attachments.write_table(table, path, fmt)
 

@@ -148,6 +148,15 @@ class SessionStore:
         self.db.write_meta("UPDATE sessions SET ended_at = coalesce(ended_at, ?), summary = coalesce(?, summary), "
                    "is_auto_generated = is_auto_generated OR ? WHERE session_id = ?", [now, summary, auto, session_id])
 
+    def link_summaries(self, rows: list[tuple]) -> None:
+        """(session_id, entity, fact_id, created_at, user_id) rows: summaries brought by an
+        import, linked to what they stand for as when their session was closed."""
+        if rows:
+            cols = [list(c) for c in zip(*rows)]
+            self.db.write_meta("INSERT INTO summary_events (session_id, entity, fact_id, created_at, user_id) "
+                               "SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+                               "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[])", cols)
+
     def summarised_entities(self, session_id: str) -> list[str]:
         with self.db.lock:
             return [r[0] for r in self.db.con.execute(

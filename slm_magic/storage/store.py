@@ -53,6 +53,13 @@ STORAGE_FAILURES = (duckdb.Error, OSError, MemoryError, StoreError)
 EXPORT_SUFFIXES = frozenset((".jsonl", ".json", ".ndjson", ".parquet", ".pq", ".csv"))
 
 
+
+def export_select(columns: Sequence[str]) -> str:
+    """An export's columns: the memory's own, and `summary_of`, the thing a summary that a
+    session's close wrote stands for (its link in summary_events; NULL for the others)."""
+    return (f"{', '.join(columns)}, (SELECT min(e.entity) FROM summary_events e "
+            "WHERE e.fact_id = memories.fact_id) AS summary_of")
+
 class Store:
     """One DuckDB connection, the statements on memories, and the two other repositories.
 
@@ -768,9 +775,9 @@ class Store:
 
     def write_export(self, path: Path, fmt: str, user_id: str, columns: Sequence[str]) -> None:
         """Every row of one user, in insertion order, to a JSON Lines or Parquet file (DuckDB's
-        own writer); an unwritable path raises DuckDB's error."""
+        own writer), with `summary_of` (`export_select`); an unwritable path raises DuckDB's error."""
         with self.lock:
-            self.con.execute(f"COPY (SELECT {', '.join(columns)} FROM memories WHERE user_id = ? "
+            self.con.execute(f"COPY (SELECT {export_select(columns)} FROM memories WHERE user_id = ? "
                              f"ORDER BY coalesce(seq, doc_id)) TO {attachments.path_literal(path)} "
                              f"({'FORMAT JSON' if fmt == 'json' else 'FORMAT PARQUET'})", [user_id])
 
