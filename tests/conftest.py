@@ -10,6 +10,24 @@ from slm_magic import Memory
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def utc_days():
+    """Every test on UTC days, whatever the machine's time zone (a day is the machine's own,
+    and the tests' clocks name UTC times): a test that wants another zone sets its own."""
+    import os
+    import time
+
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield
+    if old is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
 class FixedClock:
     """An injectable clock: tests move time instead of sleeping."""
 

@@ -49,7 +49,9 @@ def test_what_did_i_do_today_brings_the_session_first_as_a_strong_match(mem):
     touched = {e for f in mem.session_facts(sid) for e in entities_of(f)}
     assert len(touched) == 10 and all(e in top.content for e in touched)  # what the session touched
     assert "4 memories" in top.content and "Monday 01 June 2026" in top.content
-    assert [m.score.temporal for m in res[1:]] == [0.0, 0.0]  # then the per-entity summaries, as before
+    # (and nothing else: the per-entity summaries it stands for followed it, and crowded a
+    # terminal's answer with "weak match" rows of the same session)
+    assert len(res) == 1
     assert [m.fact_id for m in res].count(top.fact_id) == 1
 
 
@@ -319,3 +321,75 @@ def test_a_question_about_something_else_that_mentions_a_time_ranks_by_its_words
     assert all(m.fact.kind == "memory" and m.score.temporal == 0 for m in res)
     assert whole(mem.recall("what did I do today", limit=5)[0])  # (a question about the day still is)
     assert sid
+
+
+def test_a_question_about_a_time_is_answered_from_those_days_alone(mem, clock):
+    """"anything since Monday?" brought another Monday's summary as a strong match on the word
+    "monday", and "what did I do on December 5th" found nothing while "today" found six
+    memories: the date's words were taken out, and no word was left to rank by."""
+    monday = demo_session(mem)  # (Monday 01 June)
+    clock.now = datetime(2026, 6, 9, 10)  # (a Tuesday: "since Monday" is yesterday and today)
+    sid = mem.session_init(query="forecast").session_id
+    kept = mem.remember("Weekly sales: Monday is the peak.", session_id=sid, tags="forecast").fact_id
+    for question in ("anything since Monday?", "what did I do on June 9th", "what did I do 0 days ago",
+                     "what did I do on 2026-06-09", "what did I work on this week"):
+        res = mem.recall(question, limit=10)
+        assert [m.fact_id for m in res] == [kept], question
+    assert [m.fact.session_id for m in mem.recall("what did I do last week", limit=10)] == [monday]
+    mem.recall("what did I do today", session_id=sid)  # (a question about a time is no judgement
+    mem.close_session(sid)                               # of what it showed: nothing counts as ignored)
+    assert mem.feedback_count() == 0
+
+
+def test_work_after_midnight_is_that_days_even_once_its_session_is_closed(mem, clock):
+    """A session opened in the afternoon and continued the next morning is filed under its
+    first day when closed: the next day's part went missing from "today"."""
+    clock.now = datetime(2026, 6, 1, 14)
+    sid = mem.session_init(query="churn").session_id
+    mem.remember("afternoon: the join drops rows", session_id=sid)
+    clock.now = datetime(2026, 6, 2, 9)
+    morning = mem.remember("morning: deduplicated customer_id before the join", session_id=sid).fact_id
+    clock.now = datetime(2026, 6, 2, 12)
+    mem.close_session(sid)
+    today = mem.recall("what did I do today", limit=10)
+    assert [m.fact_id for m in today] == [morning]
+    both = mem.recall("what did I do in the past 2 days", limit=10)
+    assert whole(both[0]) and morning not in [m.fact_id for m in both]  # (the summary stands for both days)
+
+
+@pytest.mark.parametrize("question", ["summarize yesterday", "recap of yesterday", "what did we discuss yesterday",
+                                      "what did I fix yesterday", "show me yesterday's notes",
+                                      "what did I work on yesterday morning"])
+def test_the_ways_people_ask_about_a_day_each_bring_it(mem, clock, question):
+    sid = demo_session(mem)
+    clock.now = datetime(2026, 6, 2, 9)
+    top = mem.recall(question, limit=5)[0]
+    assert whole(top) and top.fact.session_id == sid, question
+
+
+def test_a_question_about_sessions_naming_a_topic_brings_no_day_of_unrelated_memories(mem, clock):
+    """"which session fixed the join today?" after a bulk import of the day's notes: the import
+    came first, every row a "strong match" on the day."""
+    mem.remember_many([{"content": f"imported note {i} about store {i} footfall"} for i in range(300)])
+    sid = demo_session(mem)
+    res = mem.recall("which session fixed the join today?", limit=5)
+    assert res[0].fact.session_id == sid and all(m.fact.kind == "summary_event" for m in res)
+    assert mem.recall("what did I do today", type="summary", limit=20).memories  # (the type filter holds:
+    assert all(m.fact.type == "summary" for m in mem.recall("what did I do today", type="summary", limit=20))
+
+
+def test_from_is_not_since(mem, clock):
+    from slm_magic.core.temporal import temporal_terms
+
+    wednesday = datetime(2026, 6, 10, 12)
+    assert temporal_terms("anything from last week?", wednesday) == [f"202606{d:02d}" for d in range(1, 8)]
+    assert temporal_terms("my notes from yesterday", wednesday) == ["20260609"]
+    assert len(temporal_terms("since last week", wednesday)) == 10
+
+
+def test_a_date_alone_that_names_no_day_stays_a_word(mem):
+    """"dec 12" alone is not taken for a date, and so is not taken out of the question either."""
+    from slm_magic.core.temporal import without_days
+
+    assert without_days("what did I do dec 12", datetime(2026, 6, 1)) == "what did I do dec 12"
+    assert without_days("what did I do on dec 12", datetime(2026, 6, 1)).split() == ["what", "did", "I", "do"]

@@ -25,23 +25,28 @@ _COUNT_OF = {w: i for i, w in enumerate(("one", "two", "three", "four", "five", 
 #: and those that are not one even after "in" ("in sep", unless a year follows).
 _ALSO_WORDS = {"may", "mar", "march", "jan", "sep", "oct", "nov", "dec"}
 _NOT_ALONE = {"mar", "jan", "sep"}
+_AFTER_PREPOSITION = re.compile(r"\b(?:by|until|till|before|after|in|of)\s+$", re.IGNORECASE)
 #: The most days one question names (a "since" two years back keeps its latest year).
 MAX_DAYS = 366
 
 #: What a question about a span of time may say besides its dates and stop words ("what did I
 #: work on last week?"): it asks what was done then, and what was written then answers it.
 _ABOUT_THE_TIME = frozenset(
-    "do did done doing work worked working happen happened happening write wrote written note noted notes learn "
-    "learned learnt find found decide decided change changed keep kept remember remembered save saved add added "
-    "anything something everything stuff things session sessions notebook notebooks day days week weeks month "
-    "months time".split())
+    "do did done doing work worked working happen happened happening write wrote written note noted notes "
+    "learn learned learnt find found decide decided change changed keep kept remember remembered save saved add "
+    "added fix fixed try tried test tested run ran build built make made start started finish finished look looked "
+    "explore explored analyse analysed analyze analyzed discuss discussed talk talked say said show tell list "
+    "summarize summarise summarized summarised summary summaries recap overview review reviewed progress log "
+    "journal accomplish accomplished achieve achieved get got go went anything something everything stuff things "
+    "session sessions notebook notebooks memory memories day days week weeks month months time morning afternoon "
+    "evening night earlier recently lately".split())
 
 _N = r"\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
 _MONTH = "|".join(sorted(_MONTH_OF, key=len, reverse=True))
 _YEAR = r"(?:19|20)\d\d"
 _ORD = "st|nd|rd|th"
 _DAY_NAMED = re.compile(
-    rf"""\b(?P<since>since\s+|from\s+)?(?:
+    rf"""\b(?P<since>since\s+)?(?:
       (?P<before>(?:the\s+)?day\s+before\s+yesterday)
     | (?P<today>today|tonight|this\s+(?:morning|afternoon|evening))
     | (?P<yesterday>yesterday)
@@ -86,8 +91,8 @@ def temporal_terms(query: str, now: datetime) -> list[str]:
 
 
 def day_spans(days: list[str]) -> list[tuple[datetime, datetime]]:
-    """Day terms (YYYYMMDD) as the UTC times they run over: (from, until, excluded), one per run
-    of consecutive days."""
+    """Day terms (YYYYMMDD) as the UTC times they run over, (from, until) with until excluded,
+    one per run of consecutive days."""
     runs: list[list[date]] = []
     for d in sorted({datetime.strptime(t, "%Y%m%d").date() for t in days}):
         if runs and (d - runs[-1][1]).days == 1:
@@ -129,7 +134,7 @@ def _span(m: re.Match, today: date, query: str) -> tuple[date, date] | None:
         i = 1 if g("mon1") else 2
         month, dom, year = g(f"mon{i}"), g(f"dom{i}"), g(f"y{i}")
         if month.lower() in _ALSO_WORDS and not (g(f"ord{i}") or year or g("since") or g(f"on{i}")) \
-                and not re.search(r"\b(?:by|until|till|before|after|in|of)\s+$", query[:m.start()], re.I):
+                and not _AFTER_PREPOSITION.search(query[max(0, m.start() - 8):m.start()]):
             return None  # ("it may 12 times", "2 may fail": not dates)
         return _day(_dated(today, _MONTH_OF[month.lower()], int(dom), year))
     if g("mon3") or g("mon4"):
@@ -188,11 +193,12 @@ def asks_what_was_done(query: str) -> bool:
     return rest != query and all(w.casefold() in _ABOUT_THE_TIME for w in text.term_words(rest).values())
 
 
-def without_dates(query: str) -> str:
-    """The query without the dates it spells out with numbers ("2026-11-12", "on November 12",
-    "3 days ago"): a date asked of the sessions is the temporal channel's, and its numbers alone
-    ("2026", "12") would match every other day."""
-    return _DAY_NAMED.sub(lambda m: " " if any(ch.isdigit() for ch in m.group(0)) else m.group(0), query)
+def without_days(query: str, now: datetime) -> str:
+    """The query without the days it names: in a question about a time they are the temporal
+    channel's, and as words ("Monday", "2026", "12") they would match other days' summaries.
+    (What only looks like a date, "dec 12" alone, stays.)"""
+    today = local_day(now)
+    return _DAY_NAMED.sub(lambda m: " " if _span(m, today, query) else m.group(0), query)
 
 
 #: The topic key that marks a day's whole-session summary: `day_key(day) + session_id`.

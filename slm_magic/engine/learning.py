@@ -88,11 +88,11 @@ class LearningLoop:
             if shown is not None and shown[0] == session_id:
                 query, rank, project = shown[1], rank or shown[2], project if project is not None else shown[3]
         signals = self.store.signals
-        earlier = signals.judgement(session_id, self.user_id, fact_id, query, EXPLICIT_SIGNALS) if session_id else None
-        if earlier is not None and earlier[1] == signal:
-            return earlier[0]
-        if earlier is not None:  # (a mind changed)
-            signals.drop_signal(earlier[0])
+        earlier = signals.judgements(session_id, self.user_id, fact_id, query, project, EXPLICIT_SIGNALS) \
+            if session_id else []
+        if earlier and all(s == signal for _, s in earlier):
+            return earlier[0][0]
+        signals.drop_signals([i for i, _ in earlier])  # (a mind changed)
         signal_id = uuid.uuid4().hex[:16]
         signals.add_feedback([(signal_id, session_id, fact_id, signal, EXPLICIT_SIGNALS[signal], query, rank,
                                   self.now(), self.user_id, project)])

@@ -18,7 +18,7 @@ from ..core.clock import epoch_seconds
 from ..core.fields import KINDS, TYPE_CODE
 from ..core.scoring import retrieval_mode
 from ..core.session_ids import is_synthetic_session
-from ..core.temporal import WHOLE_SESSION, asks_what_was_done, day_key, day_spans, temporal_terms, without_dates
+from ..core.temporal import asks_what_was_done, day_key, day_spans, temporal_terms, without_days
 from ..errors import InvalidInput, StoreError, type_name
 from ..index.live import LiveIndex
 from ..ranking.fusion import days_first, rank_days, rank_index, rank_related
@@ -48,7 +48,7 @@ class Question:
     kind: str | None
     type: str | None
     days: list[str]                 # the day terms it names (the temporal channel)
-    whole_days: bool                # whether it asks what was done on them (their memories answer it)
+    whole_days: bool                # whether it asks only what was done on them (their memories answer it too)
     words: dict[int, str]           # term hash -> the word as asked (what a match shows)
     vector: np.ndarray | None       # its meaning, when the channel runs
     admit: bool                     # whether a memory may come by meaning alone
@@ -101,7 +101,8 @@ class Recall:
         now_dt = self.clock()
         q = self.question(query, now_dt, user=user, project=project, limit=limit, kind=kind, type=type,
                           max_age_days=max_age_days, strict=strict)
-        tracked = bool(session_id) and not is_synthetic_session(session_id) \
+        # (a question about a time neither joins the working set nor counts as ignoring what it showed)
+        tracked = bool(session_id) and not is_synthetic_session(session_id) and not q.days \
             and not self.store.sessions.session_closed(session_id)
         # (the index's own failure, if any, is said below; vectors still following a bulk write, here)
         reason = self.settings.model_error or self.live.fill.reason
@@ -118,7 +119,7 @@ class Recall:
             ranked, memories = recall_sql(
                 self.store, self.settings.config, self.settings.model, q.terms, q.qtf, q.words, now=q.now, user=user,
                 project=project, limit=limit, updated_after=q.updated_after, kind=q.kind, type=type,
-                day_docs=self.day_docs(user, q.days, project, q.whole_days) if q.days else (), question=q.vector,
+                day_docs=self.day_docs(user, q.days, project, q.whole_days) if q.days else None, question=q.vector,
                 strict=strict, admit=q.admit)
         self.live.start_checks()  # (a new kernel's first recall is answered before they read the saved index)
         if tracked and memories:
@@ -162,7 +163,7 @@ class Recall:
         # ask for memories by the identifiers they hold)
         admit = vector is not None and model.knows(words.values()) \
             and not text.names_identifiers(query, self.known_terms)
-        whole_days = bool(days) and kind is None
+        whole_days = bool(days) and kind is None and type is None and asks_what_was_done(query)
         return Question(query, terms, qtf, qlen, kind, type, days, whole_days, words, vector, admit, epoch_seconds(now_dt),
                         epoch_seconds(now_dt) - max_age_days * 86_400 if max_age_days else None, user, project, limit,
                         strict)
@@ -187,20 +188,20 @@ class Recall:
         known_project = project_code is None or project_code >= 0  # (a project no memory has: nothing to rank)
         if q.vector is not None and known_project:  # (its cells read meanwhile)
             search = search_meaning(index, q.vector, cfg, admit=q.admit)
-        if q.terms and known_project:
+        if q.days:  # a question about a time: what was done then, and nothing from other days
+            cs = index.channel_scores(q.terms, q.qtf, q.qlen, text.query_grams(q.text)) if q.terms else None
+            docs = self.day_docs(q.user, q.days, q.project, q.whole_days) if known_project else []
+            ranked = days_first(rank_days(index, cs, cfg, docs, now=q.now), Ranked.empty(), cfg, limit)
+        elif q.terms and known_project:
             cs = index.channel_scores(q.terms, q.qtf, q.qlen, text.query_grams(q.text))
             cs.words = q.words
             ranked = rank_index(index, cs, cfg, now=q.now, working_set=ws, **filters, meaning=q.vector is not None,
                                 limit=max(wanted, cfg.meaning_pool) if q.vector is not None else wanted)
-        if search is not None:
+        if search is not None and not q.days:
             ranked = with_meaning(index, cs, ranked, search, cfg, now=q.now, limit=wanted, working_set=ws, **filters,
-                                  strict=q.strict and not q.days)
-        if cs is not None:
-            if learner is not None:  # phases 2 and 3: the learned part re-orders the candidates
-                ranked = learner.rerank(ranked, cs, index, limit)
-            if q.days:  # the temporal channel: that day's sessions first
-                ranked = days_first(rank_days(index, cs, cfg, self.day_docs(q.user, q.days, q.project, q.whole_days),
-                                              now=q.now, working_set=ws), ranked, cfg, limit)
+                                  strict=q.strict)
+        if cs is not None and learner is not None and not q.days:  # phases 2 and 3: the learned part re-orders
+            ranked = learner.rerank(ranked, cs, index, limit)
         ranked = ranked.take(np.arange(min(limit, ranked.doc_ids.size)))
         if related:
             ranked = ranked.then_related(*rank_related(
@@ -218,14 +219,16 @@ class Recall:
         are the channel's alone."""
         expanded = query.replace("\x00", "")
         about_sessions = _ASKS_ABOUT_SESSIONS.search(query) is not None
-        days = temporal_terms(expanded, now_dt) if about_sessions or asks_what_was_done(expanded) else []
-        if about_sessions:  # (a date asked of the sessions is the temporal channel's: its numbers
-            expanded = without_dates(expanded)  # alone, "2026" or "12", would match every other day)
-        index = self.live.index
+        days = temporal_terms(expanded, now_dt)
+        if days and not (about_sessions or asks_what_was_done(expanded)):
+            days = []
+        if days:  # (the days are the temporal channel's, not words: "Monday" in other days' summaries)
+            expanded = without_days(expanded, now_dt)
         asked = expanded
         # (the day terms some summary holds join the words; a day's memories not yet summarised
         # are the temporal channel's alone)
-        held = [d for d in days if text.term_hash(d) in index.cols] if index is not None else days
+        known = self.known_terms([text.term_hash(d) for d in days]) if days else set()
+        held = [d for d in days if text.term_hash(d) in known]
         if held:
             expanded = f"{expanded} {' '.join(held)}"
         if kind == "auto":
@@ -237,12 +240,12 @@ class Recall:
     def day_docs(self, user: str, days: list[str], project: str | None, memories: bool = False) -> list[int]:
         """Index positions of the user's whole-session summaries of these days (YYYYMMDD) and,
         with `memories` (a question of what was done then), of what the user wrote on them
-        that no such summary stands for yet (a session still open, as the one asking about
-        today usually is)."""
+        that no summary of those days stands for yet (a session still open, as the one asking
+        about today usually is, or the part after midnight of one filed under its first day)."""
         sessions = self.store.sessions
         docs = sessions.day_summaries(user, [day_key(d) for d in days], project)
         if memories:
-            docs += sessions.day_memories(user, day_spans(days), project, WHOLE_SESSION, DAY_MEMORIES)
+            docs += sessions.day_memories(user, day_spans(days), project, [day_key(d) for d in days], DAY_MEMORIES)
         return sorted(set(docs))
 
     def known_terms(self, hashes: list[int]) -> set[int]:

@@ -15,7 +15,7 @@ from ..core.scoring import (RankingConfig, admission, bm25_idf, bm25_relevance, 
 from ..index.meaning import EmbeddingModel, fact_texts
 from ..index.rows import fact_of
 from ..index.vectors import VectorStore
-from ..ranking.fusion import days_first, second_stage
+from ..ranking.fusion import days_first, matching_nothing, second_stage
 from ..ranking.meaning import fuse_meaning
 from ..ranking.ranked import Ranked
 from ..results.models import ScoredMemory
@@ -24,7 +24,7 @@ from .answers import scored_memories
 
 def recall_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Sequence[int], qtf: Sequence[int],
                words: Mapping[int, str], *, now: float, user: str, project: str | None, limit: int,
-               updated_after: float | None, kind: str | None, type: str | None, day_docs: Sequence[int] = (),
+               updated_after: float | None, kind: str | None, type: str | None, day_docs: Sequence[int] | None = None,
                question: np.ndarray | None = None, strict: bool = True,
                admit: bool = True) -> tuple[Ranked, list[ScoredMemory]]:
     """`Memory.recall` from the store: (the rows shown, their memories)."""
@@ -61,12 +61,12 @@ def bm25_matches(store, cfg: RankingConfig, terms: Sequence[int], qtf: Sequence[
 
 def rank_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Sequence[int], qtf: Sequence[int], *,
              now: float, user: str, project: str | None, limit: int, kind: str | None = None, type: str | None = None,
-             days: Sequence[int] = (), question: np.ndarray | None = None, strict: bool = True, admit: bool = True,
-             updated_after: float | None = None) -> Ranked:
+             days: Sequence[int] | None = None, question: np.ndarray | None = None, strict: bool = True,
+             admit: bool = True, updated_after: float | None = None) -> Ranked:
     """The in-process ranking without its n-gram and context channels, from the store; with the
     question's vector `question` the meaning channel from the stored vectors (`meaning_sql`).
-    The matches among `days` (a day's session summaries) are ranked apart, all of them, and come
-    first (`days_first`, the temporal channel), as `rank_days` does in process."""
+    A question about a time (`days`: its days' summaries and memories, given) is answered by
+    those alone, all of them, best first (`days_first`, the temporal channel), as in process."""
     if limit <= 0:
         return Ranked.empty()
     found, n = bm25_matches(store, cfg, terms, qtf, user, project)
@@ -94,16 +94,16 @@ def rank_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Seq
                                           max(limit, cfg.meaning_pool) if question is not None else limit)
         ranked, updated, held = every.take(rows, score=score2[rows]), updated[rows], held[rows]
         ranked.relevance = rel2[rows]
-    if question is not None:
+    if question is not None and days is None:
         ranked = meaning_sql(store, cfg, model, ranked, updated, held, question, now=now, user=user, project=project,
-                             kind=kind, type=type, limit=limit, strict=strict and not len(days), admit=admit,
+                             kind=kind, type=type, limit=limit, strict=strict, admit=admit,
                              updated_after=updated_after)
-    if len(days):
+    if days is not None:
         on_days = Ranked.empty() if every is None else every.take(np.flatnonzero(np.isin(every.doc_ids, list(days))))
         unmatched = sorted(set(days) - set(on_days.doc_ids.tolist()))  # (a day's memory need match no word)
         if unmatched:
             on_days = on_days.followed_by(_unmatched(store, cfg, unmatched, now, kind, type))
-        ranked = days_first(on_days, ranked, cfg, limit)
+        ranked = days_first(on_days, Ranked.empty(), cfg, limit)
     ranked.older_matches = older
     return ranked
 
@@ -119,8 +119,7 @@ def _unmatched(store, cfg: RankingConfig, docs: list[int], now: float, kind: str
     facts = [f for _, f in found]
     rec = recency(np.array([epoch_seconds(f.updated_at) for f in facts]), now, cfg.recency_half_life_days)
     rev = revision(np.array([f.revision_count for f in facts], dtype=np.float64), cfg.revision_cap)
-    z = np.zeros(c.size)
-    return Ranked(c, search_score(z, rec, rev, cfg), z, z, z, rec, rev, z)
+    return matching_nothing(c, rec, rev, cfg)
 
 
 def meaning_sql(store, cfg: RankingConfig, model: EmbeddingModel, words: Ranked, updated: np.ndarray,

@@ -33,11 +33,12 @@ def rank_index(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, *, now
     return ranked
 
 
-def rank_days(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: np.ndarray, *, now: float,
+def rank_days(index: SparseIndex, cs: ChannelScores | None, cfg: RankingConfig, docs: np.ndarray, *, now: float,
               working_set: WorkingSet | None = None) -> Ranked:
-    """The whole-session summaries of the days a question names (`docs`, live ones kept),
-    scored as `rank_index` scores every match (`scored`, then `with_grams`: BM25, the n-gram
-    channel, recency, revision, the working set), all of them, whatever their age, best first;
+    """What the days a question names hold (`docs`: their whole-session summaries, and the
+    memories no summary stands for yet; live ones kept), scored as `rank_index` scores every
+    match (`scored`, then `with_grams`: BM25, the n-gram channel, recency, revision, the working
+    set; a memory need match no word), all of them, whatever their age, best first;
     `days_first` adds the temporal channel."""
     t = index.docs
     docs = np.asarray(docs, dtype=np.int64)
@@ -50,9 +51,10 @@ def rank_days(index: SparseIndex, cs: ChannelScores, cfg: RankingConfig, docs: n
 
 
 def days_first(days: Ranked, rest: Ranked, cfg: RankingConfig, limit: int) -> Ranked:
-    """A day's session summaries (`days`, lexical parts only) first, their relevance fused with
-    the temporal channel, best first among themselves; then the other matches (`rest`) in
-    their order, without those; at most `limit`. With no day summary, `rest` unchanged."""
+    """What the days a question names hold (`days`: their session summaries and memories,
+    lexical parts only) first, their relevance fused with the temporal channel, best first
+    among themselves; then `rest` in its order, without those; at most `limit`. With nothing
+    on those days, `rest` unchanged."""
     if not days.doc_ids.size or limit <= 0:
         return rest
     rel = 1.0 - (1.0 - days.relevance) * (1.0 - DAY_WEIGHT)
@@ -103,8 +105,14 @@ def rank_related(index: SparseIndex, matches: np.ndarray, cfg: RankingConfig, *,
     c, of = c[keep][:limit], np.array(of, dtype=np.int64)[keep][:limit]
     rec = np.minimum(1.0, index.recency_base[c] * index.recency_scale(now, cfg.recency_half_life_days))
     rev = np.minimum(t.revision[c], cfg.revision_cap) * (1.0 / cfg.revision_cap)
-    z = np.zeros(c.size)
-    return Ranked(c, search_score(z, rec, rev, cfg), z, z, z, rec, rev, z), of
+    return matching_nothing(c, rec, rev, cfg), of
+
+
+def matching_nothing(docs: np.ndarray, rec: np.ndarray, rev: np.ndarray, cfg: RankingConfig) -> Ranked:
+    """Memories that match no word of the question, there for another reason (a match's
+    neighbour, a day asked about): relevance 0, scored by recency and revision alone."""
+    z = np.zeros(docs.size)
+    return Ranked(docs, search_score(z, rec, rev, cfg), z, z, z, rec, rev, z)
 
 
 def _eligible(t, c: np.ndarray, user: int | None, project: int | None, kind: int | None,

@@ -80,8 +80,10 @@ class SessionStore:
         one of `key_prefixes` (one per day: `core.temporal.day_key`), of one project if given."""
         if not key_prefixes:
             return []
-        where = " OR ".join(["starts_with(topic_key, ?)"] * len(key_prefixes))
-        params = [user_id, *key_prefixes]
+        # (one list per length of prefix, every day's the same: a month asked of is one lookup)
+        lengths = sorted({len(k) for k in key_prefixes})
+        where = " OR ".join(f"substr(topic_key, 1, {n}) IN (SELECT unnest(?::VARCHAR[]))" for n in lengths)
+        params = [user_id, *([k for k in key_prefixes if len(k) == n] for n in lengths)]
         if project is not None:
             where = f"({where}) AND project = ?"
             params.append(project)
@@ -90,11 +92,12 @@ class SessionStore:
                 "SELECT doc_id FROM memories WHERE user_id = ? AND kind = 'summary_event' AND topic_key IS NOT NULL "
                 f"AND ({where}) ORDER BY doc_id", params).fetchall()]
 
-    def day_memories(self, user_id: str, spans: list[tuple], project: str | None, whole: str,
+    def day_memories(self, user_id: str, spans: list[tuple], project: str | None, day_keys: list[str],
                      limit: int) -> list[int]:
         """Index positions of the user's memories written within `spans` ((start, end) UTC
-        times, end excluded) that no whole-session summary (entity `whole`) stands for yet: those
-        of a session still open, or of none. The newest `limit`, in doc order."""
+        times, end excluded) that no whole-session summary of those days stands for (its topic
+        key is a day's key, `day_keys`, and its session id): those of a session still open, of
+        a session filed under another day, or of none. The newest `limit`, in doc order."""
         if not spans or limit <= 0:
             return []
         where = " OR ".join(["(m.created_at >= ? AND m.created_at < ?)"] * len(spans))
@@ -105,9 +108,10 @@ class SessionStore:
         with self.db.lock:
             rows = self.db.con.execute(
                 "SELECT m.doc_id FROM memories m WHERE m.user_id = ? AND m.kind = 'memory' "
-                f"AND ({where}) AND (m.session_id IS NULL OR NOT EXISTS (SELECT 1 FROM summary_events s "
-                "WHERE s.session_id = m.session_id AND s.entity = ?)) ORDER BY m.created_at DESC, m.doc_id DESC "
-                "LIMIT ?", [*params, whole, limit]).fetchall()
+                f"AND ({where}) AND (m.session_id IS NULL OR NOT EXISTS (SELECT 1 FROM memories s "
+                "WHERE s.session_id = m.session_id AND s.kind = 'summary_event' AND s.topic_key IN "
+                "(SELECT k || m.session_id FROM (SELECT unnest(?::VARCHAR[]) AS k) AS day_keys))) "
+                "ORDER BY m.created_at DESC, m.doc_id DESC LIMIT ?", [*params, day_keys, limit]).fetchall()
         return sorted(int(d) for (d,) in rows)
 
     def set_session_summary(self, session_id: str, summary: str) -> None:

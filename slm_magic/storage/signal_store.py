@@ -33,19 +33,19 @@ class SignalStore:
                        "unnest(?::VARCHAR[]), unnest(?::FLOAT8[]), unnest(?::VARCHAR[]), unnest(?::INTEGER[]), "
                        "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]) ON CONFLICT DO NOTHING", cols)
 
-    def judgement(self, session_id: str, user_id: str, fact_id: str, query: str | None,
-                  signals) -> tuple[str, str] | None:
-        """(signal_id, signal) of the user's judgement (one of `signals`) of a memory for a query
-        (None: for no query) in a session, the newest if several; None if none."""
+    def judgements(self, session_id: str, user_id: str, fact_id: str, query: str | None, project: str | None,
+                   signals) -> list[tuple[str, str]]:
+        """(signal_id, signal) of the user's judgements (`signals`) of a memory for a query and
+        project filter (None: for none) in a session, newest first."""
         with self.db.lock:
-            rows = self.db.con.execute(
+            return [(r[0], r[1]) for r in self.db.con.execute(
                 "SELECT signal_id, signal FROM feedback WHERE session_id = ? AND user_id = ? AND fact_id = ? AND query "
-                "IS NOT DISTINCT FROM ? AND signal IN (SELECT unnest(?::VARCHAR[])) ORDER BY created_at DESC LIMIT 1",
-                [session_id, user_id, fact_id, query, list(signals)]).fetchall()
-        return (rows[0][0], rows[0][1]) if rows else None
+                "IS NOT DISTINCT FROM ? AND project IS NOT DISTINCT FROM ? AND signal IN (SELECT unnest(?::VARCHAR[])) "
+                "ORDER BY created_at DESC", [session_id, user_id, fact_id, query, project, list(signals)]).fetchall()]
 
-    def drop_signal(self, signal_id: str) -> None:
-        self.db.write_meta("DELETE FROM feedback WHERE signal_id = ?", [signal_id])
+    def drop_signals(self, signal_ids: list[str]) -> None:
+        if signal_ids:
+            self.db.write_meta("DELETE FROM feedback WHERE signal_id IN (SELECT unnest(?::VARCHAR[]))", [signal_ids])
 
     # --- learning ---------------------------------------------------------------------------
     def signal_sums(self, user_id: str):
