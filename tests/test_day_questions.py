@@ -254,6 +254,7 @@ def test_a_span_of_days_brings_each_of_its_sessions(mem, clock):
     ("in the last 3 days", "20260529", "20260601", 4), ("last month", "20260501", "20260531", 31),
     ("in October", "20251001", "20251031", 31), ("during May 2026", "20260501", "20260531", 31),
     ("the day before yesterday", "20260530", "20260530", 1), ("last weekend", "20260530", "20260531", 2),
+    ("what did I do this morning", "20260601", "20260601", 1),
     ("on 12 May", "20260512", "20260512", 1), ("May 12th", "20260512", "20260512", 1),
     ("since 2026-05-29", "20260529", "20260601", 4), ("a week ago", "20260525", "20260531", 7),
 ])
