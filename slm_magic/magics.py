@@ -409,19 +409,20 @@ class SLMMagic(Magics, Configurable):
 
     @readable_help
     @magic_arguments()
-    @argument("--summary", "-s", default=None, help="the session in your words: shown when later sessions open, "
-              "found by questions about sessions and days")
+    @argument("--summary", "-s", nargs="+", default=None, help="the session in your words (quotes not needed): "
+              "shown when later sessions open, found by questions about sessions and days")
     @line_magic
     def slm_close(self, line: str):
         """Close the session: one searchable summary per thing it touched."""
         args = parse_argstring(self.slm_close, line)
+        summary = None if args.summary is None else " ".join(args.summary)
         if self.session_id is None:
             raise UsageError("no session is open in this kernel (%slm_start opens one)")
         with self._engine(notice_closed=False) as mem:
             if mem.session_is_closed(self.session_id):
                 closed, self.session_id = self.session_id, None
                 raise UsageError(f"session {closed} was already closed elsewhere (%slm_start opens a new one)")
-            result = mem.close_session(self.session_id, summary=args.summary)
+            result = mem.close_session(self.session_id, summary=summary)
         self.session_id = None
         return result  # (a CloseSessionResult reads as one line)
 

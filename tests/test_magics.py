@@ -144,6 +144,16 @@ def test_a_closing_summary_is_the_sessions_not_an_ordinary_memory(ip):
     assert "earlier sessions:" in str(init) and "churn: data joins, leakage, first model accuracy" in str(init)
 
 
+def test_a_closing_summary_needs_no_quotes(ip):
+    """`%slm_close --summary churn features and the join` was "unrecognized arguments: features
+    and the join": only a quoted summary was read."""
+    cell(ip, "%%remember\nthe churn features are computed before the cut-off")
+    closed, err = cell(ip, "%slm_close --summary churn features and the join")
+    assert err is None and closed.success
+    init, _ = cell(ip, "%slm_start --new")
+    assert [s.summary for s in init.recent_sessions][:1] == ["churn features and the join"]
+
+
 def test_learning_can_be_turned_off_in_a_notebook_and_says_so(ip):
     """`%config SLMMagic.learning = False` was "not recognized", and `Memory(learning=False)`
     still said "learned ranking": a user whose feedback misled the ranker had no way out."""
