@@ -394,3 +394,15 @@ def test_a_date_alone_that_names_no_day_stays_a_word(mem):
 
     assert without_days("what did I do dec 12", datetime(2026, 6, 1)) == "what did I do dec 12"
     assert without_days("what did I do on dec 12", datetime(2026, 6, 1)).split() == ["what", "did", "I", "do"]
+
+
+def test_a_memory_revised_on_a_day_is_that_days_work_too(mem, clock):
+    """A topic revised today left no trace in "what did I do today": the memory was written on
+    another day."""
+    demo_session(mem)  # (Monday 01 June, closed)
+    old = mem.remember("the holdout is March", topic_key="holdout").fact_id
+    clock.now = datetime(2026, 6, 3, 10)
+    sid = mem.session_init(query="holdout").session_id
+    revised = mem.remember("the holdout is April: March had the outage", topic_key="holdout", session_id=sid)
+    assert revised.fact_id == old and revised.revision_count == 1
+    assert [m.fact_id for m in mem.recall("what did I do today", limit=10)] == [old]

@@ -94,14 +94,15 @@ class SessionStore:
 
     def day_memories(self, user_id: str, spans: list[tuple], project: str | None, day_keys: list[str],
                      limit: int) -> list[int]:
-        """Index positions of the user's memories written within `spans` ((start, end) UTC
-        times, end excluded) that no whole-session summary of those days stands for (its topic
-        key is a day's key, `day_keys`, and its session id): those of a session still open, of
-        a session filed under another day, or of none. The newest `limit`, in doc order."""
+        """Index positions of the user's memories written, or revised, within `spans` ((start,
+        end) UTC times, end excluded) that no whole-session summary of those days stands for
+        (its topic key is a day's key, `day_keys`, and its session id): those of a session still
+        open, of a session filed under another day, or of none. The newest `limit`, in doc order."""
         if not spans or limit <= 0:
             return []
-        where = " OR ".join(["(m.created_at >= ? AND m.created_at < ?)"] * len(spans))
-        params = [user_id, *(t for span in spans for t in span)]
+        where = " OR ".join(["(m.created_at >= ? AND m.created_at < ?) OR (m.revision_count > 0 AND "
+                             "m.updated_at >= ? AND m.updated_at < ?)"] * len(spans))
+        params = [user_id, *(t for span in spans for t in (*span, *span))]
         if project is not None:
             where = f"({where}) AND m.project = ?"
             params.append(project)
@@ -111,7 +112,8 @@ class SessionStore:
                 f"AND ({where}) AND (m.session_id IS NULL OR NOT EXISTS (SELECT 1 FROM memories s "
                 "WHERE s.session_id = m.session_id AND s.kind = 'summary_event' AND s.topic_key IN "
                 "(SELECT k || m.session_id FROM (SELECT unnest(?::VARCHAR[]) AS k) AS day_keys))) "
-                "ORDER BY m.created_at DESC, m.doc_id DESC LIMIT ?", [*params, day_keys, limit]).fetchall()
+                "ORDER BY greatest(m.created_at, m.updated_at) DESC, m.doc_id DESC LIMIT ?",
+                [*params, day_keys, limit]).fetchall()
         return sorted(int(d) for (d,) in rows)
 
     def set_session_summary(self, session_id: str, summary: str) -> None:
