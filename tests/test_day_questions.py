@@ -161,7 +161,9 @@ def test_a_day_s_session_is_scored_as_every_other_match_is(mem, question):
     now = mem.now()
     terms, qtf, qlen, _, days, _ = mem.retrieval.analyse(question, now, "auto")
     cs = mem.index.channel_scores(terms, qtf, qlen, text.query_grams(question))
-    day_docs = mem.retrieval.day_docs(mem.user_id, days, None)
+    q = mem.retrieval.question(question, now, user=mem.user_id, project=None, limit=10, kind="auto", type=None,
+                               max_age_days=None, strict=True)
+    day_docs = sum(mem.retrieval.day_docs(q), [])
     assert len(day_docs) == 1
     on_day = rank_days(mem.index, cs, mem.config, day_docs, now=epoch_seconds(now))
     every = rank_index(mem.index, cs, mem.config, now=epoch_seconds(now), user=mem.index.lookup_code("user", mem.user_id),
@@ -255,6 +257,8 @@ def test_a_span_of_days_brings_each_of_its_sessions(mem, clock):
     ("in October", "20251001", "20251031", 31), ("during May 2026", "20260501", "20260531", 31),
     ("the day before yesterday", "20260530", "20260530", 1), ("last weekend", "20260530", "20260531", 2),
     ("what did I do this morning", "20260601", "20260601", 1),
+    ("between May 1 and May 5", "20260501", "20260505", 5), ("from Thursday to Saturday", "20260528", "20260530", 3),
+    ("what did I do last night", "20260531", "20260531", 1),
     ("on 12 May", "20260512", "20260512", 1), ("May 12th", "20260512", "20260512", 1),
     ("since 2026-05-29", "20260529", "20260601", 4), ("a week ago", "20260525", "20260531", 7),
 ])
@@ -289,7 +293,8 @@ def test_a_day_still_in_an_open_session_is_answered_by_what_was_written(mem, clo
     clock.now = datetime(2026, 6, 1, 17)
     res = mem.recall("what did I do today", session_id=sid, limit=10)
     assert {m.fact_id for m in res} == set(kept) and all(m.score.temporal == 1.0 for m in res)
-    assert mem.recall("what did I do today", kind="memory", limit=10).memories == []  # (kind still says)
+    assert {m.fact_id for m in mem.recall("what did I do today", kind="memory", limit=10)} == set(kept)
+    assert mem.recall("what did I do today", kind="summary_event", limit=10).memories == []  # (kind still says)
     clock.now = datetime(2026, 6, 2, 9)  # (the next morning, the session still open: within the timeout)
     assert {m.fact_id for m in mem.recall("what did I do yesterday", limit=10)} == set(kept)
     assert mem.recall("what did I do today", limit=10).memories == []
@@ -360,7 +365,8 @@ def test_work_after_midnight_is_that_days_even_once_its_session_is_closed(mem, c
 
 @pytest.mark.parametrize("question", ["summarize yesterday", "recap of yesterday", "what did we discuss yesterday",
                                       "what did I fix yesterday", "show me yesterday's notes",
-                                      "what did I work on yesterday morning"])
+                                      "what did I work on yesterday morning", "remind me what I did yesterday",
+                                      "where did I leave off yesterday", "what did I debug yesterday"])
 def test_the_ways_people_ask_about_a_day_each_bring_it(mem, clock, question):
     sid = demo_session(mem)
     clock.now = datetime(2026, 6, 2, 9)
@@ -406,3 +412,22 @@ def test_a_memory_revised_on_a_day_is_that_days_work_too(mem, clock):
     revised = mem.remember("the holdout is April: March had the outage", topic_key="holdout", session_id=sid)
     assert revised.fact_id == old and revised.revision_count == 1
     assert [m.fact_id for m in mem.recall("what did I do today", limit=10)] == [old]
+
+
+def test_a_question_about_sessions_naming_a_topic_finds_it_in_the_session_still_open(mem, clock):
+    """"which session fixed the join today?" with the session still open: no summary yet, and
+    its memories came only to a question that asks nothing else, so nothing came back."""
+    sid = mem.session_init(query="churn").session_id
+    join = mem.remember("fixed the join: deduplicated customer_id first", session_id=sid).fact_id
+    mem.remember("the seed is 42", session_id=sid)
+    assert [m.fact_id for m in mem.recall("which session fixed the join today?", limit=5)] == [join]
+
+
+def test_a_type_asked_for_holds_in_a_question_about_a_time(mem, clock):
+    sid = mem.session_init(query="churn").session_id
+    decided = mem.remember("use the March holdout", type="decision", session_id=sid).fact_id
+    mem.remember("the seed is 42", session_id=sid)
+    assert [m.fact_id for m in mem.recall("what did I do today", type="decision", limit=5)] == [decided]
+    mem.close_session(sid)
+    assert all(m.fact.type == "summary" for m in mem.recall("join", type="summary", limit=5))
+    assert mem.recall("what did I do today", type="summary", limit=5).memories

@@ -25,7 +25,10 @@ _COUNT_OF = {w: i for i, w in enumerate(("one", "two", "three", "four", "five", 
 #: and those that are not one even after "in" ("in sep", unless a year follows).
 _ALSO_WORDS = {"may", "mar", "march", "jan", "sep", "oct", "nov", "dec"}
 _NOT_ALONE = {"mar", "jan", "sep"}
-_AFTER_PREPOSITION = re.compile(r"\b(?:by|until|till|before|after|in|of)\s+$", re.IGNORECASE)
+#: Two days that make a span: "between ... and ...", "from ... to ...".
+_BETWEEN = re.compile(r"\b(?:between|from)\s+$", re.IGNORECASE)
+_AND = re.compile(r"\s*(?:and|to|until|till|through|thru|-|–)\s*", re.IGNORECASE)
+_AFTER_PREPOSITION = re.compile(r"\b(?:by|until|till|before|after|in|of|between|from|to|and|since)\s+$", re.IGNORECASE)
 #: The most days one question names (a "since" two years back keeps its latest year).
 MAX_DAYS = 366
 
@@ -39,7 +42,9 @@ _ABOUT_THE_TIME = frozenset(
     "summarize summarise summarized summarised summary summaries recap overview review reviewed progress log "
     "journal accomplish accomplished achieve achieved get got go went anything something everything stuff things "
     "session sessions notebook notebooks memory memories day days week weeks month months time morning afternoon "
-    "evening night earlier recently lately".split())
+    "evening night earlier recently lately remind new leave left check checked investigate investigated debug "
+    "debugged train trained plan planned edit edited update updated clean cleaned read open opened close closed "
+    "spend spent catch wrap ship shipped deploy deployed commit committed code coded between".split())
 
 _N = r"\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
 _MONTH = "|".join(sorted(_MONTH_OF, key=len, reverse=True))
@@ -48,13 +53,13 @@ _ORD = "st|nd|rd|th"
 #: A word every phrase that names days holds: a question without one names none (the test
 #: costs a fifth of the phrases' own on the questions most recalls ask).
 _MAY_NAME_A_DAY = re.compile(
-    rf"\b(?:today|tonight|morning|afternoon|evening|yesterday|ago|days|week|weekend|month|{'|'.join(_WEEKDAYS)}|{_MONTH})\b|\d-\d",
+    rf"\b(?:today|tonight|morning|afternoon|evening|night|yesterday|ago|days|week|weekend|month|{'|'.join(_WEEKDAYS)}|{_MONTH})\b|\d-\d",
     re.IGNORECASE)
 _DAY_NAMED = re.compile(
     rf"""\b(?P<since>since\s+)?(?:
       (?P<before>(?:the\s+)?day\s+before\s+yesterday)
     | (?P<today>today|tonight|this\s+(?:morning|afternoon|evening))
-    | (?P<yesterday>yesterday)
+    | (?P<yesterday>yesterday|last\s+night)
     | (?P<days_ago>{_N})\s+days?\s+ago
     | (?P<weeks_ago>{_N})\s+weeks?\s+ago
     | (?:the\s+)?(?:past|last)\s+(?P<span>{_N})\s+days
@@ -83,13 +88,19 @@ def temporal_terms(query: str, now: datetime) -> list[str]:
     if not query or _MAY_NAME_A_DAY.search(query) is None:
         return []
     today = local_day(now)
-    days: list[date] = []
+    named: list[tuple[re.Match, date, date]] = []
     for m in _DAY_NAMED.finditer(query):
         first, last = _span(m, today, query) or (None, None)
         if first is None:
             continue
         if m.group("since"):
             last = max(last, today)
+        if named and _BETWEEN.search(query[:named[-1][0].start()]) and _AND.fullmatch(query[named[-1][0].end():m.start()]):
+            _, was_first, was_last = named.pop()  # ("between May 1 and May 5", "from Monday to Wednesday")
+            first, last = min(first, was_first), max(last, was_last)
+        named.append((m, first, last))
+    days: list[date] = []
+    for _, first, last in named:
         last = min(last, max(today, first))  # (a range never runs past today; a date named outright stays)
         days += [last - timedelta(days=i) for i in range(min((last - first).days + 1, MAX_DAYS))][::-1]
     return list(dict.fromkeys(day_term(d) for d in days[-MAX_DAYS:]))
@@ -139,7 +150,7 @@ def _span(m: re.Match, today: date, query: str) -> tuple[date, date] | None:
         i = 1 if g("mon1") else 2
         month, dom, year = g(f"mon{i}"), g(f"dom{i}"), g(f"y{i}")
         if month.lower() in _ALSO_WORDS and not (g(f"ord{i}") or year or g("since") or g(f"on{i}")) \
-                and not _AFTER_PREPOSITION.search(query[max(0, m.start() - 8):m.start()]):
+                and not _AFTER_PREPOSITION.search(query[max(0, m.start() - 9):m.start()]):
             return None  # ("it may 12 times", "2 may fail": not dates)
         return _day(_dated(today, _MONTH_OF[month.lower()], int(dom), year))
     if g("mon3") or g("mon4"):

@@ -48,7 +48,7 @@ class Question:
     kind: str | None
     type: str | None
     days: list[str]                 # the day terms it names (the temporal channel)
-    whole_days: bool                # whether it asks only what was done on them (their memories answer it too)
+    whole_days: bool                # whether it asks only what was done on them (every memory of theirs answers)
     words: dict[int, str]           # term hash -> the word as asked (what a match shows)
     vector: np.ndarray | None       # its meaning, when the channel runs
     admit: bool                     # whether a memory may come by meaning alone
@@ -119,8 +119,8 @@ class Recall:
             ranked, memories = recall_sql(
                 self.store, self.settings.config, self.settings.model, q.terms, q.qtf, q.words, now=q.now, user=user,
                 project=project, limit=limit, updated_after=q.updated_after, kind=q.kind, type=type,
-                day_docs=self.day_docs(user, q.days, project, q.whole_days) if q.days else None, question=q.vector,
-                strict=strict, admit=q.admit)
+                day_docs=sum(self.day_docs(q), []) if q.days else None, every_day_memory=q.whole_days,
+                question=q.vector, strict=strict, admit=q.admit)
         self.live.start_checks()  # (a new kernel's first recall is answered before they read the saved index)
         if tracked and memories:
             doc_of = dict(zip((m.fact_id for m in memories), ranked.doc_ids.tolist()))
@@ -153,8 +153,10 @@ class Recall:
 
     def question(self, query: str, now_dt: datetime, *, user: str, project: str | None, limit: int,
                  kind: str | None, type: str | None, max_age_days: int | None, strict: bool) -> Question:
-        terms, qtf, qlen, kind, days, asked = self.analyse(query, now_dt, kind)
-        days = days if kind in (None, "summary_event") and type in (None, "summary") and limit else []
+        # (asked for summaries by type, a question is asked of them whatever its words)
+        terms, qtf, qlen, kind, days, asked = self.analyse(query, now_dt, None if kind == "auto" and type == "summary"
+                                                           else kind)
+        days = days if limit else []
         words = text.term_words(asked)  # (a date the temporal channel took is no word a match shows)
         model = self.settings.model
         # (the question's vector, for whichever path ranks: the index's, else the file's)
@@ -163,7 +165,7 @@ class Recall:
         # ask for memories by the identifiers they hold)
         admit = vector is not None and model.knows(words.values()) \
             and not text.names_identifiers(query, self.known_terms)
-        whole_days = bool(days) and kind is None and type is None and asks_what_was_done(query)
+        whole_days = bool(days) and asks_what_was_done(query)
         return Question(query, terms, qtf, qlen, kind, type, days, whole_days, words, vector, admit, epoch_seconds(now_dt),
                         epoch_seconds(now_dt) - max_age_days * 86_400 if max_age_days else None, user, project, limit,
                         strict)
@@ -190,7 +192,10 @@ class Recall:
             search = search_meaning(index, q.vector, cfg, admit=q.admit)
         if q.days:  # a question about a time: what was done then, and nothing from other days
             cs = index.channel_scores(q.terms, q.qtf, q.qlen, text.query_grams(q.text)) if q.terms else None
-            docs = self.day_docs(q.user, q.days, q.project, q.whole_days) if known_project else []
+            summaries, memories = self.day_docs(q) if known_project else ([], [])
+            if memories and not q.whole_days:  # (of a question that names a topic too, those that match it)
+                memories = [] if cs is None else [d for d, raw in zip(memories, cs.bm25_of(np.array(memories))) if raw > 0]
+            docs = summaries + memories
             ranked = days_first(rank_days(index, cs, cfg, docs, now=q.now), Ranked.empty(), cfg, limit)
         elif q.terms and known_project:
             cs = index.channel_scores(q.terms, q.qtf, q.qlen, text.query_grams(q.text))
@@ -237,16 +242,18 @@ class Recall:
         qtf = list(counts.values())
         return list(counts.keys()), qtf, sum(qtf), kind, days, asked
 
-    def day_docs(self, user: str, days: list[str], project: str | None, memories: bool = False) -> list[int]:
-        """Index positions of the user's whole-session summaries of these days (YYYYMMDD) and,
-        with `memories` (a question of what was done then), of what the user wrote on them
-        that no summary of those days stands for yet (a session still open, as the one asking
-        about today usually is, or the part after midnight of one filed under its first day)."""
-        sessions = self.store.sessions
-        docs = sessions.day_summaries(user, [day_key(d) for d in days], project)
-        if memories:
-            docs += sessions.day_memories(user, day_spans(days), project, [day_key(d) for d in days], DAY_MEMORIES)
-        return sorted(set(docs))
+    def day_docs(self, q: Question) -> tuple[list[int], list[int]]:
+        """Index positions of what the days a question names hold, as its kind and type let
+        it have them: (the user's whole-session summaries of those days, what the user wrote or
+        revised on them that no summary of those days stands for yet: a session still open, as
+        the one asking about today usually is, or the part after midnight of one filed under
+        its first day)."""
+        sessions, keys = self.store.sessions, [day_key(d) for d in q.days]
+        summaries = sessions.day_summaries(q.user, keys, q.project) \
+            if q.kind in (None, "summary_event") and q.type in (None, "summary") else []
+        memories = sessions.day_memories(q.user, day_spans(q.days), q.project, keys, q.type, DAY_MEMORIES) \
+            if q.kind in (None, "memory") and q.type != "summary" else []
+        return summaries, memories
 
     def known_terms(self, hashes: list[int]) -> set[int]:
         """Which of these terms some memory holds (the index's vocabulary, else the file's)."""

@@ -25,12 +25,12 @@ from .answers import scored_memories
 def recall_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Sequence[int], qtf: Sequence[int],
                words: Mapping[int, str], *, now: float, user: str, project: str | None, limit: int,
                updated_after: float | None, kind: str | None, type: str | None, day_docs: Sequence[int] | None = None,
-               question: np.ndarray | None = None, strict: bool = True,
+               every_day_memory: bool = False, question: np.ndarray | None = None, strict: bool = True,
                admit: bool = True) -> tuple[Ranked, list[ScoredMemory]]:
     """`Memory.recall` from the store: (the rows shown, their memories)."""
     ranked = rank_sql(store, cfg, model, terms, qtf, now=now, user=user, project=project, limit=limit,
-                      kind=kind, type=type, days=day_docs, question=question, strict=strict, admit=admit,
-                      updated_after=updated_after)
+                      kind=kind, type=type, days=day_docs, every_day_memory=every_day_memory, question=question,
+                      strict=strict, admit=admit, updated_after=updated_after)
     ranked = ranked.take(np.arange(min(limit, ranked.doc_ids.size)))
     facts = {d: fact_of(row) for d, row in store.facts_by_doc(ranked.doc_ids.tolist()).items()}
     if len(facts) < ranked.doc_ids.size:  # (removed by another process since it was ranked)
@@ -61,12 +61,13 @@ def bm25_matches(store, cfg: RankingConfig, terms: Sequence[int], qtf: Sequence[
 
 def rank_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Sequence[int], qtf: Sequence[int], *,
              now: float, user: str, project: str | None, limit: int, kind: str | None = None, type: str | None = None,
-             days: Sequence[int] | None = None, question: np.ndarray | None = None, strict: bool = True,
-             admit: bool = True, updated_after: float | None = None) -> Ranked:
+             days: Sequence[int] | None = None, every_day_memory: bool = False, question: np.ndarray | None = None,
+             strict: bool = True, admit: bool = True, updated_after: float | None = None) -> Ranked:
     """The in-process ranking without its n-gram and context channels, from the store; with the
     question's vector `question` the meaning channel from the stored vectors (`meaning_sql`).
     A question about a time (`days`: its days' summaries and memories, given) is answered by
-    those alone, all of them, best first (`days_first`, the temporal channel), as in process."""
+    those alone, best first (`days_first`, the temporal channel), as in process: the summaries
+    and the memories that match its words, or with `every_day_memory` every memory."""
     if limit <= 0:
         return Ranked.empty()
     found, n = bm25_matches(store, cfg, terms, qtf, user, project)
@@ -100,8 +101,8 @@ def rank_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Seq
                              updated_after=updated_after)
     if days is not None:
         on_days = Ranked.empty() if every is None else every.take(np.flatnonzero(np.isin(every.doc_ids, list(days))))
-        unmatched = sorted(set(days) - set(on_days.doc_ids.tolist()))  # (a day's memory need match no word)
-        if unmatched:
+        unmatched = sorted(set(days) - set(on_days.doc_ids.tolist())) if every_day_memory else []
+        if unmatched:  # (a day's memory need match no word of a question that asks what was done)
             on_days = on_days.followed_by(_unmatched(store, cfg, unmatched, now, kind, type))
         ranked = days_first(on_days, Ranked.empty(), cfg, limit)
     ranked.older_matches = older

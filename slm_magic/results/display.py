@@ -98,7 +98,11 @@ def one_line(text: str, width: int) -> str:
     flat = " ".join(printable(text[: 4 * width + 64]).split())  # (a memory may be megabytes: flatten only the head)
     if len(text) > 4 * width + 64 and len(flat) <= width:
         flat += " …"
-    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+    if len(flat) <= width:
+        return flat
+    cut = flat[: width - 1]
+    space = cut.rfind(" ")  # (at a word's end, where one is near: "Saturday 05 Dece…" read as a typo)
+    return (cut[:space] if space > 2 * width // 3 else cut).rstrip() + "…"
 
 
 #: SearchScore's sum, in words (a heading's tip in the widgets).

@@ -93,19 +93,21 @@ class SessionStore:
                 f"AND ({where}) ORDER BY doc_id", params).fetchall()]
 
     def day_memories(self, user_id: str, spans: list[tuple], project: str | None, day_keys: list[str],
-                     limit: int) -> list[int]:
+                     type: str | None, limit: int) -> list[int]:
         """Index positions of the user's memories written, or revised, within `spans` ((start,
         end) UTC times, end excluded) that no whole-session summary of those days stands for
         (its topic key is a day's key, `day_keys`, and its session id): those of a session still
-        open, of a session filed under another day, or of none. The newest `limit`, in doc order."""
+        open, of a session filed under another day, or of none; of one `type` if given. The
+        newest `limit`, in doc order."""
         if not spans or limit <= 0:
             return []
         where = " OR ".join(["(m.created_at >= ? AND m.created_at < ?) OR (m.revision_count > 0 AND "
                              "m.updated_at >= ? AND m.updated_at < ?)"] * len(spans))
         params = [user_id, *(t for span in spans for t in (*span, *span))]
-        if project is not None:
-            where = f"({where}) AND m.project = ?"
-            params.append(project)
+        for column, value in (("project", project), ("type", type)):
+            if value is not None:
+                where = f"({where}) AND m.{column} = ?"
+                params.append(value)
         with self.db.lock:
             rows = self.db.con.execute(
                 "SELECT m.doc_id FROM memories m WHERE m.user_id = ? AND m.kind = 'memory' "
