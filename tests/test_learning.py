@@ -332,3 +332,16 @@ def test_a_judgement_given_again_in_a_session_counts_once_and_a_changed_mind_rep
     assert sorted(rows()) == [("down", "random seed"), ("up", "fix the seed")]
     mem.feedback(fact.fact_id, "up", query="random seed")  # (outside a session every call is a signal, as before)
     assert mem.feedback_count() == 3
+
+
+def test_a_thumb_down_is_not_also_counted_as_ignored(mem, corpus):
+    """A memory given 👎 in a session, and shown three times, also got an "ignored" signal at
+    the close: the same judgement twice."""
+    _, noise = corpus
+    sid = mem.session_init(max_results=0).session_id
+    for _ in range(3):
+        mem.recall("churn decision", session_id=sid, limit=3)
+    mem.feedback(noise["churn"][1], "down", session_id=sid)
+    mem.close_session(sid)
+    got = mem.store.con.execute("SELECT fact_id, signal FROM feedback WHERE fact_id = ?", [noise["churn"][1]]).fetchall()
+    assert got == [(noise["churn"][1], "down")]

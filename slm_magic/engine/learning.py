@@ -165,11 +165,12 @@ class LearningLoop:
             self._maybe_retrain(user_id)
 
     def ignored_at_close(self, session_id: str, user_id: str) -> None:
-        """At a session's close: what it was shown often and never found useful."""
+        """At a session's close: what it was shown often and never judged (a thumb down says
+        more than "ignored", and is not said twice)."""
         self.working_sets.flush()
         signals = self.store.signals.session_signals(session_id, user_id)
         positive = {f for f, s in signals if EXPLICIT_SIGNALS.get(s, IMPLICIT_SIGNALS.get(s, 0)) > 0}
-        already = {f for f, s in signals if s == "ignored"}
+        already = {f for f, s in signals if s == "ignored" or s in EXPLICIT_SIGNALS}
         rows = [(uuid.uuid4().hex[:16], session_id, fact_id, "ignored", IMPLICIT_SIGNALS["ignored"], query, rank,
                  self.now(), user_id, project)
                 for fact_id, times, query, rank, project in self.store.sessions.session_showings(session_id, user_id)
