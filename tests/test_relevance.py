@@ -148,3 +148,27 @@ def test_an_identifier_some_memory_holds_is_asked_for_whole(words_mem):
     # an identifier no memory holds is still found by its parts
     assert {m.content for m in mem.recall("leeds_store")} == {"the store in Leeds closes on Sundays",
                                                               "store_master has one row per store and opening date"}
+
+
+def test_one_word_of_a_question_of_several_is_never_a_strong_match_by_itself():
+    """"how do we handle days when shops were shut?" called a memory that said only "handle" a
+    strong match (one rare word, its 3-grams and a little meaning reached 0.71)."""
+    from datetime import datetime
+
+    from slm_magic.core.text import term_words
+    from slm_magic.results.models import Fact, ScoredMemory, SearchScore
+
+    def shown(content: str, question: str, *, similar: bool = False, temporal: float = 0.0) -> str:
+        at = datetime(2026, 6, 1)
+        fact = Fact(fact_id="f", content=content, created_at=at, updated_at=at)
+        score = SearchScore(value=0.7, relevance=0.71, bm25=0.58, tfidf=0.25, recency=1.0, revision=0.0,
+                            temporal=temporal)
+        return ScoredMemory(fact=fact, score=score, similar=similar, query_words=term_words(question)).strength
+
+    question = "how do we handle days when shops were shut?"
+    call_centre = "the call centre can only handle 10,000 calls a month"
+    assert shown(call_centre, question) == "partial"
+    assert shown("closed shops on public holidays: handle those days as missing", question) == "strong"
+    assert shown(call_centre, question, similar=True) == "strong"  # (its meaning agrees)
+    assert shown(call_centre, "handle") == "strong"  # (the whole of a one-word question)
+    assert shown(call_centre, question, temporal=1.0) == "strong"  # (the day asked about)

@@ -393,13 +393,22 @@ class ScoredMemory(BaseModel):
         """How well it matches, in words: "strong" at relevance 0.70 or more (what passes the
         age gate), "weak" under 0.35 (about one common word), else "partial"; "related" for a
         memory that matched nothing itself; "listed" for one shown without a question (a
-        session opened with none: what is pinned and newest)."""
+        session opened with none: what is pinned and newest). One word of a question of
+        several is never "strong" by itself ("strong match on content: handle" for "how do we
+        handle days when shops were shut?"): its meaning, or the day asked about, must agree."""
         if self.related_to is not None:
             return "related"
         r = self.score.relevance
         if not self.query_words and r == 0:
             return "listed"
-        return "strong" if r >= AGE_GATE_RELEVANCE else "partial" if r >= WEAK_RELEVANCE else "weak"
+        if r >= AGE_GATE_RELEVANCE and (self.similar or self.score.temporal > 0 or self._words_matched() != 1
+                                        or len(set(self.query_words.values())) < 2):
+            return "strong"
+        return "partial" if r >= WEAK_RELEVANCE else "weak"
+
+    def _words_matched(self) -> int:
+        """How many of the question's words it holds, in any field."""
+        return len({w for words in self.matched.values() for w in words})
 
     # The parts by name, so `m.bm25` reads like the breakdown it is.
     @property
