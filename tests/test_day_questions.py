@@ -431,3 +431,22 @@ def test_a_type_asked_for_holds_in_a_question_about_a_time(mem, clock):
     mem.close_session(sid)
     assert all(m.fact.type == "summary" for m in mem.recall("join", type="summary", limit=5))
     assert mem.recall("what did I do today", type="summary", limit=5).memories
+
+
+@pytest.mark.parametrize("question", ["what did I do?", "what was I working on?", "what have I been up to",
+                                      "what did I do recently", "anything lately?"])
+def test_what_was_i_working_on_names_the_days_just_past(mem, clock, question):
+    """The first thing a person back from a weekend asks found nothing: no day was named."""
+    sid = demo_session(mem)  # (Monday 01 June)
+    clock.now = datetime(2026, 6, 3, 9)
+    res = mem.recall(question, limit=5)
+    assert [m.fact.session_id for m in res] == [sid] and whole(res[0])
+    clock.now = datetime(2026, 6, 20, 9)  # (nothing in the last seven days: nothing, said so)
+    assert mem.recall(question, limit=5).memories == []
+
+
+@pytest.mark.parametrize("question", ["working", "what is it?", "what did we decide about the join?"])
+def test_a_question_that_says_more_is_not_taken_for_the_days_just_past(question):
+    from slm_magic.core.temporal import recent_days
+
+    assert recent_days(question, datetime(2026, 6, 1)) == []

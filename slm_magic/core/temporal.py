@@ -29,6 +29,11 @@ _NOT_ALONE = {"mar", "jan", "sep"}
 _BETWEEN = re.compile(r"\b(?:between|from)\s+$", re.IGNORECASE)
 _AND = re.compile(r"\s*(?:and|to|until|till|through|thru|-|–)\s*", re.IGNORECASE)
 _AFTER_PREPOSITION = re.compile(r"\b(?:by|until|till|before|after|in|of|between|from|to|and|since)\s+$", re.IGNORECASE)
+#: The days "recently" means, and a question that asks what was done and names no day
+#: ("what was I working on?").
+RECENT_DAYS = 7
+_WHAT_WAS_DONE = re.compile(r"^\W*(?:so\s+|and\s+)?(?:what|where)\b.*\b(?:do|did|done|doing|work|worked|working|"
+                            r"been\s+up\s+to)\b", re.IGNORECASE)
 #: The most days one question names (a "since" two years back keeps its latest year).
 MAX_DAYS = 366
 
@@ -53,13 +58,14 @@ _ORD = "st|nd|rd|th"
 #: A word every phrase that names days holds: a question without one names none (the test
 #: costs a fifth of the phrases' own on the questions most recalls ask).
 _MAY_NAME_A_DAY = re.compile(
-    rf"\b(?:today|tonight|morning|afternoon|evening|night|yesterday|ago|days|week|weekend|month|{'|'.join(_WEEKDAYS)}|{_MONTH})\b|\d-\d",
+    rf"\b(?:today|tonight|morning|afternoon|evening|night|yesterday|recently|lately|late|ago|days|week|weekend|month|{'|'.join(_WEEKDAYS)}|{_MONTH})\b|\d-\d",
     re.IGNORECASE)
 _DAY_NAMED = re.compile(
     rf"""\b(?P<since>since\s+)?(?:
       (?P<before>(?:the\s+)?day\s+before\s+yesterday)
     | (?P<today>today|tonight|this\s+(?:morning|afternoon|evening))
     | (?P<yesterday>yesterday|last\s+night)
+    | (?P<recent>recently|lately|these\s+days|of\s+late)
     | (?P<days_ago>{_N})\s+days?\s+ago
     | (?P<weeks_ago>{_N})\s+weeks?\s+ago
     | (?:the\s+)?(?:past|last)\s+(?P<span>{_N})\s+days
@@ -128,6 +134,8 @@ def _span(m: re.Match, today: date, query: str) -> tuple[date, date] | None:
         return _day(today)
     if g("yesterday"):
         return _day(today - timedelta(days=1))
+    if g("recent"):
+        return today - timedelta(days=RECENT_DAYS - 1), today
     if g("days_ago"):
         return _day(today - timedelta(days=_count(g("days_ago"))))
     if g("weeks_ago"):
@@ -199,6 +207,15 @@ def _dated(today: date, month: int, dom: int, year: str | None) -> date | None:
         return day if year or day <= today else date(today.year - 1, month, dom)
     except ValueError:  # (February 30th, the 31st of a short month)
         return None
+
+
+def recent_days(query: str, now: datetime) -> list[str]:
+    """The last RECENT_DAYS days, for a question that asks what was done and says nothing else
+    ("what did I do?", "what was I working on?"): without a day it found nothing at all."""
+    if _WHAT_WAS_DONE.search(query) is None or set(text.term_words(query).values()) - {"work", "worked", "working",
+                                                                                       "doing", "done"}:
+        return []
+    return temporal_terms("recently", now)
 
 
 def asks_what_was_done(query: str) -> bool:

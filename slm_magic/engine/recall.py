@@ -18,7 +18,7 @@ from ..core.clock import epoch_seconds
 from ..core.fields import KINDS, TYPE_CODE
 from ..core.scoring import retrieval_mode
 from ..core.session_ids import is_synthetic_session
-from ..core.temporal import asks_what_was_done, day_key, day_spans, temporal_terms, without_days
+from ..core.temporal import asks_what_was_done, day_key, day_spans, recent_days, temporal_terms, without_days
 from ..errors import InvalidInput, StoreError, type_name
 from ..index.live import LiveIndex
 from ..ranking.fusion import days_first, rank_days, rank_index, rank_related
@@ -227,6 +227,8 @@ class Recall:
         days = temporal_terms(expanded, now_dt)
         if days and not (about_sessions or asks_what_was_done(expanded)):
             days = []
+        if not days:  # ("what was I working on?": the days just past)
+            days = recent_days(expanded, now_dt)
         if days:  # (the days are the temporal channel's, not words: "Monday" in other days' summaries)
             expanded = without_days(expanded, now_dt)
         asked = expanded
