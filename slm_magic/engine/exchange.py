@@ -297,7 +297,7 @@ class Exchange:
         links = [(r["session_id"], r["summary_of"], r["fact_id"], r["created_at"], user)
                  for r, user in zip(rows, columns["user_id"])
                  if r["kind"] == "summary_event" and r["session_id"] and r.get("summary_of")]
-        self.store.sessions.link_summaries(links)
+        self.store.sessions.add_summary_events(links)
         self.live.sync()
 
 

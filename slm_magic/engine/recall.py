@@ -159,8 +159,9 @@ class Recall:
         days = days if limit else []
         words = text.term_words(asked)  # (a date the temporal channel took is no word a match shows)
         model = self.settings.model
-        # (the question's vector, for whichever path ranks: the index's, else the file's)
-        vector = model.encode([query])[0] if model is not None and limit > 0 else None
+        # (the question's vector, for whichever path ranks: the index's, else the file's; a
+        # question about a time is answered from its days, not by meaning)
+        vector = model.encode([query])[0] if model is not None and limit > 0 and not days else None
         # (by meaning alone only for a question that means something to the model and does not
         # ask for memories by the identifiers they hold)
         admit = vector is not None and model.knows(words.values()) \
@@ -202,7 +203,7 @@ class Recall:
             cs.words = q.words
             ranked = rank_index(index, cs, cfg, now=q.now, working_set=ws, **filters, meaning=q.vector is not None,
                                 limit=max(wanted, cfg.meaning_pool) if q.vector is not None else wanted)
-        if search is not None and not q.days:
+        if search is not None:
             ranked = with_meaning(index, cs, ranked, search, cfg, now=q.now, limit=wanted, working_set=ws, **filters,
                                   strict=q.strict)
         if cs is not None and learner is not None and not q.days:  # phases 2 and 3: the learned part re-orders

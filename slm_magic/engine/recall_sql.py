@@ -91,7 +91,14 @@ def rank_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Seq
         rec = recency(updated, now, cfg.recency_half_life_days)
         rev = revision(revs, cfg.revision_cap)
         every = Ranked(docs, search_score(rel, rec, rev, cfg), rel, bm25, none, rec, rev, none)
-        rows, rel2, score2 = second_stage(docs, every.score, rel, none, updated, updated_after, cfg,
+    if days is not None:  # (a question about a time: its days' matches, no second stage nor meaning)
+        on_days = Ranked.empty() if every is None else every.take(np.flatnonzero(np.isin(every.doc_ids, list(days))))
+        unmatched = sorted(set(days) - set(on_days.doc_ids.tolist())) if every_day_memory else []
+        if unmatched:  # (a day's memory need match no word of a question that asks what was done)
+            on_days = on_days.followed_by(_unmatched(store, cfg, unmatched, now))
+        ranked = days_first(on_days, Ranked.empty(), cfg, limit)
+    elif every is not None:
+        rows, rel2, score2 = second_stage(docs, every.score, every.relevance, every.tfidf, updated, updated_after, cfg,
                                           max(limit, cfg.meaning_pool) if question is not None else limit)
         ranked, updated, held = every.take(rows, score=score2[rows]), updated[rows], held[rows]
         ranked.relevance = rel2[rows]
@@ -99,21 +106,14 @@ def rank_sql(store, cfg: RankingConfig, model: EmbeddingModel | None, terms: Seq
         ranked = meaning_sql(store, cfg, model, ranked, updated, held, question, now=now, user=user, project=project,
                              kind=kind, type=type, limit=limit, strict=strict, admit=admit,
                              updated_after=updated_after)
-    if days is not None:
-        on_days = Ranked.empty() if every is None else every.take(np.flatnonzero(np.isin(every.doc_ids, list(days))))
-        unmatched = sorted(set(days) - set(on_days.doc_ids.tolist())) if every_day_memory else []
-        if unmatched:  # (a day's memory need match no word of a question that asks what was done)
-            on_days = on_days.followed_by(_unmatched(store, cfg, unmatched, now, kind, type))
-        ranked = days_first(on_days, Ranked.empty(), cfg, limit)
     ranked.older_matches = older
     return ranked
 
 
-def _unmatched(store, cfg: RankingConfig, docs: list[int], now: float, kind: str | None, type: str | None) -> Ranked:
-    """Memories of a day the question names that hold none of its words, scored as in process:
-    relevance 0, their recency and revision."""
+def _unmatched(store, cfg: RankingConfig, docs: list[int], now: float) -> Ranked:
+    """Memories of a day the question names that hold none of its words (`docs`, as the day's
+    filters chose them), scored as in process: relevance 0, their recency and revision."""
     found = [(d, fact_of(row)) for d, row in sorted(store.facts_by_doc(docs).items())]
-    found = [(d, f) for d, f in found if (kind is None or f.kind == kind) and (type is None or f.type == type)]
     if not found:
         return Ranked.empty()
     c = np.array([d for d, _ in found], dtype=np.int64)

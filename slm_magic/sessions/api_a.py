@@ -357,7 +357,8 @@ class SessionService:
             entities.append(WHOLE_SESSION)
         if records:
             ids = self.write_summaries(records)
-            self.store.sessions.add_summary_events(sid, list(zip(entities, ids)), self.now())
+            now = self.now()
+            self.store.sessions.add_summary_events([(sid, e, f, now, self.user_id) for e, f in zip(entities, ids)])
         return len(records), [labels[k] for k in groups]
 
     # --- forgetting: no summary keeps what was forgotten -----------------------------------

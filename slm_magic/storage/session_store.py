@@ -156,9 +156,9 @@ class SessionStore:
         self.db.write_meta("UPDATE sessions SET ended_at = coalesce(ended_at, ?), summary = coalesce(?, summary), "
                    "is_auto_generated = is_auto_generated OR ? WHERE session_id = ?", [now, summary, auto, session_id])
 
-    def link_summaries(self, rows: list[tuple]) -> None:
-        """(session_id, entity, fact_id, created_at, user_id) rows: summaries brought by an
-        import, linked to what they stand for as when their session was closed."""
+    def add_summary_events(self, rows: list[tuple]) -> None:
+        """(session_id, entity, fact_id, created_at, user_id) rows: which entity each summary a
+        close wrote stands for (written by the close, or brought back by an import)."""
         if rows:
             cols = [list(c) for c in zip(*rows)]
             self.db.write_meta("INSERT INTO summary_events (session_id, entity, fact_id, created_at, user_id) "
@@ -169,12 +169,6 @@ class SessionStore:
         with self.db.lock:
             return [r[0] for r in self.db.con.execute(
                 "SELECT entity FROM summary_events WHERE session_id = ?", [session_id]).fetchall()]
-
-    def add_summary_events(self, session_id: str, pairs: list[tuple[str, str]], now) -> None:
-        self.db.write_meta("INSERT INTO summary_events (session_id, entity, fact_id, created_at, user_id) "
-                   "SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?, "
-                   "(SELECT user_id FROM sessions WHERE session_id = ?)",
-                   [session_id, [e for e, _ in pairs], [f for _, f in pairs], now, session_id])
 
     def written_summaries(self, user_id: str, session_ids: list[str]) -> list[tuple[str, str, str, bool]]:
         """(session, fact_id, project, linked) of every summary the engine wrote of these
