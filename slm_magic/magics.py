@@ -395,7 +395,8 @@ class SLMMagic(Magics, Configurable):
 
             with self._engine() as mem:
                 sid = self._session(mem)
-            return LiveSearch(mem, session_id=sid, limit=limit)
+            return LiveSearch(mem, session_id=sid, limit=limit, type=args.type, project=args.project,
+                              related=args.related)
         with self._engine() as mem:
             sid = self._session(mem)
             res = mem.recall(query, session_id=sid, project=args.project, limit=limit, type=args.type,
@@ -490,8 +491,9 @@ class SLMMagic(Magics, Configurable):
         """Every memory, newest first, a page at a time (no query needed)."""
         args = parse_argstring(self.slm_list, line)
         limit = self.limit if args.limit is None else args.limit
-        if limit < 1 or args.page < 1:
-            raise UsageError(f"--limit and --page must be at least 1; got {limit} and {args.page}")
+        for name, value in (("--limit", limit), ("--page", args.page)):
+            if value < 1:
+                raise UsageError(f"{name} must be at least 1; got {value}")
         with self._engine() as mem:
             return mem.browse(project=args.project, type=args.type, limit=limit, offset=(args.page - 1) * limit)
 

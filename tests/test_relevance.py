@@ -150,6 +150,24 @@ def test_an_identifier_some_memory_holds_is_asked_for_whole(words_mem):
                                                               "store_master has one row per store and opening date"}
 
 
+def test_a_name_is_found_whichever_way_it_is_written(words_mem):
+    """"bigquery" found nothing in a memory that says "BigQuery" (held whole, unstemmed), nor
+    "BigQuery" in one that says "bigquery" (a plain word, stemmed): people type names lowercase."""
+    mem = words_mem
+    camel = mem.remember("We chose Snowflake over BigQuery: the client already pays for Snowflake.")
+    plain = mem.remember("the bigquery export lands in the raw bucket every night")
+    mem.remember("the churn model is retrained every Monday")
+    for path in ("index", "sql"):
+        if path == "sql":
+            mem.live.degrade("a test: the file answers")
+        for asked in ("bigquery", "BigQuery", "Bigquery", "why not bigquery?"):
+            found = mem.recall(asked).memories
+            assert {m.fact_id for m in found} == {camel.fact_id, plain.fact_id}, (asked, path)
+            assert all("bigquery" in m.reason for m in found), (asked, path)
+        # (a word no memory writes the other way asks nothing more)
+        assert [m.fact_id for m in mem.recall("snowflake").memories] == [camel.fact_id], path
+
+
 def test_one_word_of_a_question_of_several_is_never_a_strong_match_by_itself():
     """"how do we handle days when shops were shut?" called a memory that said only "handle" a
     strong match (one rare word, its 3-grams and a little meaning reached 0.71)."""

@@ -192,6 +192,28 @@ class _JumpingSelector(selectors.DefaultSelector):
         return events
 
 
+def test_a_row_found_by_its_meaning_says_so(filled):
+    """The quickstart promises that a memory found by meaning says "similar meaning": the text
+    and the saved HTML did, the widget only in its chip's tooltip."""
+    with filled.attached():
+        result = filled.recall("customers missing after merging purchases")
+        view = MemoriesView.of(result, memory=filled)
+    assert result.memories and result.memories[0].similar
+    assert "similar meaning" in view.rows[0].meta.value
+    by_words = result.model_copy(update={"memories": [result.memories[0].model_copy(update={"similar": False})]})
+    assert "similar meaning" not in MemoriesView.of(by_words, memory=filled).rows[0].meta.value
+
+
+def test_a_live_search_keeps_the_options_it_was_opened_with(filled):
+    """`%recall --type preference` with no query opened a search box that forgot the type."""
+    everything = LiveSearch(filled, limit=5)
+    everything.search("churn")
+    assert {"decision", "preference"} <= {r.fact.type for r in everything.view.result.memories}
+    preferences = LiveSearch(filled, limit=5, type="preference")
+    preferences.search("churn")
+    assert [r.fact.type for r in preferences.view.result.memories] == ["preference"]
+
+
 def test_live_search_ranks_as_the_user_types_and_is_debounced(filled):
     search = LiveSearch(filled, limit=3)  # the debounce users get
     search.box.value = "tenure_days"  # no event loop here: searched at once
@@ -366,6 +388,14 @@ def test_a_live_search_saves_what_it_last_found(shell, filled):
     (update,) = cap.outputs
     assert update.update and "Dropped the tenure_days feature" not in words_of(update.data["text/html"])
     assert "Dropped the tenure_days" not in update.data["text/plain"]
+    # (and it says what stood there, not that nothing matched)
+    assert "1 memory found here was forgotten since" in words_of(update.data["text/html"])
+    assert "1 memory found here was forgotten since" in update.data["text/plain"]
+    from slm_magic.results.display import recall_html
+
+    nothing_left = search.view.result.model_copy(update={"memories": []})
+    assert "No memory matched" in recall_html(nothing_left)
+    assert "No memory matched" not in recall_html(nothing_left, forgotten=1)
 
 
 def test_a_pinned_memory_is_marked_in_words_not_an_emoji(filled):

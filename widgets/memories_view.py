@@ -195,6 +195,9 @@ class MemoryRow:
                            "</div></div>")
         colour = "var(--jp-warn-color0,#7a4f01)" if f.type in ("decision", "preference", "profile") else INK
         parts = [strength_chip(self.item), f"<span style='color:{colour}'>{_marked(f.type, terms)}</span>"]
+        if self.item.similar and self.item.strength not in ("related", "listed"):  # (as the text and HTML say it)
+            parts.insert(1, "<span class='slm-similar' title=\"its meaning is close to the question's, whatever "
+                            "words it shares\">similar meaning</span>")
         if self.forgotten:
             parts.insert(0, f"<span class='slm-forgotten' style='color:{ERROR}'>forgotten</span>")
         if f.tags:
@@ -395,9 +398,16 @@ class MemoriesView(SavedForm, W.VBox):
     def saved_html(self) -> str:
         if self.result is None:
             return memories_html(self.shown_memories(), self.viewer)
-        return recall_html(self.result.model_copy(update={"memories": self.shown_memories()}), self.viewer)
+        return recall_html(self.result.model_copy(update={"memories": self.shown_memories()}), self.viewer,
+                           forgotten=self.forgotten_count)
 
     def __repr__(self) -> str:  # the saved form's text
         if self.result is None:
             return plural(len(self.items), "memory", "memories")
-        return recall_text(self.result.model_copy(update={"memories": self.shown_memories()}), viewer=self.viewer)
+        return recall_text(self.result.model_copy(update={"memories": self.shown_memories()}), viewer=self.viewer,
+                           forgotten=self.forgotten_count)
+
+    @property
+    def forgotten_count(self) -> int:
+        """How many of the rows were forgotten since they were shown (left out of the saved form)."""
+        return sum(r.forgotten for r in self.rows)

@@ -28,8 +28,11 @@ class LiveSearch(SavedForm, W.VBox):
     session's showings (a prefix typed on the way is not a question asked)."""
 
     def __init__(self, memory: "Memory", *, session_id: str | None = None, limit: int = 10,
-                 query: str = "", debounce_s: float = 0.25):
+                 query: str = "", debounce_s: float = 0.25, **options):
+        """`options`: what every search here asks besides the query (`Memory.recall`'s `type`,
+        `project`, `related`), as `%recall`'s options given with no query."""
         self.memory, self.session_id, self.limit, self.debounce_s = memory, session_id, limit, debounce_s
+        self.options = options
         self.box = W.Text(value=query, placeholder="search your memories…", continuous_update=True,
                           layout=W.Layout(width="420px", max_width=FULL_WIDTH))
         # (beside the box while there is room for it, else under it: never squeezed word by word)
@@ -78,7 +81,7 @@ class LiveSearch(SavedForm, W.VBox):
         started = time.perf_counter()
         try:
             with self.memory.attached():
-                result = self.memory.recall(query, limit=self.limit)
+                result = self.memory.recall(query, limit=self.limit, **self.options)
         except SlmMagicError as exc:
             self.timing.value = f"<span style='color:{ERROR}'>{html.escape(str(exc))}</span>"
             return None

@@ -262,13 +262,32 @@ def identifier_parts(word: str) -> frozenset[str]:
 
 def term_words(text: str) -> dict[int, str]:
     """Term hash -> the word of `text` it came from (casefolded; a part of an identifier for
-    that part's term): what a match is shown as."""
+    that part's term; a word's other spelling, `other_spelling`, for that word): what a match
+    is shown as."""
     out: dict[int, str] = {}
     for raw in _WORD.findall(unicodedata.normalize("NFKC", text)):
         if raw.casefold() not in STOP_WORDS:
             for term, word in _term_sources(raw):
                 out.setdefault(term_hash(term), word)
+            if (other := other_spelling(raw)) is not None:
+                out.setdefault(other, raw.casefold())
     return out
+
+
+@lru_cache(maxsize=50_000)
+def other_spelling(raw: str) -> int | None:
+    """The term a memory holds for the same name written the other way, as one word or in
+    camelCase: "bigquery" asked of a memory that says "BigQuery" (held whole, unstemmed),
+    "BigQuery" asked of one that says "bigquery" (stemmed as a plain word). None when both ways
+    give the same term, or for a code or an identifier with underscores (always cut the same)."""
+    word = raw.casefold()
+    if is_code(word) or "_" in raw:
+        return None
+    plain = len(_PART.findall(_CAMEL.sub("_", raw).casefold())) == 1
+    whole, stemmed = word, _stem(word)
+    if whole == stemmed or (plain and not word.isalpha()):
+        return None
+    return term_hash(whole if plain else stemmed)
 
 
 def marked(text: str, terms: set[int] | frozenset[int]) -> list[tuple[str, bool]]:
@@ -299,11 +318,20 @@ def term_counts(text: str) -> Counter[int]:
     return Counter(term_ids(text))
 
 
-def query_counts(text: str, known: Callable[[list[int]], set[int]]) -> Counter[int]:
+def terms_to_look_up(text: str) -> list[int]:
+    """The terms whose presence in the store decides how a question is asked (`query_counts`,
+    `names_identifiers`): its identifiers' whole terms and its words' other spellings."""
+    words, idents = _question_words(text)
+    return list({*idents.values(), *filter(None, map(other_spelling, words))})
+
+
+def query_counts(text: str, held: set[int] | frozenset[int]) -> Counter[int]:
     """A question's terms, as `term_counts` cuts them, except that an identifier some memory
-    holds whole ("store_master", as `known` says of the whole terms) is asked for whole: its
-    parts alone ("store", "master") would match every memory that merely says "store"."""
-    words, idents, held = _held_identifiers(text, known)
+    holds whole ("store_master"; `held`: which of `terms_to_look_up` some memory holds) is
+    asked for whole: its parts alone ("store", "master") would match every memory that merely
+    says "store"; and a name some memory writes the other way (`other_spelling`) is asked for
+    that way too."""
+    words, idents = _question_words(text)
     counts: Counter[int] = Counter()
     for w in words:
         whole = idents.get(w)
@@ -311,25 +339,25 @@ def query_counts(text: str, known: Callable[[list[int]], set[int]]) -> Counter[i
             counts[whole] += 1
         else:
             counts.update(term_hash(t) for t in _word_terms(w))
+    # (a name asked the other way from how a memory wrote it: "bigquery" for "BigQuery")
+    counts.update([o for o in map(other_spelling, words) if o in held and o not in counts])
     return counts
 
 
-def names_identifiers(text: str, known: Callable[[list[int]], set[int]]) -> bool:
-    """Whether every word of a question is an identifier some memory holds whole: it asks for
-    those memories by name, not for anything that means something alike."""
-    words, idents, held = _held_identifiers(text, known)
+def names_identifiers(text: str, held: set[int] | frozenset[int]) -> bool:
+    """Whether every word of a question is an identifier some memory holds whole (`held`, as
+    `query_counts` takes it): it asks for those memories by name, not for anything that means
+    something alike."""
+    words, idents = _question_words(text)
     return bool(words) and all(idents.get(w) in held for w in words)
 
 
-def _held_identifiers(text: str, known: Callable[[list[int]], set[int]]):
-    """A question's words (stop words out), its identifiers' whole-term hashes, and which of
-    those some memory holds (`known`)."""
+def _question_words(text: str) -> tuple[list[str], dict[str, int]]:
+    """A question's words (stop words out) and its identifiers' whole-term hashes."""
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
     words = [w for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS]
-    idents = {w: term_hash(w.casefold()) for w in words if len(_word_terms(w)) > 1 and _is_identifier(w)}
-    held = known(list(set(idents.values()))) if idents else set()
-    return words, idents, held
+    return words, {w: term_hash(w.casefold()) for w in words if len(_word_terms(w)) > 1 and _is_identifier(w)}
 
 
 def _is_identifier(raw: str) -> bool:

@@ -165,7 +165,7 @@ class Recall:
         # (by meaning alone only for a question that means something to the model and does not
         # ask for memories by the identifiers they hold)
         admit = vector is not None and model.knows(words.values()) \
-            and not text.names_identifiers(query, self.known_terms)
+            and not text.names_identifiers(query, self.known_terms(text.terms_to_look_up(query)))
         whole_days = bool(days) and asks_what_was_done(query)
         return Question(query, terms, qtf, qlen, kind, type, days, whole_days, words, vector, admit, epoch_seconds(now_dt),
                         epoch_seconds(now_dt) - max_age_days * 86_400 if max_age_days else None, user, project, limit,
@@ -241,7 +241,7 @@ class Recall:
             expanded = f"{expanded} {' '.join(held)}"
         if kind == "auto":
             kind = None if days or about_sessions else "memory"
-        counts = text.query_counts(expanded, self.known_terms)
+        counts = text.query_counts(expanded, self.known_terms(text.terms_to_look_up(expanded)))
         qtf = list(counts.values())
         return list(counts.keys()), qtf, sum(qtf), kind, days, asked
 
@@ -260,6 +260,8 @@ class Recall:
 
     def known_terms(self, hashes: list[int]) -> set[int]:
         """Which of these terms some memory holds (the index's vocabulary, else the file's)."""
+        if not hashes:
+            return set()
         index = self.live.index
         if index is not None:
             cols = index.cols

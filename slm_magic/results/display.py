@@ -201,7 +201,8 @@ STRENGTH_WORDS = {"strong": "strong match", "partial": "match", "weak": "weak ma
 PART_WORDS = {"relevance": "match", "bm25": "words", "tfidf": "word parts", "meaning": "meaning", "context": "context",
               "recency": "recent", "revision": "revised", "working_set": "this session", "learned": "learned"}
 PART_TIPS = {"relevance": "relevance: words, word parts and meaning fused", "meaning": "meaning: how close the "
-             "memory's meaning is to the question's (cosine of their embeddings, from 0 at unrelated to 1)",
+             "memory's meaning is to the question's (the cosine of their embeddings: 0 up to what unrelated "
+             "texts reach, 1 from what a restatement reaches)",
              "bm25": "bm25: the question's words (BM25F over "
              "content, title, tags, project, type)", "tfidf": "tfidf: cosine of character 3-grams (word parts, "
              "variants, typos)", "context": "context: the session context channel", "recency": "recency: halves every "
@@ -243,10 +244,16 @@ def author_text(f, viewer: str | None = None) -> str:
     return f"shared by {f.user_id or 'the default user'}"
 
 
-def recall_text(res, width: int | None = None, viewer: str | None = None) -> str:
+def forgotten_words(count: int) -> str:
+    """What stands in a saved output for the memories forgotten from it (their text is gone)."""
+    return f"{plural(count, 'memory', 'memories')} found here {'was' if count == 1 else 'were'} forgotten since"
+
+
+def recall_text(res, width: int | None = None, viewer: str | None = None, forgotten: int = 0) -> str:
     """The memories as a table that fits the terminal: rank, score, match, a short id, then
     the memory wrapped at word boundaries with its type, tags, age and notebook below it.
-    `viewer`: the user reading it (their own shared memories say "shared by you")."""
+    `viewer`: the user reading it (their own shared memories say "shared by you");
+    `forgotten`: how many it showed were forgotten since (left out)."""
     width = width or terminal_width()
     lines = wrap(f"recall {res.query!r}: {plural(len(res.memories), 'memory', 'memories')}, "
                  f"{res.elapsed_ms:.1f} ms", width)
@@ -254,8 +261,10 @@ def recall_text(res, width: int | None = None, viewer: str | None = None) -> str
         lines += wrap(f"slower path: {mode_words(res.retrieval_mode)} ({res.degraded_reason})", width)
     if res.older_matches:
         lines += wrap(age_gate_words(res.age_gate_days, res.older_matches, res.older_shown), width)
+    if forgotten:
+        lines += wrap(forgotten_words(forgotten), width)
     if not res.memories:
-        return "\n".join(lines + ["no memory matched"])
+        return "\n".join(lines if forgotten else lines + ["no memory matched"])
     wide = any(m.score.value < 0 for m in res.memories)  # (a learned part can take a score below 0)
     indent = 29 + wide  # under the memory column
     lines.append(f"{'#':>3}  {'score':>{5 + wide}}  {'match':>5}  {'id':8}  memory")
@@ -317,8 +326,9 @@ def memories_html(memories, viewer: str | None = None) -> str:
     return f"{_CSS}<div style='overflow-x:auto'><table class=slm-t>{head}{''.join(rows)}</table></div>"
 
 
-def recall_html(res, viewer: str | None = None) -> str:
-    """A recall as HTML: what was asked, how it ran, the memories' table."""
+def recall_html(res, viewer: str | None = None, forgotten: int = 0) -> str:
+    """A recall as HTML: what was asked, how it ran, the memories' table (`forgotten`: as
+    `recall_text`)."""
     e = html.escape
     cap = (f"recall <b>{e(res.query)}</b> · {plural(len(res.memories), 'memory', 'memories')} · "
            f"{res.elapsed_ms:.1f} ms")
@@ -327,8 +337,10 @@ def recall_html(res, viewer: str | None = None) -> str:
     if res.older_matches:
         cap += (f"<div style='color:{MUTED}'>"
                 f"{e(age_gate_words(res.age_gate_days, res.older_matches, res.older_shown))}</div>")
+    if forgotten:
+        cap += f"<div style='color:{MUTED}'>{e(forgotten_words(forgotten))}</div>"
     if not res.memories:
-        return f"<div>{cap}</div><div><i>No memory matched.</i></div>"
+        return f"<div>{cap}</div>" + ("" if forgotten else "<div><i>No memory matched.</i></div>")
     return f"<div>{cap}</div>{memories_html(res.memories, viewer)}"
 
 
