@@ -258,6 +258,8 @@ class SLMMagic(Magics, Configurable):
             code = None
         if code is not None and len(code) > self.CODE_KEPT:
             code = code[: self.CODE_KEPT] + f"\n# … {len(code) - self.CODE_KEPT:,} more characters not kept"
+        if code is not None and not code.isascii():  # (a stray byte in the cell before is no fault of this one)
+            code = code.encode("utf-8", "replace").decode("utf-8")
         return {"notebook": notebook, "cell": count, "cell_id": self._cell_id, "code": code}
 
     # --- widgets, in a kernel ---------------------------------------------------------------

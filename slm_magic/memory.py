@@ -427,7 +427,11 @@ class Memory:
         told apart), or None: what a cell run again would remember a second time."""
         if not isinstance(content, str):
             return None
-        fact_id = self.store.find_live(self.user_id, content_hash=content_hash(redact(content)), notebook=notebook)
+        try:
+            digest = content_hash(redact(content))
+        except UnicodeEncodeError:  # (no memory can hold it: remembering it says why)
+            return None
+        fact_id = self.store.find_live(self.user_id, content_hash=digest, notebook=notebook)
         return None if fact_id is None else self.get(fact_id)
 
     def get(self, fact_id: str, *, user_id: str | None = None) -> Fact | None:

@@ -445,6 +445,18 @@ def test_what_was_i_working_on_names_the_days_just_past(mem, clock, question):
     assert mem.recall(question, limit=5).memories == []
 
 
+@pytest.mark.parametrize("question", ["what did I do?", "what was I working on?", "what was I working on"])
+def test_what_was_i_working_on_finds_the_session_still_open(mem, clock, question):
+    """It found only closed sessions' summaries: today's work, in the session still open,
+    came back to "what did I do today" and "recently" but not to these."""
+    sid = mem.session_init(query="churn").session_id
+    written = {mem.remember(t, session_id=sid).fact_id for t in ("the left join drops 3% of rows",
+                                                                 "tenure leaks the label")}
+    assert {m.fact_id for m in mem.recall(question, limit=5)} == written
+    mem.live.degrade("a test: the file answers")
+    assert {m.fact_id for m in mem.recall(question, limit=5)} == written
+
+
 @pytest.mark.parametrize("question", ["working", "what is it?", "what did we decide about the join?"])
 def test_a_question_that_says_more_is_not_taken_for_the_days_just_past(question):
     from slm_magic.core.temporal import recent_days

@@ -416,3 +416,22 @@ def test_a_negative_score_keeps_the_table_in_its_columns():
     head, first, second = [x for x in text.splitlines() if x.lstrip().startswith(("#", "1 ", "2 "))][:3]
     assert head.index("match") + len("match") == first.index("0.98") + 4 == second.index("0.98") + 4
     assert first.index("memory a") == second.index("memory b") == head.index("memory")
+
+
+def test_a_memory_with_a_long_url_or_blob_shows_its_start(tmp_path):
+    """A memory holding a URL longer than the table's three lines showed as "See …", and a
+    blob as " …": the word cut at the limit was dropped, and it was the whole text."""
+    from slm_magic.results.display import recall_text, wrap
+
+    url = "https://example.com/dashboards/churn?&p=" + "abcdef" * 60
+    with Memory(tmp_path / "m.duckdb") as mem:
+        mem.remember(f"See {url} for the dashboard.")
+        mem.remember("x" * 20_000)
+        link = recall_text(mem.recall("dashboard"), width=80)
+        blob = str(mem.browse(limit=5))
+    assert "See https://example.com/dashboards/churn" in link and link.count("abcdef") > 10
+    assert "x" * 40 in blob
+    # (an ordinary word cut at the limit is still left out: it would read as another word)
+    prose = "the quick brown fox jumps over the lazy dog " * 20
+    shown = " ".join(wrap(prose, 41, lines=2)).split()
+    assert shown[-1] == "…" and set(shown[:-1]) <= set(prose.split()) and len(shown) > 10

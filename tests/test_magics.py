@@ -83,6 +83,16 @@ def test_mistakes_are_one_line_usage_errors(ip, source, message, capsys):
     assert "Traceback" not in out.out + out.err
 
 
+def test_a_stray_byte_in_a_cell_is_a_usage_error_and_spoils_no_later_cell(ip, capsys):
+    """A lone surrogate in a %%remember body ended in a UnicodeEncodeError traceback, and the
+    next, valid %%remember failed too: the cell before it (its kept code) held the byte."""
+    _, err = cell(ip, "%%remember --tags surr\nlone surrogate \udcff inside")
+    assert isinstance(err, UsageError) and "content is not UTF-8 text: character 16" in str(err)
+    fact, err = cell(ip, "%%remember --tags url\nthe dashboard lives on the team wiki")
+    assert err is None and fact.action == "remembered" and ip.run_line_magic("recall", "dashboard").memories
+    assert "Traceback" not in "".join(capsys.readouterr())
+
+
 def test_usage_error_raised_directly(ip):
     with pytest.raises(UsageError):
         ip.run_line_magic("recall", "")

@@ -212,18 +212,23 @@ def _dated(today: date, month: int, dom: int, year: str | None) -> date | None:
 def recent_days(query: str, now: datetime) -> list[str]:
     """The last RECENT_DAYS days, for a question that asks what was done and says nothing else
     ("what did I do?", "what was I working on?"): without a day it found nothing at all."""
-    if _WHAT_WAS_DONE.search(query) is None or set(text.term_words(query).values()) - {"work", "worked", "working",
-                                                                                       "doing", "done"}:
-        return []
-    return temporal_terms("recently", now)
+    return temporal_terms("recently", now) if _asks_about_the_days_just_past(query) else []
+
+
+def _asks_about_the_days_just_past(query: str) -> bool:
+    return _WHAT_WAS_DONE.search(query) is not None and not set(text.term_words(query).values()) - {
+        "work", "worked", "working", "doing", "done"}
 
 
 def asks_what_was_done(query: str) -> bool:
-    """Whether a question names days and asks only what was done on them ("what did I do
-    today", "anything last week?"), not about something that happened to be then ("why does
-    the tally miss today's purchases"): the first is answered by everything written on those days."""
+    """Whether a question asks only what was done on the days it names ("what did I do today",
+    "anything last week?"), or on the days just past (`recent_days`), not about something that
+    happened to be then ("why does the tally miss today's purchases"): the first is answered
+    by everything written on those days."""
     rest = _DAY_NAMED.sub(" ", query)
-    return rest != query and all(w.casefold() in _ABOUT_THE_TIME for w in text.term_words(rest).values())
+    if rest == query:
+        return _asks_about_the_days_just_past(query)
+    return all(w.casefold() in _ABOUT_THE_TIME for w in text.term_words(rest).values())
 
 
 def without_days(query: str, now: datetime) -> str:

@@ -175,12 +175,13 @@ def terminal_width() -> int:
 def wrap(text: str, width: int, indent: int = 0, *, lines: int | None = None) -> list[str]:
     """Word-boundary wrapping, continuation lines indented; at most `lines` lines. A text cut
     short ends in " …" after its last whole word (only the head of a long text is read: if it
-    ends inside a word, that piece is dropped rather than shown as if it were the word)."""
+    ends inside a word, that piece is dropped rather than shown as if it were the word, unless
+    it is longer than a line: a URL or a blob is shown cut, not left out)."""
     pad = " " * indent
     limit = (lines or 40) * width
     head, cut = printable(text[:limit]), len(text) > limit
     words = head.split()
-    if cut and words and not text[limit].isspace() and not head[-1].isspace():
+    if cut and words and not text[limit].isspace() and not head[-1].isspace() and len(words[-1]) < width - indent:
         words.pop()
     out = textwrap.wrap(" ".join(words), width=width, initial_indent=pad, subsequent_indent=pad,
                         break_on_hyphens=False) or [pad]
