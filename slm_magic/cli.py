@@ -47,21 +47,21 @@ def _memory_arguments(parser: argparse.ArgumentParser, after_command: bool = Fal
 def _reading_commands(sub) -> None:
     """The commands that store or read memories: remember, recall, stats, list, export, import."""
     r = sub.add_parser("remember", help="store a memory (the text, or - to read it from stdin)")
-    r.add_argument("text")
+    r.add_argument("text", help="what to remember; - reads it from stdin")
     r.add_argument("--tags", help="comma-separated tags")
-    r.add_argument("--project")
+    r.add_argument("--project", help="the project it belongs to (default: none)")
     r.add_argument("--type", choices=MEMORY_TYPES, help="default: discovery")
-    r.add_argument("--title")
+    r.add_argument("--title", help="a short title, shown before the text")
     r.add_argument("--topic", help="a topic key: remembering again under it revises that memory, "
                                    "keeping every field not given")
-    r.add_argument("--session")
+    r.add_argument("--session", help="the id of the session it was learned in")
     r.add_argument("--core", action="store_true", default=None, help="pin it: always in a session's context")
     r.add_argument("--share", action="store_true", default=None,
                    help="share it with the team: everyone on this memory finds it, with you as its author")
     q = sub.add_parser("recall", help="the memories that answer a query")
-    q.add_argument("query", nargs="+")
-    q.add_argument("--limit", "-n", type=int, default=10)
-    q.add_argument("--project")
+    q.add_argument("query", nargs="+", help="what to look for")
+    q.add_argument("--limit", "-n", type=int, default=10, help="how many memories (default: 10)")
+    q.add_argument("--project", help="only memories of this project")
     q.add_argument("--type", choices=MEMORY_TYPES, help="only memories of this type")
     out = q.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON document: the query, how it was ranked, the memories")
@@ -69,22 +69,22 @@ def _reading_commands(sub) -> None:
     q.add_argument("--related", action="store_true", help="also each match's session neighbours, after the matches")
     sub.add_parser("stats", help="what is stored")
     li = sub.add_parser("list", help="every memory, newest first, a page at a time (no query needed)")
-    li.add_argument("--project")
-    li.add_argument("--type", choices=MEMORY_TYPES)
+    li.add_argument("--project", help="only memories of this project")
+    li.add_argument("--type", choices=MEMORY_TYPES, help="only memories of this type")
     li.add_argument("--limit", "-n", type=int, default=20, help="how many a page")
     li.add_argument("--page", type=int, default=1, help="which page, from 1")
     li.add_argument("--json", action="store_true", help="one JSON document")
     e = sub.add_parser("export", help="write the memories to a .jsonl or .parquet file")
-    e.add_argument("path")
+    e.add_argument("path", help="a .jsonl or .parquet file")
     i = sub.add_parser("import", help="add the memories of an exported file")
-    i.add_argument("path")
+    i.add_argument("path", help="a .jsonl or .parquet file written by export, or a .jsonl of your own notes")
     i.add_argument("--skip-invalid", action="store_true", help="import the valid rows and list the others")
 
 
 def _changing_commands(sub) -> None:
     """The commands that change what is stored, and the team's and the assistant's."""
     c = sub.add_parser("close", help="close a session (default: the most recent) and summarise it")
-    c.add_argument("session_id", nargs="?", default="")
+    c.add_argument("session_id", nargs="?", default="", help="which session (default: the most recent)")
     for name, what in (("pin", "make a memory core (always in a session's context)"),
                        ("unpin", "a core memory becomes an ordinary one")):
         sub.add_parser(name, help=f"{what}; ID may be its first 6 characters or more").add_argument("id")
@@ -96,7 +96,7 @@ def _changing_commands(sub) -> None:
     fg.add_argument("--yes", "-y", action="store_true", help="no question asked (needed when not at a terminal)")
     f = sub.add_parser("feedback", help="tell the ranking a memory was useful (up) or not (down)")
     f.add_argument("id")
-    f.add_argument("signal", choices=("up", "down"))
+    f.add_argument("signal", choices=("up", "down"), type=str.lower)
     g = sub.add_parser("pg-setup", help="for an administrator: create or upgrade a team's memory on PostgreSQL "
                                         "(schema, roles, grants, row-level security); run again after an upgrade")
     g.add_argument("url", nargs="?", help="postgresql://admin@host/db, as a superuser (default: --db)")
@@ -253,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
         with Memory(args.db, **_memory_options(args)) as mem:
             _run(mem, args)
+            for line in mem.take_notices():  # (a new folder made for the file: a mistyped --db shows)
+                print(f"slm-magic: {line}", file=sys.stderr)
     except SlmMagicError as exc:
         print(f"slm-magic: {exc}", file=sys.stderr)
         return 2

@@ -513,8 +513,9 @@ class SLMMagic(Magics, Configurable):
     def slm_feedback(self, line: str) -> FeedbackRecorded:
         """%slm_feedback ID up|down: tell the ranking a memory was useful or not."""
         parts = line.split()
-        if len(parts) != 2 or parts[1] not in ("up", "down"):
+        if len(parts) != 2 or parts[1].lower() not in ("up", "down"):
             raise UsageError("usage: %slm_feedback ID up|down")
+        parts[1] = parts[1].lower()
         with self._engine() as mem:
             fact_id = mem.resolve_id(parts[0])
             mem.feedback(fact_id, parts[1], session_id=self.session_id)
@@ -561,6 +562,8 @@ class MagicsHelp:
         ("%slm_forget ID|--project P|--all", "delete for good (--project and --all ask for --yes)"),
         ("%slm_feedback ID up|down", "tell the ranking whether a memory helped"),
         ("%slm_export PATH, %slm_import PATH", ".jsonl or .parquet, every field of each memory kept"),
+        ("%config SLMMagic.db_path = 'PATH'", "which memory file (default: $SLM_MAGIC_DB, else "
+                                              "~/.slm_magic/memory.duckdb); %slm_status shows the one in use"),
         ("%slm_help, %slm", "this list; %NAME? shows one magic's options"),
     )
 

@@ -127,6 +127,22 @@ def test_the_memory_options_may_come_after_the_command_too(tmp_path, capsys):
     assert "--db" in capsys.readouterr().out
 
 
+def test_a_memory_file_in_a_new_folder_is_said_on_the_console(tmp_path, capsys):
+    """`slm-magic --db /mistyped/dir/x.duckdb remember hi` made the folder and a new file and
+    printed only the id: a typo looked like a memory that had lost everything."""
+    from slm_magic.cli import main
+
+    db = tmp_path / "mistyped" / "x.duckdb"
+    assert main(["--db", str(db), "remember", "hi"]) == 0
+    out = capsys.readouterr()
+    assert f"a new memory file at {db}, in a folder made for it" in out.err and len(out.out.split()) == 1
+    assert main(["--db", str(db), "remember", "hi again"]) == 0
+    out = capsys.readouterr()
+    assert "new memory file" not in out.err  # (said once)
+    assert main(["--db", str(db), "feedback", out.out.strip(), "UP"]) == 0  # (as "up")
+    assert "feedback up recorded" in capsys.readouterr().out
+
+
 def test_the_console_shares_a_memory_and_recalls_one_type(tmp_path, capsys):
     """The console lacked `remember --share` and `recall --type`, which the magics have."""
     from slm_magic.cli import main

@@ -211,6 +211,26 @@ def test_a_session_still_writing_is_not_stale_and_a_bad_one_blocks_no_opening(me
     assert mem.session_init(origin="/work/d.ipynb", reuse=True).is_new  # (nothing blocks an opening)
 
 
+def test_closing_again_keeps_the_summary_the_user_wrote(mem, clock):
+    """`%slm_close --summary ...`, then `slm-magic close` (the most recent session: the same
+    one) replaced the user's summary with a generated one, and said it closed the session."""
+    sid = mem.session_init(query="churn").session_id
+    mem.remember("the join on customer_id drops 3% of rows", session_id=sid, tags="data-quality")
+    first = mem.close_session(sid, summary="Churn EDA: the join loses 3% of customers")
+    assert first.summary_events_created > 0 and not first.already_closed
+    for _ in range(2):
+        again = mem.close_session()
+        assert again.session_id == sid and again.already_closed and again.summary_events_created == 0
+        assert str(again) == f"session {sid} was already closed: nothing new to summarise"
+    summaries = {s.session_id: s for s in mem.mem_session_start(mem.user_id).sessions_context}
+    assert summaries[sid].summary == "Churn EDA: the join loses 3% of customers"
+    assert not summaries[sid].is_auto_generated
+    # (the user's own words, given again, replace theirs)
+    mem.close_session(sid, summary="Churn EDA, day one")
+    assert {s.session_id: s.summary for s in mem.mem_session_start(mem.user_id).sessions_context}[sid] == \
+        "Churn EDA, day one"
+
+
 def test_close_session_with_nothing_to_close(mem):
     assert mem.close_session().success is False
     sid = mem.session_init().session_id

@@ -576,11 +576,16 @@ class CloseSessionResult(Readable, BaseModel):
     success: bool
     session_id: str
     summary_events_created: int
+    # (closed before: only what it got since is summarised, its summary kept; said in words, and
+    # left out of the dict the spec gives the assistant)
+    already_closed: bool = Field(default=False, exclude=True)
 
     def __str__(self) -> str:
         if not self.success:
             return f"session {self.session_id} was not open"
         n = self.summary_events_created
+        if self.already_closed and not n:
+            return f"session {self.session_id} was already closed: nothing new to summarise"
         why = " (one for the whole session, one for each tag, project and name its memories touched)" if n > 1 else ""
         return f"closed session {self.session_id}: {plural(n, 'session summary', 'session summaries')} written{why}"
 

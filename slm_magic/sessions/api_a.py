@@ -318,15 +318,17 @@ class SessionService:
             raise InvalidInput(f"no session with id {sid!r}")
         started = known or (min(f.created_at for f in facts) if facts else self.now())
         summary = summary.strip() if summary else None
+        was_closed = self.store.sessions.session_closed(sid)
         written, topics = self._summarise(sid, started, facts, summary)
         if not is_synthetic_session(sid):
             self.learning.ignored_at_close(sid, self.user_id)
         if summary is None and facts:
-            summary, auto = generated_line(facts, topics), True
+            summary, auto = generated_line(facts, topics), True  # (fills none the user wrote)
         else:
             auto = False
         self.end(sid, ended, summary=summary, auto=auto)
-        return CloseSessionResult(success=True, session_id=sid, summary_events_created=written)
+        return CloseSessionResult(success=True, session_id=sid, summary_events_created=written,
+                                  already_closed=was_closed)
 
     def _summarise(self, sid: str, started: datetime, facts: list[Fact], said: str | None = None) -> tuple[int, list[str]]:
         """Write a session's summary events: one per entity its memories touch and one of the

@@ -153,8 +153,17 @@ class SessionStore:
         return rows[0][0] if rows else None
 
     def end_session(self, session_id: str, now, summary: str | None = None, auto: bool = False) -> None:
-        self.db.write_meta("UPDATE sessions SET ended_at = coalesce(ended_at, ?), summary = coalesce(?, summary), "
-                   "is_auto_generated = is_auto_generated OR ? WHERE session_id = ?", [now, summary, auto, session_id])
+        """Ended (the first end stands), with a summary: the user's own replaces any; a generated
+        one (`auto`) only fills an empty one, so closing again never overwrites what they wrote."""
+        if summary is None:
+            sets, params = "", []
+        elif auto:
+            sets, params = ", is_auto_generated = is_auto_generated OR summary IS NULL, summary = coalesce(summary, ?)", \
+                [summary]
+        else:
+            sets, params = ", summary = ?, is_auto_generated = false", [summary]
+        self.db.write_meta(f"UPDATE sessions SET ended_at = coalesce(ended_at, ?){sets} WHERE session_id = ?",
+                           [now, *params, session_id])
 
     def add_summary_events(self, rows: list[tuple]) -> None:
         """(session_id, entity, fact_id, created_at, user_id) rows: which entity each summary a
