@@ -30,6 +30,24 @@ def test_remember_again_under_a_topic_keeps_the_options_not_given(ip):
     assert (changed.type, changed.tags, changed.project) == ("pattern", ("thr", "review"), "churn")
 
 
+def test_a_topic_revised_from_elsewhere_says_where_its_new_text_came_from(mem):
+    """A topic revised from another cell kept the first cell as where it came from, and one
+    the assistant revised kept no source: "where from" showed code that did not produce it."""
+    first = mem.remember("churn threshold is 0.30", topic_key="churn/threshold", notebook="/w/eda.ipynb", cell=15,
+                         cell_id="c-15", code="threshold = 0.30")
+    again = mem.remember("churn threshold is 0.35 after the review", topic_key="churn/threshold",
+                         notebook="/w/review.ipynb", cell=4, cell_id="c-4", code="threshold = pick(0.35)")
+    assert again.fact_id == first.fact_id and (again.notebook, again.cell) == ("/w/review.ipynb", 4)
+    where = mem.provenance(first.fact_id)
+    assert (where.notebook, where.cell, where.cell_id, where.code) == ("/w/review.ipynb", 4, "c-4", "threshold = pick(0.35)")
+    by_assistant = mem.remember("churn threshold is 0.40", topic_key="churn/threshold", source="mcp")
+    assert (by_assistant.source, by_assistant.notebook, by_assistant.cell) == ("mcp", None, None)
+    assert mem.provenance(first.fact_id).code is None
+    assert mem.recall("threshold 0.40").memories[0].fact.source == "mcp"
+    # (a revision by id changes the text only: it says nothing of where)
+    assert mem.revise(first.fact_id, content="churn threshold is 0.45").source == "mcp"
+
+
 def test_the_api_and_the_console_keep_what_a_revision_was_not_given(tmp_path):
     db = tmp_path / "m.duckdb"
     with Memory(db) as mem:

@@ -435,3 +435,19 @@ def test_a_memory_with_a_long_url_or_blob_shows_its_start(tmp_path):
     prose = "the quick brown fox jumps over the lazy dog " * 20
     shown = " ".join(wrap(prose, 41, lines=2)).split()
     assert shown[-1] == "…" and set(shown[:-1]) <= set(prose.split()) and len(shown) > 10
+
+
+def test_a_days_title_keeps_its_whole_date_at_80_columns():
+    """"The session of Saturday 05…": the date of a day's summary was cut, and read as another."""
+    from datetime import datetime
+
+    from slm_magic.results.display import recall_text
+    from slm_magic.results.models import Fact, RecallResult, ScoredMemory, SearchScore
+
+    at = datetime(2026, 9, 30, 12)
+    fact = Fact(fact_id="f" * 16, title="The session of Wednesday 30 September 2026", content="Churn EDA: 2 memories",
+                type="summary", kind="summary_event", created_at=at, updated_at=at)
+    score = SearchScore(value=0.76, relevance=0.85, bm25=0.0, tfidf=0.0, recency=1.0, revision=0.0, temporal=1.0)
+    text = recall_text(RecallResult(query="what did I do on Wednesday", memories=[ScoredMemory(fact=fact, score=score)]),
+                       width=80)
+    assert "The session of Wednesday 30 September 2026: Churn" in " ".join(text.split())

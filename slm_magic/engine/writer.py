@@ -31,6 +31,10 @@ from .validate import validate
 from .working_sets import WorkingSets
 
 
+#: Where a memory's text came from: a topic revised from elsewhere takes the new text's.
+PROVENANCE = ("source", "notebook", "cell", "cell_id", "code")
+
+
 class Writer:
     #: The first this many memories of one bulk write get their vectors with their words; the
     #: rest are stored and searchable by their words first, their vectors following in the
@@ -104,8 +108,10 @@ class Writer:
             user = self.user_id if user_id is None else user_id
             existing = self.store.find_live(user, topic_key=topic_key) if isinstance(user, str) else None
             if existing is not None:
+                checked = validate([{**record, "user_id": user_id}], now=self.now(), default_user=self.user_id)
                 return self._revise_topic(existing, topic_key, user, **{k: record.get(k) for k in (
-                    "content", "title", "type", "tags", "project", "core", "share")})
+                    "content", "title", "type", "tags", "project", "core", "share")},
+                    provenance={k: checked[k][0] for k in PROVENANCE})
         if isinstance(session_id, str) and not is_synthetic_session(session_id) \
                 and self.store.sessions.session_closed(session_id):
             raise InvalidInput(f"session {session_id} is closed: open a new one (session_init) to remember in")
@@ -140,15 +146,17 @@ class Writer:
         return fact
 
     def _revise_topic(self, existing: str, topic_key: str, user: str, *, content, title, type, tags, project, core,
-                      share) -> Fact:
+                      share, provenance: dict[str, Any]) -> Fact:
         """`remember` under a topic a live memory already has: that memory revised, a field left
-        out keeping its value; pinned or shared as asked (a shared memory is never unshared)."""
+        out keeping its value, and where it came from is where the new text came from (the cell,
+        or the assistant); pinned or shared as asked (a shared memory is never unshared)."""
         if share is not None and not isinstance(share, bool):
             raise InvalidInput(f"share must be True or False, not {type_name(share)}")
         if share is False and self.fact(existing, user_id=user).shared:
             raise InvalidInput(f"memory {existing} under topic {topic_key!r} is shared, and a shared memory "
                                "cannot be unshared: forget it, then remember it again")
-        fact = self.revise(existing, content=content, title=title, type=type, tags=tags, project=project, user_id=user)
+        fact = self.revise(existing, content=content, title=title, type=type, tags=tags, project=project, user_id=user,
+                           provenance=provenance)
         if core is not None and bool(core) != fact.is_core:
             fact = self.pin(existing, bool(core), user_id=user)
         if share and not fact.shared:
@@ -325,9 +333,9 @@ class Writer:
 
     def revise(self, fact_id: str, *, content: str, title: str | None = None, type: str | None = None,
                tags: str | Iterable[str] | None = None, project: str | None = None,
-               user_id: str | None = None) -> Fact:
+               user_id: str | None = None, provenance: dict[str, Any] | None = None) -> Fact:
         """`Memory.revise`: the new content into the file, the index caught up, a signal if a
-        recall showed it lately."""
+        recall showed it lately (`provenance`: the PROVENANCE columns of the new text, checked)."""
         current = self.own(fact_id, "revise", user_id=user_id)
         now = self.now()
         cols = validate([{"content": content, "title": current.title if title is None else title,
@@ -342,7 +350,7 @@ class Writer:
             "content": row["content"], "content_hash": content_hash(row["content"]),
             "title": row["title"], "type": row["type"], "tags": row["tags"], "project": row["project"],
             "terms": list(counts.keys()), "tfs": list(counts.values()), "doc_len": length, "updated_at": now,
-            **self._vector_fields(vecs)})
+            **self._vector_fields(vecs), **(provenance or {})})
         self.live.sync()
         self.learning.after_showing(fact_id, "revised", current.user_id)
         return self.fact(fact_id, user_id=current.user_id)

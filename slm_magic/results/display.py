@@ -80,8 +80,9 @@ def _titled(f) -> str:
     return (f"{one_line(f.title, TITLE_CHARS)}: " if f.title else "") + f.content
 
 
-#: Of a title, in a terminal row.
-TITLE_CHARS = 32
+#: Of a title, in a terminal row: enough for a day's ("The session of Wednesday 30 September
+#: 2026"), whose date cut short reads as another.
+TITLE_CHARS = 42
 
 
 # Control characters (an escape sequence a memory may carry from an assistant or an import
