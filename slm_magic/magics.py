@@ -15,7 +15,8 @@ from collections import OrderedDict
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring as _parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils.process import arg_split
 from traitlets import Bool, Float, Integer, TraitError, Unicode, observe, validate
 from traitlets.config import Configurable
 
@@ -39,10 +40,11 @@ def _unquote(value):
 
 
 def parse_argstring(magic, line: str):
-    """IPython's parser keeps the quotes around a quoted value (`--title "a b"` gives '"a b"'):
-    the same parse, with one layer of matching quotes taken off each value."""
+    """IPython's parse, except that options may stand among a query's words (`%recall churn
+    --limit 2 model`, as a person adds one to what they typed) and that one layer of matching
+    quotes is taken off each value (IPython's keeps them: `--title "a b"` gave '"a b"')."""
     try:
-        args = _parse_argstring(magic, line)
+        args = magic.parser.parse_intermixed_args(arg_split(line, strict=True))
     except ValueError as exc:  # shlex: an unmatched quote
         raise UsageError(f"cannot read the options: {exc}") from None
     for name, value in vars(args).items():

@@ -93,6 +93,15 @@ def test_a_stray_byte_in_a_cell_is_a_usage_error_and_spoils_no_later_cell(ip, ca
     assert "Traceback" not in "".join(capsys.readouterr())
 
 
+def test_an_option_may_stand_among_the_query_s_words(ip):
+    """`%recall churn --limit 2 model` was refused: "unrecognized arguments: model"."""
+    cell(ip, "%%remember --tags churn --type decision\nthe churn model uses gradient boosting")
+    res, err = cell(ip, "%recall churn --limit 2 model")
+    assert err is None and res.query == "churn model" and len(res.memories) == 1
+    res, err = cell(ip, "%recall churn --type discovery model")
+    assert err is None and res.query == "churn model" and res.memories == []
+
+
 def test_usage_error_raised_directly(ip):
     with pytest.raises(UsageError):
         ip.run_line_magic("recall", "")
