@@ -10,6 +10,7 @@ reports as a tool error and logs, and the server goes on serving.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import signal
@@ -99,5 +100,9 @@ def serve(path: str | os.PathLike[str] | None = None, *, user_id: str | None = N
         return 130
     finally:
         if lock.acquire(timeout=SHUTDOWN_WAIT_S):  # a call still running finishes first
-            memory.close()
+            try:
+                with contextlib.suppress(SlmMagicError), memory.attached():
+                    mcp_tools.end_server_session(memory)
+            finally:
+                memory.close()
     return 0

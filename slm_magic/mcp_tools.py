@@ -127,6 +127,15 @@ def _server_session(mem: Memory) -> tuple[str, str]:
     return sid, f"no session_id given: opened this server's session {sid}; pass it as session_id from now on"
 
 
+def end_server_session(mem: Memory) -> None:
+    """At the server's end, its own session is closed if it holds no memory: an assistant (or a
+    one-shot client) that only recalled left one open session per run. One that holds memories
+    stays open, for the same work's next run to pass its id, or for the timeout to summarise."""
+    sid = _SERVER_SESSION.pop(mem, None)
+    if sid is not None and not mem.session_is_closed(sid) and not mem.session_facts(sid):
+        mem.close_session(sid)
+
+
 def _known_session(mem: Memory, session_id: Any) -> str:
     """A session id the caller gave, checked: one that was never opened is an error (a made-up
     id would otherwise be taken silently, and nothing would be of that session)."""

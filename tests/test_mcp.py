@@ -437,3 +437,19 @@ async def test_an_assistant_on_the_team_memory_subprocess(team_db, tmp_path):
         assert "alice's, shared with you" in await fails(session, "forget", fact_id=shared.fact_id)
     with Memory(team_db["alice"]) as alice:
         assert [m.fact.user_id for m in alice.recall("churn nightly job")][:1] == ["bob"]
+
+
+def test_the_server_s_own_session_ends_with_it_when_it_holds_nothing(tmp_path):
+    """Each one-shot client run (`inspector --cli ... tools/call recall`) left an open session:
+    22 of 24 were still open after 30 calls."""
+    from slm_magic import mcp_tools
+
+    with Memory(tmp_path / "m.duckdb") as mem:
+        recalled = mcp_tools.recall(mem, query="churn definition")
+        quiet = re.search(r"slm-\d{8}-[0-9a-f]{8}", recalled["note"]).group()
+        mcp_tools.end_server_session(mem)
+        assert mem.session_is_closed(quiet)
+        kept = mcp_tools.remember(mem, content="churn is 30 days without a login")["session_id"]
+        assert kept != quiet
+        mcp_tools.end_server_session(mem)  # (what it holds waits for the timeout, or the same work's next run)
+        assert not mem.session_is_closed(kept)
