@@ -548,7 +548,7 @@ def test_at_80_columns_a_long_title_leaves_room_for_the_memory_itself(mem):
     mem.remember("See https://example.com/rules for the join rules.", tags="join",
                  title="A really long title that keeps going for a while to test wrapping")
     for text in (recall_text(mem.recall("join rules"), width=80), page_text(mem.browse(), width=80)):
-        assert "https://example.com/rules" in text and "A really long title that keeps…" in text
+        assert "https://example.com/rules" in text and "A really long title that keeps going for…" in text
         assert all(len(line) <= 80 for line in text.splitlines())
 
 
