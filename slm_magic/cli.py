@@ -252,9 +252,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.id is None and not args.yes and not _confirmed(args):
                 return 0
         with Memory(args.db, **_memory_options(args)) as mem:
-            _run(mem, args)
-            for line in mem.take_notices():  # (a new folder made for the file: a mistyped --db shows)
-                print(f"slm-magic: {line}", file=sys.stderr)
+            try:
+                _run(mem, args)
+            finally:  # (a new folder made for the file: a mistyped --db shows, whatever the command did)
+                for line in mem.take_notices():
+                    print(f"slm-magic: {line}", file=sys.stderr)
     except SlmMagicError as exc:
         print(f"slm-magic: {exc}", file=sys.stderr)
         return 2

@@ -115,6 +115,8 @@ def _user(mem: Memory, user_id: str | None) -> str:
 #: This server's session per Memory served: the one its session_init opened, or one opened on
 #: first need by a call that named none (a process serves one Memory; tests serve several).
 _SERVER_SESSION: "weakref.WeakKeyDictionary[Memory, str]" = weakref.WeakKeyDictionary()
+#: Of those, the one a call that named no session opened (no session_init asked for it).
+_OPENED_ON_NEED: "weakref.WeakKeyDictionary[Memory, str]" = weakref.WeakKeyDictionary()
 
 
 def _server_session(mem: Memory) -> tuple[str, str]:
@@ -124,14 +126,16 @@ def _server_session(mem: Memory) -> tuple[str, str]:
         return sid, f"no session_id given: this server's session {sid} was used; pass it as session_id"
     sid = mem.session_init(max_results=0, origin=origin()).session_id
     _SERVER_SESSION[mem] = sid
+    _OPENED_ON_NEED[mem] = sid
     return sid, f"no session_id given: opened this server's session {sid}; pass it as session_id from now on"
 
 
 def end_server_session(mem: Memory) -> None:
-    """At the server's end, its own session is closed if it holds no memory: an assistant (or a
-    one-shot client) that only recalled left one open session per run. One that holds memories
-    stays open, for the same work's next run to pass its id, or for the timeout to summarise."""
-    sid = _SERVER_SESSION.pop(mem, None)
+    """At the server's end, the session a call opened on its own (no session_init) is closed if
+    it holds no memory: a one-shot client that only recalled left one open session per run.
+    One that holds memories, or that session_init opened, stays open, for the same work's next
+    run to pass its id, or for the timeout to summarise."""
+    sid = _OPENED_ON_NEED.pop(mem, None)
     if sid is not None and not mem.session_is_closed(sid) and not mem.session_facts(sid):
         mem.close_session(sid)
 

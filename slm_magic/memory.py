@@ -300,7 +300,8 @@ class Memory:
 
         A field left out (None) takes its default: no tags, no project, type "discovery". With a
         `topic_key` that a live memory of this user already has, that memory is revised
-        instead, and a field left out keeps the value it had. `user_id=""` is this Memory's
+        instead, and a field left out keeps the value it had (where it came from follows the new
+        text when the call says where: `notebook`, `cell`, `cell_id`, `code`, `source`). `user_id=""` is this Memory's
         user (no row is written under the empty user: store.adopt_unowned)."""
         return self.writer.remember(dict(
             content=content, session_id=session_id, tags=tags, project=project, type=type, title=title,

@@ -44,8 +44,10 @@ def test_a_topic_revised_from_elsewhere_says_where_its_new_text_came_from(mem):
     assert (by_assistant.source, by_assistant.notebook, by_assistant.cell) == ("mcp", None, None)
     assert mem.provenance(first.fact_id).code is None
     assert mem.recall("threshold 0.40").memories[0].fact.source == "mcp"
-    # (a revision by id changes the text only: it says nothing of where)
+    # (a revision by id, or under the topic by a call that says nothing of where, keeps where)
     assert mem.revise(first.fact_id, content="churn threshold is 0.45").source == "mcp"
+    mem.remember("churn threshold is 0.50", topic_key="churn/threshold", notebook="/w/late.ipynb", cell=9)
+    assert mem.remember("churn threshold is 0.55", topic_key="churn/threshold").notebook == "/w/late.ipynb"
 
 
 def test_the_api_and_the_console_keep_what_a_revision_was_not_given(tmp_path):

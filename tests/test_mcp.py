@@ -453,3 +453,7 @@ def test_the_server_s_own_session_ends_with_it_when_it_holds_nothing(tmp_path):
         assert kept != quiet
         mcp_tools.end_server_session(mem)  # (what it holds waits for the timeout, or the same work's next run)
         assert not mem.session_is_closed(kept)
+        asked = mcp_tools.session_init(mem)["session_id"]  # (one session_init opened: the client's to close)
+        mcp_tools.recall(mem, query="churn")
+        mcp_tools.end_server_session(mem)
+        assert not mem.session_is_closed(asked)

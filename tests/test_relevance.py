@@ -150,22 +150,37 @@ def test_an_identifier_some_memory_holds_is_asked_for_whole(words_mem):
                                                               "store_master has one row per store and opening date"}
 
 
-def test_a_name_is_found_whichever_way_it_is_written(words_mem):
+def test_a_name_is_found_whichever_way_it_is_written(clock):
     """"bigquery" found nothing in a memory that says "BigQuery" (held whole, unstemmed), nor
     "BigQuery" in one that says "bigquery" (a plain word, stemmed): people type names lowercase."""
+    with Memory(":memory:", clock=clock, semantic=False) as camel_only, \
+            Memory(":memory:", clock=clock, semantic=False) as both:
+        camel = camel_only.remember("We chose Snowflake over BigQuery: the client already pays for Snowflake.")
+        camel_only.remember("the churn model is retrained every Monday")
+        in_both = both.remember("We chose Snowflake over BigQuery: the client already pays for Snowflake.")
+        plain = both.remember("the bigquery export lands in the raw bucket every night")
+        for path in ("index", "sql"):
+            if path == "sql":
+                camel_only.live.degrade("a test: the file answers")
+                both.live.degrade("a test: the file answers")
+            for asked in ("bigquery", "BigQuery", "Bigquery", "why not bigquery?"):
+                found = camel_only.recall(asked).memories
+                assert [m.fact_id for m in found] == [camel.fact_id], (asked, path)
+                assert "bigquery" in found[0].reason, (asked, path)
+            # (the camelCase name asks for the plain word too; the plain word asks for the name only
+            # where no memory writes it plainly: "rational" is also the stem of "rationale")
+            assert {m.fact_id for m in both.recall("BigQuery").memories} == {in_both.fact_id, plain.fact_id}, path
+            assert [m.fact_id for m in both.recall("bigquery").memories] == [plain.fact_id], path
+
+
+def test_a_plain_word_some_memory_holds_asks_for_nothing_more(words_mem):
+    """A plain word's unstemmed form is also the stem of longer words: "rational" brought "the
+    rationale for ..." where a memory held "rational" itself."""
     mem = words_mem
-    camel = mem.remember("We chose Snowflake over BigQuery: the client already pays for Snowflake.")
-    plain = mem.remember("the bigquery export lands in the raw bucket every night")
-    mem.remember("the churn model is retrained every Monday")
-    for path in ("index", "sql"):
-        if path == "sql":
-            mem.live.degrade("a test: the file answers")
-        for asked in ("bigquery", "BigQuery", "Bigquery", "why not bigquery?"):
-            found = mem.recall(asked).memories
-            assert {m.fact_id for m in found} == {camel.fact_id, plain.fact_id}, (asked, path)
-            assert all("bigquery" in m.reason for m in found), (asked, path)
-        # (a word no memory writes the other way asks nothing more)
-        assert [m.fact_id for m in mem.recall("snowflake").memories] == [camel.fact_id], path
+    rational = mem.remember("a rational price ends in 99")
+    mem.remember("the rationale for dropping the legacy table")
+    assert [m.fact_id for m in mem.recall("rational").memories] == [rational.fact_id]
+    assert [m.fact_id for m in mem.recall("rational pricing").memories] == [rational.fact_id]
 
 
 def test_one_word_of_a_question_of_several_is_never_a_strong_match_by_itself():

@@ -225,6 +225,14 @@ def test_closing_again_keeps_the_summary_the_user_wrote(mem, clock):
     summaries = {s.session_id: s for s in mem.mem_session_start(mem.user_id).sessions_context}
     assert summaries[sid].summary == "Churn EDA: the join loses 3% of customers"
     assert not summaries[sid].is_auto_generated
+    # (a generated one is written anew when the session closed again holds more)
+    quiet = mem.session_init(query="pricing").session_id
+    mem.remember("prices are in cents", session_id=quiet, tags="pricing")
+    mem.close_session(quiet)
+    mem.remember_many([{"content": "refunds are negative prices", "session_id": quiet, "tags": "pricing"}])
+    mem.close_session(quiet)
+    assert {s.session_id: s.summary for s in mem.mem_session_start(mem.user_id).sessions_context}[quiet] \
+        .startswith("2 memories")
     # (the user's own words, given again, replace theirs)
     mem.close_session(sid, summary="Churn EDA, day one")
     assert {s.session_id: s.summary for s in mem.mem_session_start(mem.user_id).sessions_context}[sid] == \

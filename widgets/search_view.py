@@ -28,11 +28,12 @@ class LiveSearch(SavedForm, W.VBox):
     session's showings (a prefix typed on the way is not a question asked)."""
 
     def __init__(self, memory: "Memory", *, session_id: str | None = None, limit: int = 10,
-                 query: str = "", debounce_s: float = 0.25, **options):
-        """`options`: what every search here asks besides the query (`Memory.recall`'s `type`,
-        `project`, `related`), as `%recall`'s options given with no query."""
+                 query: str = "", debounce_s: float = 0.25, type: str | None = None, project: str | None = None,
+                 related: bool = False):
+        """`type`, `project`, `related`: what every search here asks besides the query (as
+        `Memory.recall` takes them), as `%recall`'s options given with no query."""
         self.memory, self.session_id, self.limit, self.debounce_s = memory, session_id, limit, debounce_s
-        self.options = options
+        self.options = {"type": type, "project": project, "related": related}
         self.box = W.Text(value=query, placeholder="search your memories…", continuous_update=True,
                           layout=W.Layout(width="420px", max_width=FULL_WIDTH))
         # (beside the box while there is room for it, else under it: never squeezed word by word)

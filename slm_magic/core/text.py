@@ -270,24 +270,26 @@ def term_words(text: str) -> dict[int, str]:
             for term, word in _term_sources(raw):
                 out.setdefault(term_hash(term), word)
             if (other := other_spelling(raw)) is not None:
-                out.setdefault(other, raw.casefold())
+                out.setdefault(other[0], raw.casefold())
     return out
 
 
 @lru_cache(maxsize=50_000)
-def other_spelling(raw: str) -> int | None:
+def other_spelling(raw: str) -> tuple[int, int | None] | None:
     """The term a memory holds for the same name written the other way, as one word or in
-    camelCase: "bigquery" asked of a memory that says "BigQuery" (held whole, unstemmed),
-    "BigQuery" asked of one that says "bigquery" (stemmed as a plain word). None when both ways
-    give the same term, or for a code or an identifier with underscores (always cut the same)."""
+    camelCase, and the term that must be held by no memory for it to be asked: "BigQuery" asks
+    for "bigquery" as a plain word (its stem; always), "bigquery" asks for "BigQuery" (held
+    whole, unstemmed) only when no memory holds "bigquery" itself, for an unstemmed word is also
+    another word's stem ("rational" of "rationale"). None when both ways give the same term, or
+    for a code or an identifier with underscores (always cut the same)."""
     word = raw.casefold()
     if is_code(word) or "_" in raw:
         return None
     plain = len(_PART.findall(_CAMEL.sub("_", raw).casefold())) == 1
-    whole, stemmed = word, _stem(word)
-    if whole == stemmed or (plain and not word.isalpha()):
+    stemmed = _stem(word)
+    if word == stemmed or (plain and not word.isalpha()):
         return None
-    return term_hash(whole if plain else stemmed)
+    return (term_hash(word), term_hash(stemmed)) if plain else (term_hash(stemmed), None)
 
 
 def marked(text: str, terms: set[int] | frozenset[int]) -> list[tuple[str, bool]]:
@@ -320,9 +322,11 @@ def term_counts(text: str) -> Counter[int]:
 
 def terms_to_look_up(text: str) -> list[int]:
     """The terms whose presence in the store decides how a question is asked (`query_counts`,
-    `names_identifiers`): its identifiers' whole terms and its words' other spellings."""
+    `names_identifiers`): its identifiers' whole terms, its words' other spellings and the
+    terms those depend on."""
     words, idents = _question_words(text)
-    return list({*idents.values(), *filter(None, map(other_spelling, words))})
+    others = [t for o in map(other_spelling, words) if o is not None for t in o if t is not None]
+    return list({*idents.values(), *others})
 
 
 def query_counts(text: str, held: set[int] | frozenset[int]) -> Counter[int]:
@@ -340,7 +344,9 @@ def query_counts(text: str, held: set[int] | frozenset[int]) -> Counter[int]:
         else:
             counts.update(term_hash(t) for t in _word_terms(w))
     # (a name asked the other way from how a memory wrote it: "bigquery" for "BigQuery")
-    counts.update([o for o in map(other_spelling, words) if o in held and o not in counts])
+    for other in map(other_spelling, words):
+        if other is not None and other[0] in held and other[1] not in held and other[0] not in counts:
+            counts[other[0]] += 1
     return counts
 
 

@@ -154,8 +154,8 @@ class Recall:
     def question(self, query: str, now_dt: datetime, *, user: str, project: str | None, limit: int,
                  kind: str | None, type: str | None, max_age_days: int | None, strict: bool) -> Question:
         # (asked for summaries by type, a question is asked of them whatever its words)
-        terms, qtf, qlen, kind, days, asked = self.analyse(query, now_dt, None if kind == "auto" and type == "summary"
-                                                           else kind)
+        terms, qtf, qlen, kind, days, asked, held = self.analysed(query, now_dt, None if kind == "auto" and
+                                                                  type == "summary" else kind)
         days = days if limit else []
         words = text.term_words(asked)  # (a date the temporal channel took is no word a match shows)
         model = self.settings.model
@@ -165,7 +165,7 @@ class Recall:
         # (by meaning alone only for a question that means something to the model and does not
         # ask for memories by the identifiers they hold)
         admit = vector is not None and model.knows(words.values()) \
-            and not text.names_identifiers(query, self.known_terms(text.terms_to_look_up(query)))
+            and not text.names_identifiers(query, held)
         whole_days = bool(days) and asks_what_was_done(query)
         return Question(query, terms, qtf, qlen, kind, type, days, whole_days, words, vector, admit, epoch_seconds(now_dt),
                         epoch_seconds(now_dt) - max_age_days * 86_400 if max_age_days else None, user, project, limit,
@@ -216,7 +216,13 @@ class Recall:
         return ranked, scored_memories(ranked, self.live.rows.get(ranked.doc_ids.tolist()), q.words)
 
     def analyse(self, query: str, now_dt: datetime, kind: str | None):
-        """(terms, their counts, length, kind to keep, day terms, the words asked) of a query.
+        """(terms, their counts, length, kind to keep, day terms, the words asked) of a query
+        (`analysed`)."""
+        return self.analysed(query, now_dt, kind)[:6]
+
+    def analysed(self, query: str, now_dt: datetime, kind: str | None):
+        """(terms, their counts, length, kind to keep, day terms, the words asked, which of the
+        terms that decide how it is asked some memory holds) of a query.
         The days a question about a time names ("what did I do yesterday", "anything last
         week?", "my sessions in October") are the temporal channel's: their summaries, and what
         no summary stands for yet, come first; a question about something else that mentions a
@@ -233,17 +239,19 @@ class Recall:
         if days:  # (the days are the temporal channel's, not words: "Monday" in other days' summaries)
             expanded = without_days(expanded, now_dt)
         asked = expanded
+        # (which of the terms that decide how it is asked some memory holds, in one look: the
+        # day terms, its identifiers whole, its names' other spellings)
+        held = self.known_terms([text.term_hash(d) for d in days] + text.terms_to_look_up(expanded))
         # (the day terms some summary holds join the words; a day's memories not yet summarised
         # are the temporal channel's alone)
-        known = self.known_terms([text.term_hash(d) for d in days]) if days else set()
-        held = [d for d in days if text.term_hash(d) in known]
-        if held:
-            expanded = f"{expanded} {' '.join(held)}"
+        held_days = [d for d in days if text.term_hash(d) in held]
+        if held_days:
+            expanded = f"{expanded} {' '.join(held_days)}"
         if kind == "auto":
             kind = None if days or about_sessions else "memory"
-        counts = text.query_counts(expanded, self.known_terms(text.terms_to_look_up(expanded)))
+        counts = text.query_counts(expanded, held)
         qtf = list(counts.values())
-        return list(counts.keys()), qtf, sum(qtf), kind, days, asked
+        return list(counts.keys()), qtf, sum(qtf), kind, days, asked, held
 
     def day_docs(self, q: Question) -> tuple[list[int], list[int]]:
         """Index positions of what the days a question names hold, as its kind and type let
@@ -262,10 +270,11 @@ class Recall:
         """Which of these terms some memory holds (the index's vocabulary, else the file's)."""
         if not hashes:
             return set()
-        index = self.live.index
-        if index is not None:
-            cols = index.cols
-            return {h for h in hashes if h in cols and index.df[cols[h]] > 0}
+        with self.store.lock:  # (a write from another thread grows the vocabulary before its counts)
+            index = self.live.index
+            if index is not None:
+                cols, df = index.cols, index.df
+                return {h for h in hashes if h in cols and cols[h] < df.size and df[cols[h]] > 0}
         return self.store.terms_present(hashes)
 
     def candidates(self, query: str, user: str, k: int, project: str | None = None):

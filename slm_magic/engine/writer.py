@@ -108,10 +108,9 @@ class Writer:
             user = self.user_id if user_id is None else user_id
             existing = self.store.find_live(user, topic_key=topic_key) if isinstance(user, str) else None
             if existing is not None:
-                checked = validate([{**record, "user_id": user_id}], now=self.now(), default_user=self.user_id)
                 return self._revise_topic(existing, topic_key, user, **{k: record.get(k) for k in (
                     "content", "title", "type", "tags", "project", "core", "share")},
-                    provenance={k: checked[k][0] for k in PROVENANCE})
+                    provenance=self._provenance(record))
         if isinstance(session_id, str) and not is_synthetic_session(session_id) \
                 and self.store.sessions.session_closed(session_id):
             raise InvalidInput(f"session {session_id} is closed: open a new one (session_init) to remember in")
@@ -145,11 +144,20 @@ class Writer:
             self.learning.implicit_used(sid, list(said.keys()), int(doc_id), fact.user_id)
         return fact
 
+    def _provenance(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Where a record's text came from, checked, if the call says (a notebook's cell, the
+        assistant): then it replaces where a revised memory's text came from; else None."""
+        given = {k: record.get(k) for k in PROVENANCE}
+        if all(v is None for v in given.values()):
+            return None
+        checked = validate([{"content": record.get("content"), **given}], now=self.now(), default_user=self.user_id)
+        return {k: checked[k][0] for k in PROVENANCE}
+
     def _revise_topic(self, existing: str, topic_key: str, user: str, *, content, title, type, tags, project, core,
-                      share, provenance: dict[str, Any]) -> Fact:
+                      share, provenance: dict[str, Any] | None) -> Fact:
         """`remember` under a topic a live memory already has: that memory revised, a field left
-        out keeping its value, and where it came from is where the new text came from (the cell,
-        or the assistant); pinned or shared as asked (a shared memory is never unshared)."""
+        out keeping its value; where it came from is where the new text came from, if the call
+        says (`_provenance`); pinned or shared as asked (a shared memory is never unshared)."""
         if share is not None and not isinstance(share, bool):
             raise InvalidInput(f"share must be True or False, not {type_name(share)}")
         if share is False and self.fact(existing, user_id=user).shared:

@@ -154,12 +154,13 @@ class SessionStore:
 
     def end_session(self, session_id: str, now, summary: str | None = None, auto: bool = False) -> None:
         """Ended (the first end stands), with a summary: the user's own replaces any; a generated
-        one (`auto`) only fills an empty one, so closing again never overwrites what they wrote."""
+        one (`auto`) replaces only a generated one, so closing again never overwrites what they
+        wrote (and a session closed again with more in it is summarised anew)."""
         if summary is None:
             sets, params = "", []
         elif auto:
-            sets, params = ", is_auto_generated = is_auto_generated OR summary IS NULL, summary = coalesce(summary, ?)", \
-                [summary]
+            sets, params = (", summary = CASE WHEN summary IS NULL OR is_auto_generated THEN ? ELSE summary END, "
+                            "is_auto_generated = (summary IS NULL OR is_auto_generated)"), [summary]
         else:
             sets, params = ", summary = ?, is_auto_generated = false", [summary]
         self.db.write_meta(f"UPDATE sessions SET ended_at = coalesce(ended_at, ?){sets} WHERE session_id = ?",
