@@ -10,7 +10,7 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from itertools import chain
 from functools import lru_cache
 
@@ -260,16 +260,16 @@ def identifier_parts(word: str) -> frozenset[str]:
     return frozenset(parts) if len(parts) > 1 else frozenset()
 
 
-def term_words(text: str) -> dict[int, str]:
+def term_words(text: str, asked: Container[int] = ()) -> dict[int, str]:
     """Term hash -> the word of `text` it came from (casefolded; a part of an identifier for
-    that part's term; a word's other spelling, `other_spelling`, for that word): what a match
-    is shown as."""
+    that part's term; a word's other spelling, `other_spelling`, for that word where `asked`, a
+    question's terms, has it): what a match is shown as."""
     out: dict[int, str] = {}
     for raw in _WORD.findall(unicodedata.normalize("NFKC", text)):
         if raw.casefold() not in STOP_WORDS:
             for term, word in _term_sources(raw):
                 out.setdefault(term_hash(term), word)
-            if (other := other_spelling(raw)) is not None:
+            if asked and (other := other_spelling(raw)) is not None and other[0] in asked:
                 out.setdefault(other[0], raw.casefold())
     return out
 
@@ -358,11 +358,13 @@ def names_identifiers(text: str, held: set[int] | frozenset[int]) -> bool:
     return bool(words) and all(idents.get(w) in held for w in words)
 
 
-def _question_words(text: str) -> tuple[list[str], dict[str, int]]:
-    """A question's words (stop words out) and its identifiers' whole-term hashes."""
+@lru_cache(maxsize=256)
+def _question_words(text: str) -> tuple[tuple[str, ...], dict[str, int]]:
+    """A question's words (stop words out) and its identifiers' whole-term hashes (a recall
+    asks for them three times: what to look up, its terms, whether it names identifiers)."""
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
-    words = [w for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS]
+    words = tuple(w for w in _WORD.findall(text) if w.casefold() not in STOP_WORDS)
     return words, {w: term_hash(w.casefold()) for w in words if len(_word_terms(w)) > 1 and _is_identifier(w)}
 
 

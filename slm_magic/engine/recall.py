@@ -157,7 +157,7 @@ class Recall:
         terms, qtf, qlen, kind, days, asked, held = self.analysed(query, now_dt, None if kind == "auto" and
                                                                   type == "summary" else kind)
         days = days if limit else []
-        words = text.term_words(asked)  # (a date the temporal channel took is no word a match shows)
+        words = text.term_words(asked, terms)  # (a date the temporal channel took is no word a match shows)
         model = self.settings.model
         # (the question's vector, for whichever path ranks: the index's, else the file's; a
         # question about a time is answered from its days, not by meaning)
@@ -288,6 +288,6 @@ class Recall:
         if not terms or user_code < 0 or (project_code is not None and project_code < 0):
             return Ranked.empty(), None
         cs = index.channel_scores(terms, qtf, qlen, text.query_grams(query))
-        cs.words = text.term_words(query)
+        cs.words = text.term_words(query, terms)
         return rank_index(index, cs, self.settings.config, now=epoch_seconds(now_dt), user=user_code,
                           project=project_code, limit=k, kind=None if kind is None else KINDS[kind]), cs
