@@ -43,7 +43,10 @@ def run_notebook(notebook: Path, out_dir: Path, *, db: Path | None = None, timeo
     env = {**os.environ, "SLM_MAGIC_DB": str(db)}
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(notebook.resolve().parent)}},
-                            store_widget_state=True)
+                            store_widget_state=True,
+                            # (a kernel on this machine's loopback, as Jupyter's own: its warning
+                            # about unencrypted TCP opened every demo)
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
     with client.setup_kernel(env=env):
         for index, cell in enumerate(nb.cells):
             if RESTART_TAG in cell.metadata.get("tags", []):
@@ -93,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         if text.strip():  # (each output under the cell that made it, as a notebook shows them)
             lines = source.strip().splitlines()
             shown = lines[:3] + (["..."] if len(lines) > 3 else [])
-            print("\n".join(f"{'In [' + str(n) + ']:' if i == 0 else '':8}{line}" for i, line in enumerate(shown)))
+            prompt = f"In [{n}]: "
+            print("\n".join(f"{prompt if i == 0 else '':{len(prompt)}}{line}" for i, line in enumerate(shown)))
             print(text.rstrip())
             print("-" * 60)
     print(f"executed notebook: {executed}")
