@@ -354,10 +354,13 @@ def test_the_memory_panel(tmp_path):
 
 
 def _lab_closing(error: str) -> bool:
-    """JupyterLab's own rejection when a notebook closes while its kernel connection still waits
-    for a subshell it asked the kernel for (JupyterLab 4.6 with ipykernel 7): it comes or not by
-    the timing of `_close_all`, from JupyterLab's code, not the panel's."""
-    return error.startswith("Error: Canceled future for create_subshell_request message")
+    """JupyterLab's own rejections when a notebook closes while its kernel connection still waits
+    for a subshell it asked the kernel for (JupyterLab 4.6 with ipykernel 7), or while its
+    session is still starting or its file being saved (its SessionContext and context reject
+    with "Disposed"): they come or not by the timing of `_close_all`, from JupyterLab's code,
+    not the panel's."""
+    return error.startswith("Error: Canceled future for create_subshell_request message") or \
+        error in ("Disposed", "Error: Disposed")
 
 
 def _close_all(page) -> None:
