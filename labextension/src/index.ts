@@ -8,7 +8,7 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { IMemory, post, request } from './api';
-import { MemoryPanel } from './panel';
+import { MemoryPanel, short } from './panel';
 
 const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
 <path class="jp-icon3" fill="#616161" d="M12 2a7 7 0 0 0-7 7c0 2.4 1.2 4.5 3 5.7V17a1 1 0 0 0 1 1h6a1 1 0 0 0 1-1v-2.3c1.8-1.2 3-3.3 3-5.7a7 7 0 0 0-7-7zm-3 18h6v1a1 1 0 0 1-1 1h-4a1 1 0 0 1-1-1v-1zm3-15.5a1 1 0 0 1 1 1V8h2.5a1 1 0 0 1 0 2H13v2.5a1 1 0 0 1-2 0V10H8.5a1 1 0 0 1 0-2H11V5.5a1 1 0 0 1 1-1z"/>
@@ -171,7 +171,7 @@ async function rememberCell(app: JupyterFrontEnd, tracker: INotebookTracker, pan
       cell: typeof count === 'number' ? count : null,
       code: code && code.trim() ? code : null
     });
-    Notification.success(`remembered ${fact.fact_id.slice(0, 8)}: ${fact.content.slice(0, 60)}`, { autoClose: 4000 });
+    Notification.success(`remembered ${fact.fact_id.slice(0, 8)}: ${short(fact.content, 60)}`, { autoClose: 4000 });
     await panel.reload(true);
   } catch (e) {
     Notification.error(`not remembered: ${(e as Error).message}`, { autoClose: 8000 });

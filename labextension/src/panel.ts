@@ -64,6 +64,12 @@ function writer(m: IMemory): string {
   return m.session_id?.startsWith('cli:') ? 'written with slm-magic in a terminal' : 'written outside a notebook';
 }
 
+/** A text on one line, cut to `n` characters with an ellipsis (a toast, a confirmation). */
+export function short(text: string, n: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length <= n ? flat : `${flat.slice(0, n - 1).trimEnd()}…`;
+}
+
 function basename(path: string): string {
   return path.split(/[\\/]/).pop() || path;
 }
@@ -529,7 +535,7 @@ export class MemoryPanel extends Widget {
       e.stopPropagation();
       void this.open(m);
     };
-    const pin = button(m.is_core ? 'unpin' : 'pin', m.is_core ? 'stop it being a core memory' : 'pin: always in a session’s context', 'slm-lab-pin');
+    const pin = button(m.is_core ? 'unpin' : 'pin', m.is_core ? 'unpin: an ordinary memory again' : 'pin: always in a session’s context', 'slm-lab-pin');
     pin.disabled = !m.mine;
     pin.onclick = e => {
       e.stopPropagation();
@@ -581,7 +587,7 @@ export class MemoryPanel extends Widget {
     };
     yes.onclick = e => {
       e.stopPropagation();
-      void this.act(request(`memories/${m.fact_id}`, { method: 'DELETE' }), `forgot “${m.content.slice(0, 40)}”`);
+      void this.act(request(`memories/${m.fact_id}`, { method: 'DELETE' }), `forgot “${short(m.content, 40)}”`);
     };
     box.append(keep, yes);
     li.appendChild(box);
