@@ -8,7 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import InvalidImport, SlmMagicError
+from .engine.validate import check_text
+from .errors import InvalidImport, InvalidInput, SlmMagicError
 from .memory import Memory
 from .results.models import MEMORY_TYPES, FeedbackRecorded, MemoryChange
 
@@ -196,7 +197,8 @@ def _run(mem: Memory, args: argparse.Namespace) -> None:
         content = sys.stdin.read().strip() if args.text == "-" else args.text  # (as %%remember takes a cell)
         fact = mem.remember(content, tags=args.tags, project=args.project, type=args.type,
                             title=args.title, topic_key=args.topic,
-                            session_id=args.session or "cli:remember", core=args.core, share=args.share)
+                            session_id=args.session or "cli:remember", core=args.core, share=args.share,
+                            source=SOURCE)
         print(fact.fact_id)
     elif args.command == "recall":
         _recall(mem, args)
@@ -224,8 +226,32 @@ def _run(mem: Memory, args: argparse.Namespace) -> None:
         print(FeedbackRecorded(fact_id=fact_id, signal=args.signal))
 
 
+def _stray_byte(args: argparse.Namespace) -> str | None:
+    """What is wrong with an option typed in another encoding (Python hands a stray byte over
+    as a lone surrogate, which no file can hold), or None; the text and the query say it
+    themselves, as the engine checks them."""
+    for name, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and name not in ("text", "query"):
+                try:
+                    check_text(f"--{name.replace('_', '-')}" if name not in POSITIONAL else name, text)
+                except InvalidInput as exc:
+                    return str(exc)
+    return None
+
+
+#: What the console writes is marked as its own (Fact.source): a topic it revises says so.
+SOURCE = "console"
+
+#: The arguments given without a flag (their name is said bare).
+POSITIONAL = ("command", "path", "id", "session_id", "signal", "url")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if (wrong := _stray_byte(args)) is not None:
+        print(f"slm-magic: {wrong}", file=sys.stderr)
+        return 2
     if args.command == "mcp":
         return _mcp(args)
     if args.command == "pg-setup":

@@ -22,9 +22,9 @@ from traitlets.config import Configurable
 
 from . import magic_questions as questions
 from .core.scoring import AGE_GATE_RELEVANCE
-from .engine.validate import normalise_tags, redact
+from .engine.validate import check_text, normalise_tags, redact
 from .results.display import plural, terminal_width, wrap
-from .errors import InvalidImport, SlmMagicError
+from .errors import InvalidImport, InvalidInput, SlmMagicError
 from .memory import Memory
 from .notebook_path import NotebookPath
 from .results.models import (MEMORY_TYPES, ExportReport, FeedbackRecorded, ImportReport, MemoryChange, RecallResult,
@@ -49,6 +49,12 @@ def parse_argstring(magic, line: str):
         raise UsageError(f"cannot read the options: {exc}") from None
     for name, value in vars(args).items():
         setattr(args, name, _unquote(value))
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and name != "query":  # (a query is searched as it is: nothing is stored)
+                try:
+                    check_text(name if name in ("path", "id", "project_path") else f"--{name.replace('_', '-')}", text)
+                except InvalidInput as exc:
+                    raise UsageError(str(exc)) from None
     return args
 
 

@@ -462,6 +462,8 @@ class Memory:
             raise InvalidInput(f"a memory id must be a string, not {type_name(text)}")
         user = self.user_id if user_id is None else user_id
         text = text.strip()
+        if not text.isascii():  # (an id is hex: a stray byte typed, or another word, names none)
+            raise InvalidInput(f"no memory with id {text.encode('utf-8', 'replace').decode()!r}")
         if self.store.readable_fact(text, user) is not None:  # (own, or shared: rating one is allowed)
             return text
         if len(text) < self.SHORT_ID:

@@ -222,3 +222,9 @@ def test_text_in_another_encoding_is_refused_in_one_line_and_nothing_is_stored(t
         out = subprocess.run([*map(str, cli), *args], input=stdin, capture_output=True)
         assert out.returncode == 2 and b"Traceback" not in out.stderr, out.stderr[-500:]
         assert b"content is not UTF-8 text: character 4 is a stray byte" in out.stderr
+    for args, said in (([b"remember", b"--topic", b"t\xe9", b"ok"], b"--topic is not UTF-8 text: character 2"),
+                       ([b"--user", b"u\xe9", b"stats"], b"--user is not UTF-8 text: character 2")):
+        out = subprocess.run([*map(str, cli), *args], capture_output=True)
+        assert out.returncode == 2 and b"Traceback" not in out.stderr and said in out.stderr, out.stderr[-500:]
+    with Memory(db) as mem:
+        assert mem.count() == 1

@@ -445,7 +445,10 @@ def test_what_was_i_working_on_names_the_days_just_past(mem, clock, question):
     assert mem.recall(question, limit=5).memories == []
 
 
-@pytest.mark.parametrize("question", ["what did I do?", "what was I working on?", "what was I working on"])
+@pytest.mark.parametrize("question", ["what did I do?", "what was I working on?", "what was I working on",
+                                      "what have I done so far", "what was I up to",
+                                      "what was I working on 10 minutes ago", "what did I do in the last hour",
+                                      "anything in the past 2 hours", "what did I do in 2026"])
 def test_what_was_i_working_on_finds_the_session_still_open(mem, clock, question):
     """It found only closed sessions' summaries: today's work, in the session still open,
     came back to "what did I do today" and "recently" but not to these."""
@@ -457,8 +460,24 @@ def test_what_was_i_working_on_finds_the_session_still_open(mem, clock, question
     assert {m.fact_id for m in mem.recall(question, limit=5)} == written
 
 
-@pytest.mark.parametrize("question", ["working", "what is it?", "what did we decide about the join?"])
+@pytest.mark.parametrize("question", ["working", "what is it?", "what did we decide about the join?",
+                                      "what is the most recent churn rate", "what was the churn rate in 2026"])
 def test_a_question_that_says_more_is_not_taken_for_the_days_just_past(question):
     from slm_magic.core.temporal import recent_days
 
     assert recent_days(question, datetime(2026, 6, 1)) == []
+
+
+@pytest.mark.parametrize("question", ["what was the churn rate in 2026", "which model ran in the last hour of the job",
+                                      "how many rows have I cleaned so far"])
+def test_a_question_about_something_else_naming_a_time_is_not_about_the_time(question):
+    from slm_magic.core.temporal import asks_what_was_done, temporal_terms
+
+    assert temporal_terms(question, datetime(2026, 6, 1)) and not asks_what_was_done(question)
+
+
+def test_recent_alone_names_no_days():
+    """"my recent Facebook Live session" is a question about a session, not about the last week."""
+    from slm_magic.core.temporal import temporal_terms
+
+    assert temporal_terms("comments on my recent live session", datetime(2026, 6, 1)) == []

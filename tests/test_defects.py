@@ -262,3 +262,19 @@ def test_magic_help_has_no_stray_rest_marker(ip):
         doc = ip.find_line_magic(name).__doc__
         assert not doc.lstrip().startswith("::") and doc.startswith(f"%{name} "), doc[:40]
     assert ip.find_cell_magic("remember").__doc__.startswith("%remember ")
+
+
+def test_a_topic_revised_from_the_console_says_so(tmp_path, capsys):
+    """`slm-magic remember --topic owner ...` over a notebook's memory kept the notebook's cell
+    and its code as where the new text came from."""
+    from slm_magic.cli import main
+
+    db = tmp_path / "m.duckdb"
+    with Memory(db) as mem:
+        first = mem.remember("The churn dashboard is owned by Ana.", topic_key="owner", notebook="/w/a.ipynb", cell=4,
+                             code='prep = "x"')
+    assert main(["--db", str(db), "remember", "--topic", "owner", "The churn dashboard is owned by Bruno."]) == 0
+    with Memory(db) as mem:
+        fact, where = mem.get(first.fact_id), mem.provenance(first.fact_id)
+    assert fact.content.endswith("Bruno.") and fact.source == "console"
+    assert (where.notebook, where.cell, where.code) == (None, None, None)

@@ -90,6 +90,12 @@ def test_a_stray_byte_in_a_cell_is_a_usage_error_and_spoils_no_later_cell(ip, ca
     assert isinstance(err, UsageError) and "content is not UTF-8 text: character 16" in str(err)
     fact, err = cell(ip, "%%remember --tags url\nthe dashboard lives on the team wiki")
     assert err is None and fact.action == "remembered" and ip.run_line_magic("recall", "dashboard").memories
+    for source, message in (("%%remember --topic t\udcff\nx", "--topic is not UTF-8 text"),
+                            ("%slm_list --project p\udcff", "--project is not UTF-8 text"),
+                            ("%slm_export /tmp/ex\udcff.jsonl", "path is not UTF-8 text"),
+                            (f"%slm_feedback {fact.fact_id[:8]}\udcff up", "no memory with id")):
+        _, err = cell(ip, source)
+        assert isinstance(err, UsageError) and message in str(err), (source, err)
     assert "Traceback" not in "".join(capsys.readouterr())
 
 

@@ -33,7 +33,7 @@ _AFTER_PREPOSITION = re.compile(r"\b(?:by|until|till|before|after|in|of|between|
 #: ("what was I working on?").
 RECENT_DAYS = 7
 _WHAT_WAS_DONE = re.compile(r"^\W*(?:so\s+|and\s+)?(?:what|where)\b.*\b(?:do|did|done|doing|work|worked|working|"
-                            r"been\s+up\s+to)\b", re.IGNORECASE)
+                            r"(?:been\s+)?up\s+to)\b", re.IGNORECASE)
 #: The most days one question names (a "since" two years back keeps its latest year).
 MAX_DAYS = 366
 
@@ -58,14 +58,17 @@ _ORD = "st|nd|rd|th"
 #: A word every phrase that names days holds: a question without one names none (the test
 #: costs a fifth of the phrases' own on the questions most recalls ask).
 _MAY_NAME_A_DAY = re.compile(
-    rf"\b(?:today|tonight|morning|afternoon|evening|night|yesterday|recently|lately|late|ago|days|week|weekend|month|{'|'.join(_WEEKDAYS)}|{_MONTH})\b|\d-\d",
+    rf"\b(?:today|tonight|morning|afternoon|evening|night|yesterday|recently|lately|late|ago|far|hours?|"
+    rf"minutes?|days|week|weekend|month|{'|'.join(_WEEKDAYS)}|{_MONTH}|{_YEAR})\b|\d-\d",
     re.IGNORECASE)
 _DAY_NAMED = re.compile(
     rf"""\b(?P<since>since\s+)?(?:
       (?P<before>(?:the\s+)?day\s+before\s+yesterday)
-    | (?P<today>today|tonight|this\s+(?:morning|afternoon|evening))
+    | (?P<today>today|tonight|this\s+(?:morning|afternoon|evening)|so\s+far
+        |(?:the\s+)?(?:last|past)\s+(?:(?:{_N})\s+)?(?:hours?|minutes?)|(?:{_N})\s+(?:hours?|minutes?)\s+ago)
     | (?P<yesterday>yesterday|last\s+night)
     | (?P<recent>recently|lately|these\s+days|of\s+late)
+    | (?:in|during|throughout)\s+(?P<year>{_YEAR})
     | (?P<days_ago>{_N})\s+days?\s+ago
     | (?P<weeks_ago>{_N})\s+weeks?\s+ago
     | (?:the\s+)?(?:past|last)\s+(?P<span>{_N})\s+days
@@ -136,6 +139,8 @@ def _span(m: re.Match, today: date, query: str) -> tuple[date, date] | None:
         return _day(today - timedelta(days=1))
     if g("recent"):
         return today - timedelta(days=RECENT_DAYS - 1), today
+    if g("year"):
+        return date(int(g("year")), 1, 1), min(date(int(g("year")), 12, 31), today)
     if g("days_ago"):
         return _day(today - timedelta(days=_count(g("days_ago"))))
     if g("weeks_ago"):

@@ -85,6 +85,8 @@ def _term_sources(raw: str) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     if len(parts) > 1:
         out.append((word, word))  # the whole identifier, so an exact name search ranks it first
+        if word.isalpha() and (stemmed := _stem(word)) != word:  # (a camelCase name is also a word:
+            out.append((stemmed, word))                          # "bigquery" typed finds "BigQuery")
     for part in parts:
         if part in STOP_WORDS or (len(part) == 1 and not part.isdigit()):
             continue
