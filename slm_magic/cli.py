@@ -86,6 +86,8 @@ def _changing_commands(sub) -> None:
     """The commands that change what is stored, and the team's and the assistant's."""
     c = sub.add_parser("close", help="close a session (default: the most recent) and summarise it")
     c.add_argument("session_id", nargs="?", default="", help="which session (default: the most recent)")
+    c.add_argument("--summary", "-s", nargs="+", default=None,
+                   help="the session in your words (quotes not needed): shown when later sessions open")
     for name, what in (("pin", "make a memory core (always in a session's context)"),
                        ("unpin", "a core memory becomes an ordinary one")):
         sub.add_parser(name, help=f"{what}; ID may be its first 6 characters or more").add_argument("id")
@@ -214,7 +216,7 @@ def _run(mem: Memory, args: argparse.Namespace) -> None:
         except InvalidImport as exc:
             raise SlmMagicError(exc.naming("--skip-invalid")) from None
     elif args.command == "close":
-        print(mem.close_session(args.session_id))
+        print(mem.close_session(args.session_id, summary=None if args.summary is None else " ".join(args.summary)))
     elif args.command in ("pin", "unpin"):
         fact = mem.pin(mem.resolve_id(args.id), args.command == "pin")
         print(MemoryChange(action="pinned" if args.command == "pin" else "unpinned", fact=fact))

@@ -262,10 +262,11 @@ def close_session(
             raise InvalidInput("this server has opened no session: give the session_id to close")
     else:
         sid = _known_session(mem, session_id)
-    out = mem.close_session(sid).model_dump(mode="json")
+    closed = mem.close_session(sid)
     if _SERVER_SESSION.get(mem) == sid:
         del _SERVER_SESSION[mem]  # the next call that names none opens a new one
-    return out
+    return _noted(closed.model_dump(mode="json"), "this session was already closed: only what it got since was "
+                  "summarised, and its summary kept" if closed.already_closed else None)
 
 
 # --- API B: observations per user --------------------------------------------------------------

@@ -226,3 +226,17 @@ def test_a_forget_in_the_importing_file_rewrites_the_summaries_that_quote_it(fil
         other.forget(secret.fact_id)
         assert quoting(other) == [] and not any("DROP TABLE" in m.content for m in other.recall("ünïcödé quotes"))
         assert other.recall("join customer_id", limit=3)[0].fact.kind == "memory"  # (the rest as it was)
+
+
+def test_the_console_closes_a_session_with_the_user_s_words(tmp_path, capsys):
+    from slm_magic.cli import main
+
+    db = tmp_path / "m.duckdb"
+    with Memory(db) as mem:
+        sid = mem.session_init().session_id
+        mem.remember("the join drops 3% of rows", session_id=sid)
+    assert main(["--db", str(db), "close", sid, "--summary", "join", "checked"]) == 0
+    assert f"closed session {sid}" in capsys.readouterr().out
+    with Memory(db) as mem:
+        assert {s.session_id: s.summary for s in mem.mem_session_start(mem.user_id).sessions_context}[sid] == \
+            "join checked"

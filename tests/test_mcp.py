@@ -457,3 +457,16 @@ def test_the_server_s_own_session_ends_with_it_when_it_holds_nothing(tmp_path):
         mcp_tools.recall(mem, query="churn")
         mcp_tools.end_server_session(mem)
         assert not mem.session_is_closed(asked)
+
+
+def test_closing_a_session_again_says_so(tmp_path):
+    """A second close_session answered as the first did: nothing said it was closed already."""
+    from slm_magic import mcp_tools
+
+    with Memory(tmp_path / "m.duckdb") as mem:
+        sid = mcp_tools.session_init(mem)["session_id"]
+        mcp_tools.remember(mem, content="churn is 30 days without a login", session_id=sid)
+        first = mcp_tools.close_session(mem, session_id=sid)
+        assert set(first) == {"success", "session_id", "summary_events_created"}
+        again = mcp_tools.close_session(mem, session_id=sid)
+        assert again["summary_events_created"] == 0 and "already closed" in again["note"]
