@@ -574,6 +574,10 @@ def test_a_memory_s_control_characters_never_reach_a_terminal(mem):
     shown = [page_text(mem.browse(), width=80), recall_text(mem.recall("red note bell"), width=80), str(fact),
              session_text(mem.session_init(query="red note bell"), width=80)]
     assert all("red" in text and not any(ch in text for ch in "\x1b\x07\r") for text in shown), shown
+    # (nor a right-to-left override, which made the rest of the row read backwards)
+    flipped = mem.remember("invoice \u202etotal\u202c and \u2067tax\u2069 checked")
+    shown = [page_text(mem.browse(), width=80), recall_text(mem.recall("invoice total"), width=80), str(flipped)]
+    assert all("invoice" in text and not any(ch in text for ch in "\u202e\u202c\u2067\u2069") for text in shown)
 
 
 def test_a_session_held_back_by_the_age_gate_says_so_once_in_a_terminal(db_path, clock):
