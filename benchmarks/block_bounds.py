@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         norm, size = index.length_norm, index.docs.size
         asked = []
         for q in questions:
-            terms, qtf, qlen, _, _, _ = mem.retrieval.analyse(q, mem.retrieval.clock(), "auto")
+            terms, qtf, qlen, *_ = mem.retrieval.analyse(q, mem.retrieval.clock(), "auto")
             cs = index.channel_scores(terms, qtf, qlen) if terms else None
             if cs is not None and cs.term_docs:
                 asked.append((cs, float(cs.best_bm25(k)[1].min())))

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from .engine.validate import check_text
+from .engine.validate import check_arguments
 from .errors import InvalidImport, InvalidInput, SlmMagicError
 from .memory import Memory
 from .results.models import MEMORY_TYPES, FeedbackRecorded, MemoryChange
@@ -228,20 +228,6 @@ def _run(mem: Memory, args: argparse.Namespace) -> None:
         print(FeedbackRecorded(fact_id=fact_id, signal=args.signal))
 
 
-def _stray_byte(args: argparse.Namespace) -> str | None:
-    """What is wrong with an option typed in another encoding (Python hands a stray byte over
-    as a lone surrogate, which no file can hold), or None; the text and the query say it
-    themselves, as the engine checks them."""
-    for name, value in vars(args).items():
-        for text in value if isinstance(value, list) else [value]:
-            if isinstance(text, str) and name not in ("text", "query"):
-                try:
-                    check_text(f"--{name.replace('_', '-')}" if name not in POSITIONAL else name, text)
-                except InvalidInput as exc:
-                    return str(exc)
-    return None
-
-
 #: What the console writes is marked as its own (Fact.source): a topic it revises says so.
 SOURCE = "console"
 
@@ -251,8 +237,10 @@ POSITIONAL = ("command", "path", "id", "session_id", "signal", "url")
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if (wrong := _stray_byte(args)) is not None:
-        print(f"slm-magic: {wrong}", file=sys.stderr)
+    try:  # (an option typed in another encoding; the text and the query say it in their own words)
+        check_arguments(vars(args), bare=POSITIONAL, skip=("text", "query"))
+    except InvalidInput as exc:
+        print(f"slm-magic: {exc}", file=sys.stderr)
         return 2
     if args.command == "mcp":
         return _mcp(args)

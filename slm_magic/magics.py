@@ -22,7 +22,7 @@ from traitlets.config import Configurable
 
 from . import magic_questions as questions
 from .core.scoring import AGE_GATE_RELEVANCE
-from .engine.validate import check_text, normalise_tags, redact
+from .engine.validate import check_arguments, normalise_tags, redact
 from .results.display import plural, terminal_width, wrap
 from .errors import InvalidImport, InvalidInput, SlmMagicError
 from .memory import Memory
@@ -49,12 +49,10 @@ def parse_argstring(magic, line: str):
         raise UsageError(f"cannot read the options: {exc}") from None
     for name, value in vars(args).items():
         setattr(args, name, _unquote(value))
-        for text in value if isinstance(value, list) else [value]:
-            if isinstance(text, str) and name != "query":  # (a query is searched as it is: nothing is stored)
-                try:
-                    check_text(name if name in ("path", "id", "project_path") else f"--{name.replace('_', '-')}", text)
-                except InvalidInput as exc:
-                    raise UsageError(str(exc)) from None
+    try:  # (a query is searched as it is: nothing of it is stored)
+        check_arguments(vars(args), bare=("path", "id", "project_path"), skip=("query",))
+    except InvalidInput as exc:
+        raise UsageError(str(exc)) from None
     return args
 
 
@@ -521,13 +519,13 @@ class SLMMagic(Magics, Configurable):
     def slm_feedback(self, line: str) -> FeedbackRecorded:
         """%slm_feedback ID up|down: tell the ranking a memory was useful or not."""
         parts = line.split()
-        if len(parts) != 2 or parts[1].lower() not in ("up", "down"):
+        signal = parts[1].lower() if len(parts) == 2 else ""
+        if signal not in ("up", "down"):
             raise UsageError("usage: %slm_feedback ID up|down")
-        parts[1] = parts[1].lower()
         with self._engine() as mem:
             fact_id = mem.resolve_id(parts[0])
-            mem.feedback(fact_id, parts[1], session_id=self.session_id)
-        return FeedbackRecorded(fact_id=fact_id, signal=parts[1])
+            mem.feedback(fact_id, signal, session_id=self.session_id)
+        return FeedbackRecorded(fact_id=fact_id, signal=signal)
 
     @readable_help
     @magic_arguments()

@@ -159,7 +159,7 @@ def test_a_day_s_session_is_scored_as_every_other_match_is(mem, question):
 
     sid = demo_session(mem)
     now = mem.now()
-    terms, qtf, qlen, _, days, _ = mem.retrieval.analyse(question, now, "auto")
+    terms, qtf, qlen, _, days, *_ = mem.retrieval.analyse(question, now, "auto")
     cs = mem.index.channel_scores(terms, qtf, qlen, text.query_grams(question))
     q = mem.retrieval.question(question, now, user=mem.user_id, project=None, limit=10, kind="auto", type=None,
                                max_age_days=None, strict=True)

@@ -208,7 +208,7 @@ def test_word_matches_beyond_the_pool_are_searched_by_their_own_vectors(mem):
 
     ids = [mem.remember(f"{f} (about the store)").fact_id for f in FINDINGS]
     index = mem.index
-    terms, qtf, qlen, _, _, _ = mem.retrieval.analyse("the store", mem.now(), "auto")
+    terms, qtf, qlen, *_ = mem.retrieval.analyse("the store", mem.now(), "auto")
     cs = index.channel_scores(terms, qtf, qlen, text.query_grams("the store"))
     query = mem.meaning.encode([FINDINGS[4]])[0]
     doc_of = {f: d for d, f in zip(cs.matched.tolist(), ids)}

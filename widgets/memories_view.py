@@ -398,14 +398,16 @@ class MemoriesView(SavedForm, W.VBox):
     def saved_html(self) -> str:
         if self.result is None:
             return memories_html(self.shown_memories(), self.viewer)
-        return recall_html(self.result.model_copy(update={"memories": self.shown_memories()}), self.viewer,
-                           forgotten=self.forgotten_count)
+        return recall_html(self._shown_result(), self.viewer, forgotten=self.forgotten_count)
 
     def __repr__(self) -> str:  # the saved form's text
         if self.result is None:
             return plural(len(self.items), "memory", "memories")
-        return recall_text(self.result.model_copy(update={"memories": self.shown_memories()}), viewer=self.viewer,
-                           forgotten=self.forgotten_count)
+        return recall_text(self._shown_result(), viewer=self.viewer, forgotten=self.forgotten_count)
+
+    def _shown_result(self):
+        """The recall as the rows now show it (`shown_memories`)."""
+        return self.result.model_copy(update={"memories": self.shown_memories()})
 
     @property
     def forgotten_count(self) -> int:

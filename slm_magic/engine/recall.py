@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 from datetime import datetime
 
 import numpy as np
@@ -35,6 +36,19 @@ from .working_sets import WorkingSets
 #: The most memories not yet summarised that a question about days brings first (the newest).
 DAY_MEMORIES = 100
 _ASKS_ABOUT_SESSIONS = re.compile(r"\bsessions?\b|\bwhat did (?:i|we) do\b", re.IGNORECASE)
+
+
+class Analysis(NamedTuple):
+    """What a query's words say, before the model reads it (`Recall.analyse`)."""
+
+    terms: list[int]
+    qtf: list[int]
+    qlen: int
+    kind: str | None                # the kind of memory to keep ("auto" resolved)
+    days: list[str]                 # the day terms of a question about a time
+    whole_days: bool                # whether it asks only what was done on them
+    asked: str                      # its words without the days (what a match may show)
+    held: set[int]                  # which of the terms that decide how it is asked some memory holds
 
 
 @dataclass
@@ -154,10 +168,9 @@ class Recall:
     def question(self, query: str, now_dt: datetime, *, user: str, project: str | None, limit: int,
                  kind: str | None, type: str | None, max_age_days: int | None, strict: bool) -> Question:
         # (asked for summaries by type, a question is asked of them whatever its words)
-        terms, qtf, qlen, kind, days, asked, held = self.analysed(query, now_dt, None if kind == "auto" and
-                                                                  type == "summary" else kind)
-        days = days if limit else []
-        words = text.term_words(asked, terms)  # (a date the temporal channel took is no word a match shows)
+        a = self.analyse(query, now_dt, None if kind == "auto" and type == "summary" else kind)
+        terms, days = a.terms, a.days if limit else []
+        words = text.term_words(a.asked, terms)  # (a date the temporal channel took is no word a match shows)
         model = self.settings.model
         # (the question's vector, for whichever path ranks: the index's, else the file's; a
         # question about a time is answered from its days, not by meaning)
@@ -165,9 +178,9 @@ class Recall:
         # (by meaning alone only for a question that means something to the model and does not
         # ask for memories by the identifiers they hold)
         admit = vector is not None and model.knows(words.values()) \
-            and not text.names_identifiers(query, held)
-        whole_days = bool(days) and asks_what_was_done(query)
-        return Question(query, terms, qtf, qlen, kind, type, days, whole_days, words, vector, admit, epoch_seconds(now_dt),
+            and not text.names_identifiers(query, a.held)
+        return Question(query, terms, a.qtf, a.qlen, a.kind, type, days, bool(days) and a.whole_days, words, vector,
+                        admit, epoch_seconds(now_dt),
                         epoch_seconds(now_dt) - max_age_days * 86_400 if max_age_days else None, user, project, limit,
                         strict)
 
@@ -215,14 +228,8 @@ class Recall:
                 limit=limit, updated_after=q.updated_after))
         return ranked, scored_memories(ranked, self.live.rows.get(ranked.doc_ids.tolist()), q.words)
 
-    def analyse(self, query: str, now_dt: datetime, kind: str | None):
-        """(terms, their counts, length, kind to keep, day terms, the words asked) of a query
-        (`analysed`)."""
-        return self.analysed(query, now_dt, kind)[:6]
-
-    def analysed(self, query: str, now_dt: datetime, kind: str | None):
-        """(terms, their counts, length, kind to keep, day terms, the words asked, which of the
-        terms that decide how it is asked some memory holds) of a query.
+    def analyse(self, query: str, now_dt: datetime, kind: str | None) -> Analysis:
+        """A query's terms and what decides how it is ranked (`Analysis`).
         The days a question about a time names ("what did I do yesterday", "anything last
         week?", "my sessions in October") are the temporal channel's: their summaries, and what
         no summary stands for yet, come first; a question about something else that mentions a
@@ -232,10 +239,12 @@ class Recall:
         expanded = query.replace("\x00", "")
         about_sessions = _ASKS_ABOUT_SESSIONS.search(query) is not None
         days = temporal_terms(expanded, now_dt)
-        if days and not (about_sessions or asks_what_was_done(expanded)):
+        whole_days = bool(days) and asks_what_was_done(expanded)
+        if days and not (about_sessions or whole_days):
             days = []
         if not days:  # ("what was I working on?": the days just past)
             days = recent_days(expanded, now_dt)
+            whole_days = bool(days)
         if days:  # (the days are the temporal channel's, not words: "Monday" in other days' summaries)
             expanded = without_days(expanded, now_dt)
         asked = expanded
@@ -251,7 +260,7 @@ class Recall:
             kind = None if days or about_sessions else "memory"
         counts = text.query_counts(expanded, held)
         qtf = list(counts.values())
-        return list(counts.keys()), qtf, sum(qtf), kind, days, asked, held
+        return Analysis(list(counts.keys()), qtf, sum(qtf), kind, days, whole_days, asked, held)
 
     def day_docs(self, q: Question) -> tuple[list[int], list[int]]:
         """Index positions of what the days a question names hold, as its kind and type let
@@ -281,7 +290,8 @@ class Recall:
         """The default fusion's best k for a query (no session, no learning), with the channel
         scores they came from: what the learned ranker is trained on."""
         now_dt = self.clock()
-        terms, qtf, qlen, kind, _, _ = self.analyse(query, now_dt, "auto")
+        a = self.analyse(query, now_dt, "auto")
+        terms, qtf, qlen, kind = a.terms, a.qtf, a.qlen, a.kind
         index = self.live.index
         user_code = index.lookup_code("user", user)
         project_code = None if project is None else index.lookup_code("project", project)

@@ -7,7 +7,7 @@ position in a bulk import); nothing is written unless every record passes.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -49,6 +49,18 @@ def check_text(name: str, value: str, where: str = "") -> None:
         except UnicodeEncodeError as exc:
             raise InvalidInput(f"{name} is not UTF-8 text: character {exc.start + 1} is a stray byte "
                                f"(typed or read in another encoding?){where}") from None
+
+
+def check_arguments(arguments: dict, *, bare: Container[str] = (), skip: Container[str] = ()) -> None:
+    """`check_text` of every text a command line gave (parsed arguments by name; a list's
+    items each), named as typed: `--name`, or the name alone for those given without a flag
+    (`bare`); `skip`: those the engine checks itself, with their own words."""
+    for name, value in arguments.items():
+        if name in skip:
+            continue
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str):
+                check_text(name if name in bare else f"--{name.replace('_', '-')}", text)
 
 
 def normalise_tags(tags: str | Iterable[str] | None) -> tuple[str, ...]:

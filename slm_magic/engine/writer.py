@@ -144,14 +144,12 @@ class Writer:
             self.learning.implicit_used(sid, list(said.keys()), int(doc_id), fact.user_id)
         return fact
 
-    def _provenance(self, record: dict[str, Any]) -> dict[str, Any] | None:
-        """Where a record's text came from, checked, if the call says (a notebook's cell, the
-        assistant): then it replaces where a revised memory's text came from; else None."""
+    @staticmethod
+    def _provenance(record: dict[str, Any]) -> dict[str, Any] | None:
+        """Where a record's text came from, if the call says (a notebook's cell, the assistant,
+        the console): then it replaces where a revised memory's text came from; else None."""
         given = {k: record.get(k) for k in PROVENANCE}
-        if all(v is None for v in given.values()):
-            return None
-        checked = validate([{"content": record.get("content"), **given}], now=self.now(), default_user=self.user_id)
-        return {k: checked[k][0] for k in PROVENANCE}
+        return None if all(v is None for v in given.values()) else given
 
     def _revise_topic(self, existing: str, topic_key: str, user: str, *, content, title, type, tags, project, core,
                       share, provenance: dict[str, Any] | None) -> Fact:
@@ -343,13 +341,14 @@ class Writer:
                tags: str | Iterable[str] | None = None, project: str | None = None,
                user_id: str | None = None, provenance: dict[str, Any] | None = None) -> Fact:
         """`Memory.revise`: the new content into the file, the index caught up, a signal if a
-        recall showed it lately (`provenance`: the PROVENANCE columns of the new text, checked)."""
+        recall showed it lately (`provenance`: where the new text came from, the PROVENANCE
+        fields, checked with it; None keeps where the memory came from)."""
         current = self.own(fact_id, "revise", user_id=user_id)
         now = self.now()
         cols = validate([{"content": content, "title": current.title if title is None else title,
                           "type": current.type if type is None else type,
                           "tags": list(current.tags) if tags is None else tags,
-                          "project": current.project if project is None else project}],
+                          "project": current.project if project is None else project, **(provenance or {})}],
                         now=now, default_user=current.user_id)
         row = {k: v[0] for k, v in cols.items()}
         counts, length = field_counts(row["content"], row["title"], row["tags"], row["project"], row["type"])
@@ -358,7 +357,7 @@ class Writer:
             "content": row["content"], "content_hash": content_hash(row["content"]),
             "title": row["title"], "type": row["type"], "tags": row["tags"], "project": row["project"],
             "terms": list(counts.keys()), "tfs": list(counts.values()), "doc_len": length, "updated_at": now,
-            **self._vector_fields(vecs), **(provenance or {})})
+            **self._vector_fields(vecs), **({k: row[k] for k in PROVENANCE} if provenance is not None else {})})
         self.live.sync()
         self.learning.after_showing(fact_id, "revised", current.user_id)
         return self.fact(fact_id, user_id=current.user_id)

@@ -86,9 +86,8 @@ TITLE_CHARS = 42
 
 
 # Control characters (an escape sequence a memory may carry from an assistant or an import
-# would recolour or drive the reader's terminal): shown as U+FFFD; tabs and newlines are spaces.
-#: Control characters, and the bidirectional overrides and isolates that reorder what follows
-#: them on the line (a memory's text could make the rest of a row read backwards).
+# would recolour or drive the reader's terminal), and the bidirectional overrides and isolates
+# (they would make the rest of a row read backwards): shown as U+FFFD; tabs and newlines are spaces.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
